@@ -1,0 +1,124 @@
+"""REA: candidate pairs -> p(r | e_i, e_j, summary) from the backbone -> triples with p >= theta_r (multi-label).
+
+A pair is two mentions of different entities in one sentence of a summary (most relations an abstract states
+sit in one sentence; wider windows mostly add false pairs). The sentence is the triple's evidence. One fact per
+document: the same (head, relation, tail) seen in several sentences keeps its most probable reading.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+
+from karma_dagster.backbones.base import Backbone
+from karma_dagster.params import KarmaParams
+from karma_dagster.schemas.records import MentionRow, MentionSpan, SummaryRow, TripleRow
+
+try:  # the shared sentence splitter (helper A2's); the fallback keeps this module usable on its own
+    from karma_dagster.nlp import split_sentences
+except ImportError:  # pragma: no cover - only when nlp.py is absent
+    import re
+
+    def split_sentences(text: str) -> list[tuple[int, int, str]]:
+        out, start = [], 0
+        for m in re.finditer(r"(?<=[.!?])\s+(?=[A-Z0-9(])", text):
+            out.append((start, m.start(), text[start:m.start()]))
+            start = m.end()
+        if start < len(text.rstrip()):
+            out.append((start, len(text.rstrip()), text[start:len(text.rstrip())]))
+        return [s for s in out if s[2].strip()]
+
+
+class RelationInputError(ValueError):
+    """Mentions that do not fit their summaries (unknown summary, span outside or not matching the text)."""
+
+
+def _hash(*parts: str) -> str:
+    return hashlib.sha1("\x1f".join(parts).encode("utf-8")).hexdigest()[:16]
+
+
+def _span(m: MentionRow) -> MentionSpan:
+    return MentionSpan(start=m.start, end=m.end, text=m.text, type=m.type, long_form=m.long_form,
+                       vocab_id=m.vocab_id)
+
+
+def _name(m: MentionRow) -> str:
+    return m.kg_name or m.long_form or m.text
+
+
+def candidate_pairs(summary: SummaryRow, mentions: list[MentionRow]) -> list[tuple[MentionRow, MentionRow, str]]:
+    """(earlier mention, later mention, sentence) for mentions of different entities sharing a sentence."""
+    text = summary.text
+    for m in mentions:
+        if not (0 <= m.start < m.end <= len(text)) or text[m.start:m.end] != m.text:
+            raise RelationInputError(
+                f"mention {m.mention_id} ({m.text!r} at {m.start}-{m.end}) does not match summary "
+                f"{summary.summary_id} (text there: {text[m.start:m.end]!r})"
+            )
+    by_sentence: dict[int, list[MentionRow]] = defaultdict(list)
+    sents = split_sentences(text)
+    for m in sorted(mentions, key=lambda m: (m.start, m.end)):
+        for i, (s, e, _) in enumerate(sents):
+            if s <= m.start < e:
+                by_sentence[i].append(m)
+                break
+    out = []
+    for i, ms in sorted(by_sentence.items()):
+        sentence = sents[i][2]
+        for a in range(len(ms)):
+            for b in range(a + 1, len(ms)):
+                if ms[a].entity_id != ms[b].entity_id:
+                    out.append((ms[a], ms[b], sentence))
+    return out
+
+
+def extract_relations(
+    summaries: list[SummaryRow],
+    mentions: list[MentionRow],
+    backbone: Backbone,
+    params: KarmaParams,
+    *,
+    n_samples: int = 1,
+) -> list[TripleRow]:
+    """Triples of every summary, deduplicated per document on (unordered pair, relation).
+
+    BioRED's relation types are undirected, so (A, r, B) and (B, r, A) are one fact; its head is the mention
+    read first. `n_samples` is the hook for MedKGent-style sampling confidence (N backbone samples, confidence =
+    agreement frequency); it is not built yet, so only 1 is accepted.
+    """
+    if n_samples != 1:
+        raise NotImplementedError("MedKGent sampling confidence (n_samples > 1) is not implemented yet")
+    by_id = {s.summary_id: s for s in summaries}
+    grouped: dict[str, list[MentionRow]] = defaultdict(list)
+    for m in mentions:
+        if m.summary_id not in by_id:
+            raise RelationInputError(f"mention {m.mention_id} refers to unknown summary {m.summary_id!r}")
+        grouped[m.summary_id].append(m)
+
+    best: dict[tuple[str, frozenset[str], str], TripleRow] = {}
+    for sid, ms in grouped.items():
+        summary = by_id[sid]
+        pairs = candidate_pairs(summary, ms)
+        if not pairs:
+            continue
+        probs = backbone.relation_probabilities(summary.text, [(_span(h), _span(t)) for h, t, _ in pairs])
+        if len(probs) != len(pairs):
+            raise RelationInputError(f"backbone {backbone.name} returned {len(probs)} answers for {len(pairs)} "
+                                     f"pairs of summary {sid}")
+        for (h, t, sentence), p_r in zip(pairs, probs, strict=True):
+            for relation, p in p_r.items():
+                if p < params.theta_for(relation):
+                    continue
+                key = (summary.doc_key, frozenset((h.entity_id, t.entity_id)), relation)
+                if key in best and best[key].probability >= p:
+                    continue
+                best[key] = TripleRow(
+                    doc_key=summary.doc_key,
+                    triple_id=_hash(summary.doc_key, *sorted((h.entity_id, t.entity_id)), relation),
+                    summary_id=sid, segment_id=summary.segment_id,
+                    head_mention_id=h.mention_id, head_id=h.entity_id, head_name=_name(h), head_type=h.type,
+                    relation=relation,
+                    tail_mention_id=t.mention_id, tail_id=t.entity_id, tail_name=_name(t), tail_type=t.type,
+                    probability=min(1.0, max(0.0, float(p))), evidence=sentence,
+                )
+    return sorted(best.values(), key=lambda r: (r.doc_key, r.summary_id, -r.probability, r.triple_id))

@@ -1,0 +1,81 @@
+"""SAA: map each triple's entity kinds and relation onto the KG schema, oriented as the metaedge runs.
+
+An entity linked to the KG keeps its node's kind; a new one gets the kind its NER type maps to. Whatever the
+schema cannot place (an unknown kind, no metaedge between the kinds, a mapping below the floor) is flagged for
+schema review with the KG fields left empty, never forced onto the nearest edge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from karma_dagster.backbones.base import Backbone, TripleQuery
+from karma_dagster.kg.schema import KGSchema
+from karma_dagster.params import KarmaParams
+from karma_dagster.schemas.records import AlignedRow, MentionRow, TripleRow
+
+
+class AlignmentError(ValueError):
+    """The backbone named a relation outside the candidates it was offered."""
+
+
+def entity_kind(entity_id: str, ner_type: str, schema: KGSchema,
+                kg_kind_of: Callable[[str], str | None]) -> str | None:
+    kind = kg_kind_of(entity_id)
+    if kind is None:
+        kind = schema.kind_for_ner_type(ner_type)
+    return kind if kind in schema.node_kinds else None
+
+
+def _review(t: TripleRow, head_kind: str | None, tail_kind: str | None, prob: float = 0.0) -> AlignedRow:
+    return AlignedRow(**t.model_dump(), head_kg_type=head_kind, tail_kg_type=tail_kind, kg_relation=None,
+                      metaedge=None, alignment_prob=prob, schema_status="review")
+
+
+def align_triples(
+    triples: list[TripleRow],
+    mentions: list[MentionRow],
+    backbone: Backbone,
+    schema: KGSchema,
+    params: KarmaParams,
+    kg_kind_of: Callable[[str], str | None],
+) -> list[AlignedRow]:
+    """One AlignedRow per triple; head/tail swapped (with their fields) when the metaedge runs the other way."""
+    mention_type = {m.mention_id: m.type for m in mentions}
+    out: list[AlignedRow] = []
+    for t in triples:
+        head_type = mention_type.get(t.head_mention_id, t.head_type)
+        tail_type = mention_type.get(t.tail_mention_id, t.tail_type)
+        hk = entity_kind(t.head_id, head_type, schema, kg_kind_of)
+        tk = entity_kind(t.tail_id, tail_type, schema, kg_kind_of)
+        if hk is None or tk is None:
+            out.append(_review(t, hk, tk))
+            continue
+        candidates = sorted({me.relation for me in schema.candidates(hk, tk)})
+        if not candidates:
+            out.append(_review(t, hk, tk))
+            continue
+        answer = backbone.align(
+            TripleQuery(head_name=t.head_name, head_type=hk, relation=t.relation, tail_name=t.tail_name,
+                        tail_type=tk, evidence=t.evidence),
+            candidates,
+        )
+        if answer.kg_relation is None or answer.probability < params.alignment_floor:
+            out.append(_review(t, hk, tk, min(1.0, max(0.0, answer.probability))))
+            continue
+        if answer.kg_relation not in candidates:
+            raise AlignmentError(f"triple {t.triple_id}: backbone {backbone.name} answered {answer.kg_relation!r}, "
+                                 f"not one of the candidates {candidates} for {hk}-{tk}")
+        found = schema.metaedge(answer.kg_relation, hk, tk)
+        assert found is not None  # candidates come from the same schema
+        me, swapped = found
+        row = t.model_dump()
+        if swapped:
+            for a, b in (("head_mention_id", "tail_mention_id"), ("head_id", "tail_id"),
+                         ("head_name", "tail_name"), ("head_type", "tail_type")):
+                row[a], row[b] = row[b], row[a]
+            hk, tk = tk, hk
+        out.append(AlignedRow(**row, head_kg_type=hk, tail_kg_type=tk, kg_relation=me.relation,
+                              metaedge=me.abbrev, alignment_prob=min(1.0, max(0.0, answer.probability)),
+                              schema_status="aligned"))
+    return out

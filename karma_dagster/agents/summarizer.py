@@ -1,0 +1,63 @@
+"""SA, the summarizer agent: condense each kept segment so extraction reads less text and keeps the facts.
+
+The agent decides which segments are summarized (kept ones only) and counts sentences in and out with the
+shared splitter, so the compression figures of every backbone are measured the same way; the backbone only
+writes the condensed text.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from pydantic import TypeAdapter, ValidationError
+
+from karma_dagster.backbones.base import Backbone
+from karma_dagster.nlp import split_sentences
+from karma_dagster.params import KarmaParams
+from karma_dagster.schemas.records import RawSection, SegmentRow, SummaryRow
+
+log = logging.getLogger(__name__)
+
+_SEGMENTS = TypeAdapter(list[SegmentRow])
+
+
+class SummarizerError(ValueError):
+    """Bad input to the summarizer or a bad answer from its backbone; the message names the segment."""
+
+
+def summarize_segments(segments: list[SegmentRow], backbone: Backbone, params: KarmaParams) -> list[SummaryRow]:
+    """One summary per kept segment, in segment order; id `{segment_id}:sum`.
+
+    A backbone that answers with empty text for a segment gets that segment skipped (logged): an empty summary
+    carries nothing for the extractors, and a row with no text would fail the stage's schema.
+    """
+    try:
+        segments = _SEGMENTS.validate_python(segments)
+    except ValidationError as exc:
+        raise SummarizerError(f"summarize_segments: segments are not SegmentRow records: {exc}") from exc
+    ids = [s.segment_id for s in segments]
+    if len(set(ids)) != len(ids):
+        dup = sorted({i for i in ids if ids.count(i) > 1})
+        raise SummarizerError(f"summarize_segments: duplicate segment ids {dup[:5]}")
+
+    rows: list[SummaryRow] = []
+    for seg in sorted((s for s in segments if s.kept), key=lambda s: (s.doc_key, s.order)):
+        section = RawSection(heading=seg.heading, kind=seg.section, text=seg.text)
+        summary = backbone.summarize(section, params.summary_max_sentences)
+        if not isinstance(summary, str):
+            raise SummarizerError(
+                f"summarize_segments({seg.segment_id}): backbone {backbone.name!r} returned "
+                f"{type(summary).__name__}, expected str"
+            )
+        summary = summary.strip()
+        if not summary:
+            log.warning("summarizer: backbone %s gave an empty summary for %s; skipped", backbone.name, seg.segment_id)
+            continue
+        rows.append(
+            SummaryRow(
+                doc_key=seg.doc_key, summary_id=f"{seg.segment_id}:sum", segment_id=seg.segment_id,
+                section=seg.section, text=summary,
+                n_sentences_in=len(split_sentences(seg.text)), n_sentences_out=len(split_sentences(summary)),
+            )
+        )
+    return rows

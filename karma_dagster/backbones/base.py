@@ -1,0 +1,123 @@
+"""The one agent interface that every backbone implements.
+
+Agents (karma_dagster/agents) own the KARMA formulas (thresholds delta, rho, theta_r, Theta, the dictionary
+filter, the index lookup); a backbone only answers the model-shaped question of each stage. So the `local`
+backbone and an LLM backbone are interchangeable and comparable stage by stage.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from karma_dagster.schemas.records import MentionSpan, ParsedDocument, RawSection
+
+
+class Usage(BaseModel):
+    """Calls and tokens a backbone spent; the local backbone reports zeros, never invented figures."""
+
+    model_config = ConfigDict(extra="forbid")
+    calls: int = 0
+    cache_hits: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = 0.0
+    invalid_items: int = 0
+
+    def add(self, other: "Usage") -> "Usage":
+        cost = None if self.cost_usd is None or other.cost_usd is None else self.cost_usd + other.cost_usd
+        return Usage(
+            calls=self.calls + other.calls,
+            cache_hits=self.cache_hits + other.cache_hits,
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            cost_usd=cost,
+            invalid_items=self.invalid_items + other.invalid_items,
+        )
+
+
+class TripleQuery(BaseModel):
+    """A candidate triple as the later agents (alignment, debate, evaluator) see it."""
+
+    model_config = ConfigDict(extra="forbid")
+    head_name: str
+    head_type: str
+    relation: str
+    tail_name: str
+    tail_type: str
+    evidence: str
+
+
+class AlignmentAnswer(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    kg_relation: str | None  # a relation name from the KG schema, None when nothing fits
+    probability: float
+
+
+class DebateAnswer(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    argument_for: str
+    argument_against: str
+    verdict: Literal["agree", "contradict"]
+    confidence: float
+
+
+class EvaluationSignals(BaseModel):
+    """Raw signals per triple; the evaluator agent turns them into C, Cl, R with the configured weights."""
+
+    model_config = ConfigDict(extra="forbid")
+    signals: dict[str, float]
+
+
+class Backbone(ABC):
+    """One implementation per kind of model; instances are cheap to share across the stages of a run."""
+
+    name: str = "abstract"
+
+    @abstractmethod
+    def prompt_id(self, agent: str) -> str:
+        """Version of what answers `agent` (a prompt file id + hash, or the local algorithm's version)."""
+
+    @abstractmethod
+    def clean_document(self, doc: ParsedDocument) -> ParsedDocument:
+        """IA: fix extraction noise (hyphenation, ligatures, OCR), fill metadata the parser missed."""
+
+    @abstractmethod
+    def score_relevance(self, sections: list[RawSection], kg_context: list[str]) -> list[float]:
+        """RA: R(s) in [0, 1] for each section, judged against the KG context (names of KG entities)."""
+
+    @abstractmethod
+    def summarize(self, section: RawSection, max_sentences: int) -> str:
+        """SA: a condensed text that keeps entities, numbers and relation words."""
+
+    @abstractmethod
+    def recognize(self, text: str) -> list[MentionSpan]:
+        """EEA: proposed mentions with a type (spans index into `text`)."""
+
+    @abstractmethod
+    def relation_probabilities(
+        self, text: str, pairs: list[tuple[MentionSpan, MentionSpan]]
+    ) -> list[dict[str, float]]:
+        """REA: for each (head, tail) pair found in `text`, p(r | head, tail, text) for every relation type r."""
+
+    @abstractmethod
+    def align(self, triple: TripleQuery, candidates: list[str]) -> AlignmentAnswer:
+        """SAA: the KG schema relation (among `candidates`) that the extracted relation means."""
+
+    @abstractmethod
+    def debate(self, triple: TripleQuery, existing_relation: str) -> DebateAnswer:
+        """CRA: does the new triple really contradict the KG's `existing_relation` on the same pair?"""
+
+    @abstractmethod
+    def evaluation_signals(self, triple: TripleQuery, probability: float, segment_relevance: float,
+                           linked_entities: int) -> EvaluationSignals:
+        """EA: the signals that feed confidence, clarity and relevance."""
+
+    def usage(self) -> Usage:
+        """Usage since the last `reset_usage` (assets report it per materialization)."""
+        return Usage()
+
+    def reset_usage(self) -> None:
+        return None

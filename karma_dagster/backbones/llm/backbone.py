@@ -1,0 +1,359 @@
+"""The LLM backbone: each agent's question asked through a versioned prompt and answered as validated JSON.
+
+The model proposes, the code disposes: mention spans are located by this code in the text (a model's offsets are
+unreliable), relation and alignment labels outside the given lists are dropped, and every dropped item is counted
+in `usage().invalid_items` (never silently kept).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import threading
+from typing import Any, Literal, get_args
+
+from karma_dagster.backbones.base import (
+    AlignmentAnswer,
+    Backbone,
+    DebateAnswer,
+    EvaluationSignals,
+    TripleQuery,
+    Usage,
+)
+from karma_dagster.backbones.llm.client import LLMClient
+from karma_dagster.backbones.llm.outputs import (
+    AlignmentOutput,
+    DebateOutput,
+    EntityOutput,
+    EvaluatorOutput,
+    IngestionOutput,
+    JudgeOutput,
+    ReaderOutput,
+    RelationOutput,
+    SummaryOutput,
+)
+from karma_dagster.prompts import PromptStore, RenderedPrompt
+from karma_dagster.schemas.records import MentionSpan, ParsedDocument, RawSection
+
+Domain = Literal["genomics", "proteomics", "metabolomics", "general biomedicine"]
+
+# BioRED's label sets: the relation_map of kg/schema.yaml and the shipped training corpora speak these.
+DEFAULT_ENTITY_TYPES: dict[str, str] = {
+    "GeneOrGeneProduct": "genes, proteins, mRNAs and other gene products (BRCA1, TNF-alpha, insulin receptor)",
+    "ChemicalEntity": "drugs, chemicals, metabolites, ions and small molecules (cisplatin, glucose, 5-HT)",
+    "DiseaseOrPhenotypicFeature": "diseases, disorders, symptoms, adverse effects and abnormal phenotypes",
+    "SequenceVariant": "mutations and variants at DNA or protein level (V600E, rs1042522, c.35delG)",
+    "OrganismTaxon": "species and organisms (human, mice, HIV-1, Escherichia coli)",
+    "CellLine": "named cell lines (HeLa, MCF-7, HEK293)",
+}
+DEFAULT_RELATION_TYPES: dict[str, str] = {
+    "Association": "the two are associated, without a stated direction of effect",
+    "Positive_Correlation": "one increases, induces, causes or up-regulates the other",
+    "Negative_Correlation": "one decreases, treats, inhibits, prevents or down-regulates the other",
+    "Bind": "physical binding between the two (drug-protein, protein-protein)",
+    "Cotreatment": "two chemicals given together in a treatment",
+    "Comparison": "two chemicals compared with each other (e.g. efficacy)",
+    "Drug_Interaction": "a pharmacodynamic or pharmacokinetic interaction between two drugs",
+    "Conversion": "one chemical is converted into the other",
+}
+
+_NOISE_RE = re.compile(r"[\ufb00-\ufb06]|\w-\n\w|[\x00-\x08\x0b\x0c\x0e-\x1f]|\ufffd")
+_NUMBER_RE = re.compile(r"\d+(?:[.,]\d+)*")
+_DOI_RE = re.compile(r"^10\.\d{4,9}/\S+$")
+
+
+def _types(value: dict[str, str] | list[str] | None, default: dict[str, str]) -> list[dict[str, str]]:
+    if value is None:
+        value = default
+    if isinstance(value, dict):
+        return [{"name": k, "description": v} for k, v in value.items()]
+    return [{"name": k, "description": default.get(k, k.replace("_", " "))} for k in value]
+
+
+def locate_mentions(text: str, items: list[tuple[str, str]]) -> tuple[list[MentionSpan], int]:
+    """Spans of each (surface, type) in `text`: every whole-word occurrence, case-sensitive first, then
+    case-insensitive; overlaps resolved longest-first. Returns the spans and how many surfaces were not found."""
+    candidates: list[tuple[int, int, str]] = []
+    unfound = 0
+    for surface, etype in items:
+        surface = surface.strip()
+        if not surface:
+            unfound += 1
+            continue
+        # whole words only (never "Na" inside "Naloxone"); a surface that starts or ends with a non-word
+        # character ("-31T/C" in "IL1B-31T/C") brings its own boundary there
+        pattern = (r"(?<!\w)" if re.match(r"\w", surface) else "") + re.escape(surface) + (
+            r"(?!\w)" if re.search(r"\w$", surface) else "")
+        hits = list(re.finditer(pattern, text)) or list(re.finditer(pattern, text, flags=re.IGNORECASE))
+        if not hits:
+            unfound += 1
+            continue
+        candidates.extend((m.start(), m.end(), etype) for m in hits)
+    kept: list[tuple[int, int, str]] = []
+    for start, end, etype in sorted(candidates, key=lambda c: (-(c[1] - c[0]), c[0])):
+        if all(end <= s or start >= e for s, e, _ in kept):
+            kept.append((start, end, etype))
+    spans = [MentionSpan(start=s, end=e, text=text[s:e], type=t) for s, e, t in sorted(kept)]
+    return spans, unfound
+
+
+class LLMBackbone(Backbone):
+    """One litellm model behind every agent; cheap to share across the stages of a run (thread-safe usage)."""
+
+    def __init__(
+        self,
+        name: str,
+        client: LLMClient,
+        prompts: PromptStore,
+        domain: Domain = "general biomedicine",
+        *,
+        entity_types: dict[str, str] | list[str] | None = None,
+        relation_types: dict[str, str] | list[str] | None = None,
+        prompt_versions: dict[str, int] | None = None,
+        section_batch: int = 8,
+        pair_batch: int = 30,
+        max_section_chars: int = 4000,
+        max_ingest_chars: int = 6000,
+    ) -> None:
+        if domain not in get_args(Domain):
+            raise ValueError(f"domain {domain!r}: expected one of {list(get_args(Domain))}")
+        if section_batch < 1 or pair_batch < 1:
+            raise ValueError(f"section_batch and pair_batch must be >= 1 (got {section_batch}, {pair_batch})")
+        self.name = name
+        self.client = client
+        self.prompts = prompts
+        self.domain = domain
+        self.entity_types = _types(entity_types, DEFAULT_ENTITY_TYPES)
+        self.relation_types = _types(relation_types, DEFAULT_RELATION_TYPES)
+        self.prompt_versions = dict(prompt_versions or {})
+        self.section_batch = section_batch
+        self.pair_batch = pair_batch
+        self.max_section_chars = max_section_chars
+        self.max_ingest_chars = max_ingest_chars
+        self._usage = Usage()
+        self._lock = threading.Lock()
+        for agent in ("ingestion", "reader", "summarizer", "entity_extraction", "relation_extraction",
+                      "schema_alignment", "conflict_resolution", "evaluator"):
+            prompts.get(agent, self.prompt_versions.get(agent))  # fail at construction, not mid-run
+
+    # ------------------------------------------------------------------ bookkeeping
+    def prompt_id(self, agent: str) -> str:
+        return self.prompts.prompt_id(agent, self.prompt_versions.get(agent))
+
+    def usage(self) -> Usage:
+        with self._lock:
+            return self._usage.model_copy()
+
+    def reset_usage(self) -> None:
+        with self._lock:
+            self._usage = Usage()
+
+    def _record(self, delta: Usage) -> None:
+        with self._lock:
+            self._usage = self._usage.add(delta)
+
+    def _invalid(self, n: int) -> None:
+        if n:
+            self._record(Usage(invalid_items=n))
+
+    def _render(self, agent: str, **variables: Any) -> RenderedPrompt:
+        return self.prompts.render(agent, self.prompt_versions.get(agent), domain=self.domain, **variables)
+
+    def _ask(self, agent: str, output_model: type, **variables: Any) -> Any:
+        parsed, delta = self.client.complete_json(self._render(agent, **variables), output_model)
+        self._record(delta)
+        return parsed
+
+    # ------------------------------------------------------------------ IA
+    def clean_document(self, doc: ParsedDocument) -> ParsedDocument:
+        """One call at most, only when metadata is missing or the text shows extraction noise; the model returns
+        exact replacements (not a rewrite), and only fills fields the parser left empty."""
+        full = "\n\n".join(s.text for s in doc.sections)
+        excerpt = full[: self.max_ingest_chars]
+        noisy = bool(_NOISE_RE.search(full))
+        missing = doc.source_format in ("pdf", "text") and (
+            not doc.title or not doc.authors or doc.pub_date is None or doc.doi is None)
+        if not (noisy or missing) or not excerpt.strip():
+            return doc
+        known = {k: v for k, v in doc.model_dump(
+            include={"title", "authors", "journal", "pub_date", "doi", "pmid"}, mode="json").items() if v}
+        out: IngestionOutput = self._ask("ingestion", IngestionOutput, source_format=doc.source_format,
+                                         known=known, text=excerpt)
+        invalid = 0
+        fixes: list[tuple[str, str]] = []
+        for c in out.corrections:
+            digits_changed = _NUMBER_RE.findall(c.wrong) != _NUMBER_RE.findall(c.right)
+            if c.wrong not in excerpt or c.wrong == c.right or digits_changed:
+                invalid += 1  # not in the text, a no-op, or touching numbers: never applied
+                continue
+            fixes.append((c.wrong, c.right))
+
+        def fix(text: str) -> str:
+            for wrong, right in fixes:
+                text = text.replace(wrong, right)
+            return text
+
+        update: dict[str, Any] = {
+            "sections": [s.model_copy(update={"text": fix(s.text), "heading": fix(s.heading)}) for s in doc.sections],
+        }
+        if not doc.title and out.title and out.title.strip():
+            update["title"] = fix(out.title.strip())
+        if not doc.authors and out.authors:
+            update["authors"] = [a.strip() for a in out.authors if a.strip()]
+        if doc.journal is None and out.journal:
+            update["journal"] = out.journal.strip()
+        if doc.pub_date is None and out.pub_date:
+            try:  # a full date only: a bare year would invent a precision the KG dates by
+                update["pub_date"] = dt.date.fromisoformat(out.pub_date.strip())
+            except ValueError:
+                invalid += 0 if re.fullmatch(r"\d{4}(-\d{2})?", out.pub_date.strip()) else 1
+        if doc.doi is None and out.doi:
+            doi = out.doi.strip().removeprefix("https://doi.org/").removeprefix("doi:").strip()
+            if _DOI_RE.match(doi) and doi.lower() in full.lower():
+                update["doi"] = doi
+            else:
+                invalid += 1  # never keep a DOI the text does not show
+        if doc.pmid is None and out.pmid:
+            pmid = out.pmid.strip()
+            if pmid.isdigit() and pmid in full:
+                update["pmid"] = pmid
+            else:
+                invalid += 1
+        self._invalid(invalid)
+        return doc.model_copy(update=update)
+
+    # ------------------------------------------------------------------ RA
+    def score_relevance(self, sections: list[RawSection], kg_context: list[str]) -> list[float]:
+        if not sections:
+            return []
+        items = [{"index": i, "heading": s.heading, "kind": s.kind, "text": s.text[: self.max_section_chars]}
+                 for i, s in enumerate(sections)]
+        batches = [items[i: i + self.section_batch] for i in range(0, len(items), self.section_batch)]
+        requests = [(self._render("reader", kg_context=list(kg_context), sections=b), ReaderOutput) for b in batches]
+        scores: dict[int, float] = {}
+        invalid = 0
+        for (parsed, delta), batch in zip(self.client.complete_many(requests), batches):
+            self._record(delta)
+            wanted = {item["index"] for item in batch}
+            for s in parsed.scores:
+                if s.index in wanted and s.index not in scores:
+                    scores[s.index] = s.relevance
+                else:
+                    invalid += 1  # an index we did not ask about, or a duplicate
+        for i in range(len(sections)):
+            if i not in scores:
+                # asked again alone; still missing -> 0.0 (the segment is dropped), counted invalid
+                retry: ReaderOutput = self._ask("reader", ReaderOutput, kg_context=list(kg_context),
+                                                sections=[items[i]])
+                got = [s.relevance for s in retry.scores if s.index == i]
+                if got:
+                    scores[i] = got[0]
+                else:
+                    scores[i] = 0.0
+                    invalid += 1
+        self._invalid(invalid)
+        return [scores[i] for i in range(len(sections))]
+
+    # ------------------------------------------------------------------ SA
+    def summarize(self, section: RawSection, max_sentences: int) -> str:
+        if not section.text.strip():
+            return ""
+        out: SummaryOutput = self._ask("summarizer", SummaryOutput, max_sentences=max_sentences,
+                                       heading=section.heading, text=section.text)
+        return out.summary.strip()
+
+    # ------------------------------------------------------------------ EEA
+    def recognize(self, text: str) -> list[MentionSpan]:
+        if not text.strip():
+            return []
+        out: EntityOutput = self._ask("entity_extraction", EntityOutput, entity_types=self.entity_types, text=text)
+        allowed = {t["name"].lower(): t["name"] for t in self.entity_types}
+        items, invalid = [], 0
+        for e in out.entities:
+            etype = allowed.get(e.type.strip().lower())
+            if etype is None:
+                invalid += 1  # a type outside the list
+                continue
+            items.append((e.text, etype))
+        spans, unfound = locate_mentions(text, items)
+        self._invalid(invalid + unfound)
+        return spans
+
+    # ------------------------------------------------------------------ REA
+    def relation_probabilities(
+        self, text: str, pairs: list[tuple[MentionSpan, MentionSpan]]
+    ) -> list[dict[str, float]]:
+        if not pairs:
+            return []
+        names = [t["name"] for t in self.relation_types]
+        canonical = {n.lower(): n for n in names}
+        described = [{"pair": i, "head": h.text, "head_type": h.type, "tail": t.text, "tail_type": t.type}
+                     for i, (h, t) in enumerate(pairs)]
+        batches = [described[i: i + self.pair_batch] for i in range(0, len(described), self.pair_batch)]
+        requests = [(self._render("relation_extraction", relation_types=self.relation_types, text=text, pairs=b),
+                     RelationOutput) for b in batches]
+        result: dict[int, dict[str, float]] = {}
+        invalid = 0
+        for (parsed, delta), batch in zip(self.client.complete_many(requests), batches):
+            self._record(delta)
+            wanted = {p["pair"] for p in batch}
+            for answer in parsed.pairs:
+                if answer.pair not in wanted or answer.pair in result:
+                    invalid += 1
+                    continue
+                probs = dict.fromkeys(names, 0.0)
+                bad = False
+                for label, p in answer.probabilities.items():
+                    name = canonical.get(label.strip().lower())
+                    if name is None or not 0.0 <= p <= 1.0:
+                        bad = True  # unknown label or out-of-range value: dropped
+                        continue
+                    probs[name] = float(p)
+                invalid += bad
+                result[answer.pair] = probs
+        missing = [i for i in range(len(pairs)) if i not in result]
+        invalid += len(missing)
+        self._invalid(invalid)
+        return [result.get(i, dict.fromkeys(names, 0.0)) for i in range(len(pairs))]
+
+    # ------------------------------------------------------------------ SAA
+    def align(self, triple: TripleQuery, candidates: list[str]) -> AlignmentAnswer:
+        if not candidates:
+            return AlignmentAnswer(kg_relation=None, probability=0.0)
+        out: AlignmentOutput = self._ask("schema_alignment", AlignmentOutput, triple=triple.model_dump(),
+                                         candidates=list(candidates))
+        if out.kg_relation is None:
+            return AlignmentAnswer(kg_relation=None, probability=out.probability)
+        chosen = {c.lower(): c for c in candidates}.get(out.kg_relation.strip().lower())
+        if chosen is None:
+            self._invalid(1)  # a relation outside the candidates is never forced into the schema
+            return AlignmentAnswer(kg_relation=None, probability=0.0)
+        return AlignmentAnswer(kg_relation=chosen, probability=out.probability)
+
+    # ------------------------------------------------------------------ CRA
+    def debate(self, triple: TripleQuery, existing_relation: str) -> DebateAnswer:
+        out: DebateOutput = self._ask("conflict_resolution", DebateOutput, triple=triple.model_dump(),
+                                      existing_relation=existing_relation)
+        return DebateAnswer(argument_for=out.argument_for, argument_against=out.argument_against,
+                            verdict=out.verdict, confidence=out.confidence)
+
+    # ------------------------------------------------------------------ EA
+    def evaluation_signals(self, triple: TripleQuery, probability: float, segment_relevance: float,
+                           linked_entities: int) -> EvaluationSignals:
+        out: EvaluatorOutput = self._ask("evaluator", EvaluatorOutput, triple=triple.model_dump(),
+                                         probability=round(probability, 3),
+                                         segment_relevance=round(segment_relevance, 3),
+                                         linked_entities=linked_entities)
+        return EvaluationSignals(signals={
+            "probability": float(probability),
+            "segment_relevance": float(segment_relevance),
+            "linked_entities": float(linked_entities),
+            "llm_confidence": out.confidence,
+            "llm_clarity": out.clarity,
+            "llm_relevance": out.relevance,
+        })
+
+    # ------------------------------------------------------------------ judge (not part of the Backbone ABC)
+    def judge(self, triple: TripleQuery) -> JudgeOutput:
+        """LLM-as-judge correctness of a triple: likely_correct / uncertain / likely_incorrect."""
+        return self._ask("judge", JudgeOutput, triple=triple.model_dump())

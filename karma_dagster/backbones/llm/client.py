@@ -1,0 +1,276 @@
+"""The one client every LLM call goes through: structured output, repair, validation, retries, cache, accounting.
+
+litellm is imported lazily (its import costs seconds and, unless told otherwise, fetches a price map): the
+first call sets LITELLM_LOCAL_MODEL_COST_MAP=True when it is unset, so an offline machine never reaches out.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import os
+import random
+import re
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Literal, Sequence, TypeVar
+
+import json_repair
+from pydantic import BaseModel, ValidationError
+
+from karma_dagster.backbones.base import Usage
+from karma_dagster.backbones.llm.cache import ResponseCache, cache_key
+from karma_dagster.prompts import RenderedPrompt
+
+UsageDelta = Usage  # what one call adds to a backbone's running Usage
+M = TypeVar("M", bound=BaseModel)
+ResponseFormatMode = Literal["auto", "json_schema", "json_object", "none"]
+
+_LITELLM: Any = None
+_IMPORT_LOCK = threading.Lock()
+
+
+def _litellm() -> Any:
+    global _LITELLM
+    if _LITELLM is None:
+        with _IMPORT_LOCK:
+            if _LITELLM is None:
+                os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+                import litellm
+
+                litellm.suppress_debug_info = True
+                _LITELLM = litellm
+    return _LITELLM
+
+
+class LLMOutputError(RuntimeError):
+    """The model's reply stayed invalid after one corrective retry."""
+
+
+class LLMCallError(RuntimeError):
+    """The provider kept failing (or refused the request); retries are spent."""
+
+
+def _transient_errors() -> tuple[type[BaseException], ...]:
+    lt = _litellm()
+    names = ("RateLimitError", "APIConnectionError", "Timeout", "InternalServerError",
+             "ServiceUnavailableError", "BadGatewayError")
+    return tuple(getattr(lt, n) for n in names if hasattr(lt, n))
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    """Seconds the provider asked us to wait (Retry-After / retry-after-ms), if it said."""
+    headers: Any = getattr(exc, "litellm_response_headers", None)
+    if not headers:
+        headers = getattr(getattr(exc, "response", None), "headers", None)
+    if not headers:
+        headers = getattr(exc, "headers", None)
+    if not headers:
+        return None
+    lower = {str(k).lower(): str(v) for k, v in dict(headers).items()}
+    if "retry-after-ms" in lower:
+        try:
+            return max(0.0, float(lower["retry-after-ms"]) / 1000.0)
+        except ValueError:
+            pass
+    value = lower.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        parsed = email.utils.parsedate_to_datetime(value) if value else None
+        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+
+
+_THINK_RE = re.compile(r"<think>.*?</think>", re.S | re.I)
+
+
+def parse_json_reply(text: str) -> Any:
+    """Strict JSON first; then json_repair for fences, prose around the object, trailing commas, truncation."""
+    text = _THINK_RE.sub("", text or "").strip()
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        pass
+    repaired = json_repair.repair_json(text, return_objects=True)
+    if repaired in ("", None):
+        raise ValueError(f"reply is not JSON: {text[:200]!r}")
+    return repaired
+
+
+def _describe(exc: ValidationError | ValueError) -> str:
+    if isinstance(exc, ValidationError):
+        parts = [f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}" for err in exc.errors()[:12]]
+        return "; ".join(parts)
+    return str(exc)
+
+
+class LLMClient:
+    """A litellm model string plus parameters; `complete_json` returns a validated pydantic object and its usage."""
+
+    def __init__(
+        self,
+        model: str,
+        api_base: str | None = None,
+        api_key: str | None = None,
+        temperature: float = 0.0,
+        max_tokens: int = 1024,
+        timeout: float = 60,
+        max_retries: int = 4,
+        concurrency: int = 4,
+        cache: ResponseCache | None = None,
+        *,
+        name: str | None = None,
+        response_format: ResponseFormatMode = "auto",
+        backoff_base: float = 1.0,
+        backoff_max: float = 60.0,
+        extra_params: dict[str, Any] | None = None,
+    ) -> None:
+        if not model or not model.strip():
+            raise ValueError("model: give a litellm model string, e.g. 'openai/gpt-4o' or 'ollama/qwen2.5'")
+        if max_retries < 0 or concurrency < 1:
+            raise ValueError(f"max_retries must be >= 0 and concurrency >= 1 (got {max_retries}, {concurrency})")
+        self.model = model
+        self.name = name or model
+        self.api_base = api_base
+        self._api_key = api_key
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.concurrency = concurrency
+        self.cache = cache
+        self.response_format = response_format
+        self.backoff_base = backoff_base
+        self.backoff_max = backoff_max
+        self.extra_params = dict(extra_params or {})
+        self._sleep: Callable[[float], None] = time.sleep  # tests may replace it
+
+    def __repr__(self) -> str:  # never show the key
+        return f"LLMClient(model={self.model!r}, api_base={self.api_base!r}, name={self.name!r})"
+
+    # ------------------------------------------------------------------ public API
+    def complete_json(self, rendered: RenderedPrompt, output_model: type[M]) -> tuple[M, UsageDelta]:
+        usage = Usage(cost_usd=0.0)
+        fmt = self._response_format(output_model)
+        params = {"temperature": self.temperature, "max_tokens": self.max_tokens, "response_format": fmt,
+                  "output_model": output_model.__name__, **self.extra_params}
+        key = cache_key(self.model, rendered.prompt_id, rendered.sha256, rendered.messages, params)
+        if self.cache is not None:
+            stored = self.cache.get(key)
+            if stored is not None:
+                try:
+                    return output_model.model_validate_json(stored), Usage(cache_hits=1)
+                except ValidationError:
+                    pass  # the output model changed since: ask again
+
+        messages = [dict(m) for m in rendered.messages]
+        text, delta = self._call(messages, rendered.agent, fmt)
+        usage = usage.add(delta)
+        try:
+            parsed = output_model.model_validate(parse_json_reply(text))
+        except (ValidationError, ValueError) as first:
+            # one corrective turn: show the model its own reply and what was wrong with it
+            messages += [
+                {"role": "assistant", "content": text},
+                {"role": "user", "content": (
+                    f"Your reply was not valid for {output_model.__name__}: {_describe(first)}. "
+                    "Answer again with only the corrected JSON object, no prose, no code fences."
+                )},
+            ]
+            text, delta = self._call(messages, rendered.agent, fmt)
+            usage = usage.add(delta)
+            try:
+                parsed = output_model.model_validate(parse_json_reply(text))
+            except (ValidationError, ValueError) as second:
+                raise LLMOutputError(
+                    f"backbone {self.name!r}, agent {rendered.agent!r} (prompt {rendered.versioned_id}): reply is "
+                    f"not a valid {output_model.__name__} after one corrective retry: {_describe(second)}; "
+                    f"reply began {text[:200]!r}"
+                ) from second
+        if self.cache is not None:
+            self.cache.put(key, model=self.model, prompt_id=rendered.versioned_id,
+                           output_model=output_model.__name__, response=parsed.model_dump_json())
+        return parsed, usage
+
+    def complete_many(
+        self, requests: Sequence[tuple[RenderedPrompt, type[M]]]
+    ) -> list[tuple[M, UsageDelta]]:
+        """Several calls at once, at most `concurrency` in flight; results in input order, first error raised."""
+        if len(requests) <= 1 or self.concurrency == 1:
+            return [self.complete_json(r, m) for r, m in requests]
+        with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="llm") as pool:
+            futures = [pool.submit(self.complete_json, r, m) for r, m in requests]
+            return [f.result() for f in futures]
+
+    # ------------------------------------------------------------------ internals
+    def _response_format(self, output_model: type[BaseModel]) -> dict[str, Any] | None:
+        mode = self.response_format
+        if mode == "auto":
+            try:
+                mode = "json_schema" if _litellm().supports_response_schema(model=self.model) else "json_object"
+            except Exception:  # unknown provider/model in litellm's map
+                mode = "json_object"
+        if mode == "none":
+            return None
+        if mode == "json_object":
+            return {"type": "json_object"}
+        return {"type": "json_schema", "json_schema": {
+            "name": output_model.__name__, "schema": output_model.model_json_schema(), "strict": False}}
+
+    def _scrub(self, text: str) -> str:
+        return text.replace(self._api_key, "***") if self._api_key else text
+
+    def _call(self, messages: list[dict[str, str]], agent: str,
+              fmt: dict[str, Any] | None) -> tuple[str, UsageDelta]:
+        lt = _litellm()
+        transient = _transient_errors()
+        kwargs: dict[str, Any] = {
+            "model": self.model, "messages": messages, "temperature": self.temperature,
+            "max_tokens": self.max_tokens, "timeout": self.timeout,
+            "max_retries": 0,  # retries are ours (backoff, Retry-After, counting); the SDK's would hide them
+            "drop_params": True, **self.extra_params,
+        }
+        if fmt is not None:
+            kwargs["response_format"] = fmt
+        if self.api_base:
+            kwargs["api_base"] = self.api_base
+        if self._api_key:
+            kwargs["api_key"] = self._api_key
+        attempts = self.max_retries + 1
+        for attempt in range(attempts):
+            try:
+                response = lt.completion(**kwargs)
+                break
+            except transient as exc:
+                if attempt + 1 >= attempts:
+                    raise LLMCallError(
+                        f"LLM call to model {self.model!r} for agent {agent!r} (backbone {self.name!r}) failed after "
+                        f"{attempts} attempt(s): {type(exc).__name__}: {self._scrub(str(exc))[:300]}"
+                    ) from None
+                self._sleep(self._delay(attempt, _retry_after(exc)))
+            except Exception as exc:  # auth, bad request, unknown model: retrying will not help
+                raise LLMCallError(
+                    f"LLM call to model {self.model!r} for agent {agent!r} (backbone {self.name!r}) was refused: "
+                    f"{type(exc).__name__}: {self._scrub(str(exc))[:300]}"
+                ) from None
+        content = response.choices[0].message.content or ""
+        raw_usage = getattr(response, "usage", None)
+        try:
+            cost: float | None = float(lt.completion_cost(completion_response=response))
+        except Exception:  # model not priced in litellm's map (local servers, new models)
+            cost = None
+        return content, Usage(
+            calls=1,
+            prompt_tokens=int(getattr(raw_usage, "prompt_tokens", 0) or 0),
+            completion_tokens=int(getattr(raw_usage, "completion_tokens", 0) or 0),
+            cost_usd=cost,
+        )
+
+    def _delay(self, attempt: int, retry_after: float | None) -> float:
+        backoff = min(self.backoff_max, self.backoff_base * (2 ** attempt)) * random.uniform(0.5, 1.0)
+        if retry_after is not None:
+            return min(self.backoff_max, retry_after) + random.uniform(0.0, 0.1 * max(self.backoff_base, 0.1))
+        return backoff

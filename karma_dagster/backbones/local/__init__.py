@@ -1,0 +1,76 @@
+"""The offline `local` backbone: classic NLP (rules, lexicons, small classifiers), no network and no key."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from karma_dagster.backbones.base import (
+    AlignmentAnswer,
+    Backbone,
+    DebateAnswer,
+    EvaluationSignals,
+    TripleQuery,
+)
+from karma_dagster.backbones.local import cleanup, reader, summarizer
+from karma_dagster.backbones.local.judge import JUDGE_VERSION, LocalJudge
+from karma_dagster.backbones.local.ner import LocalNER
+from karma_dagster.backbones.local.relations import LocalRelationModel
+from karma_dagster.schemas.records import MentionSpan, ParsedDocument, RawSection
+
+CLEANUP_VERSION = "local-cleanup-v1"
+SUMMARIZER_VERSION = "local-summarizer-v1"
+
+
+class LocalBackbone(Backbone):
+    """Classic NLP behind the agent interface: honest about what it is, zero calls, zero tokens.
+
+    IA: rule clean-up; RA: section prior + lexicon hits + relation cues; SA: extractive; EEA: the lexicon's
+    PhraseMatcher with abbreviations resolved; REA: logistic regression trained on the shipped train corpora;
+    SAA/CRA/EA: the schema tables and hedge/negation rules.
+    """
+
+    name = "local"
+
+    def __init__(self, ner: LocalNER, relations: LocalRelationModel, judge: LocalJudge | None = None) -> None:
+        self.ner = ner
+        self.relations = relations
+        self.judge = judge or LocalJudge()
+
+    def prompt_id(self, agent: str) -> str:
+        versions = {
+            "ingestion": CLEANUP_VERSION,
+            "reader": f"{reader.VERSION}+{self.ner.version}",
+            "summarizer": f"{SUMMARIZER_VERSION}+{self.ner.version}",
+            "entity_extraction": self.ner.version,
+            "relation_extraction": self.relations.version,
+        }
+        return versions.get(agent, JUDGE_VERSION)
+
+    def clean_document(self, doc: ParsedDocument) -> ParsedDocument:
+        return cleanup.clean_document(doc)
+
+    def score_relevance(self, sections: list[RawSection], kg_context: Sequence[str]) -> list[float]:
+        return reader.score_sections(sections, self.ner.count_hits, kg_context)
+
+    def summarize(self, section: RawSection, max_sentences: int) -> str:
+        text, _n_in, _n_out = summarizer.summarize(section.text, max_sentences, self.ner.count_hits)
+        return text
+
+    def recognize(self, text: str) -> list[MentionSpan]:
+        return self.ner.recognize(text)
+
+    def relation_probabilities(
+        self, text: str, pairs: list[tuple[MentionSpan, MentionSpan]]
+    ) -> list[dict[str, float]]:
+        return self.relations.probabilities(text, pairs)
+
+    def align(self, triple: TripleQuery, candidates: list[str]) -> AlignmentAnswer:
+        return self.judge.align(triple, candidates)
+
+    def debate(self, triple: TripleQuery, existing_relation: str) -> DebateAnswer:
+        return self.judge.debate(triple, existing_relation)
+
+    def evaluation_signals(
+        self, triple: TripleQuery, probability: float, segment_relevance: float, linked_entities: int
+    ) -> EvaluationSignals:
+        return self.judge.evaluation_signals(triple, probability, segment_relevance, linked_entities)

@@ -1,0 +1,1 @@
+"""Everything Dagster sees: assets (orchestration only), sensors and the definitions builder."""

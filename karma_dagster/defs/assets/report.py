@@ -1,0 +1,47 @@
+"""The run report: documents, segments kept/dropped, mentions linked/new, triples proposed/accepted/
+contradicting, KG size before and after, per backbone; printed by `karma run` and kept here as metadata."""
+
+
+import dagster as dg
+from pydantic import Field
+
+from karma_dagster.kg.store import KGStore
+from karma_dagster.report import build_report
+from karma_dagster.resources.backbones import BackbonesResource
+from karma_dagster.resources.storage import KarmaStorageResource
+
+
+class ReportConfig(dg.Config):
+    wall_time_s: float = Field(-1.0, description="wall time of the run being reported (set by `karma run`)")
+    failed_documents: dict[str, str] = Field(default_factory=dict, description="document -> why it failed")
+
+
+def build(namespaces: list[str]) -> dg.AssetsDefinition:
+    @dg.asset(
+        key="karma_report",
+        group_name="reports",
+        kinds={"python"},
+        deps=[dg.AssetKey([ns, "knowledge_graph"]) for ns in namespaces],
+        description="What the agent chains did to the papers and the KG, per backbone (the main job's report).",
+    )
+    def karma_report(
+        context: dg.AssetExecutionContext,
+        config: ReportConfig,
+        storage: KarmaStorageResource,
+        backbones: BackbonesResource,
+    ) -> dg.MaterializeResult:
+        report = build_report(storage.stage_store(), KGStore(storage.kg_path()), backbones.names())
+        report.documents_failed = dict(config.failed_documents)
+        report.wall_time_s = config.wall_time_s if config.wall_time_s >= 0 else None
+        context.log.info("\n" + report.markdown())
+        metadata: dict[str, object] = {"report": dg.MetadataValue.md(report.markdown())}
+        for b in report.backbones:
+            for field, value in b.model_dump().items():
+                if field != "backbone":
+                    metadata[f"{b.backbone}/{field}"] = value
+        metadata["documents_failed"] = len(report.documents_failed)
+        if report.wall_time_s is not None:
+            metadata["wall_time_s"] = round(report.wall_time_s, 2)
+        return dg.MaterializeResult(metadata=metadata)
+
+    return karma_report

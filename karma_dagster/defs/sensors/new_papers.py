@@ -1,0 +1,68 @@
+"""`new_papers`: watch the inbox, register document partitions, request the agent chain for each new paper.
+
+The catalog (SQLite, beside the KG) remembers every file's content hash, so a file is processed once and
+again only when its content changes; an unreadable file is reported in the tick and skipped.
+"""
+
+
+import datetime as dt
+import json
+
+import dagster as dg
+from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
+
+from karma_dagster.ingest.catalog import Catalog
+from karma_dagster.ingest.inbox import ScanResult, scan_inbox
+from karma_dagster.partitions import documents_partitions
+from karma_dagster.resources.storage import KarmaStorageResource
+
+
+def requested_documents(result: ScanResult) -> list[tuple[str, str]]:
+    """(document key, content hash) of every document a scan wants (re)processed."""
+    hashes = {r.doc_key: r.content_hash for r in result.registrations}
+    return [(key, hashes.get(key, "")) for key in result.keys_to_run]
+
+
+def plan_runs(new_or_changed: list[tuple[str, str]], job_name: str) -> list[dg.RunRequest]:
+    """One run per (document key, content hash); the run key makes a repeat request a no-op."""
+    return [
+        dg.RunRequest(
+            partition_key=key,
+            run_key=f"{key}@{content_hash[:16]}",
+            job_name=job_name,
+            tags={"karma/document": key, "karma/trigger": "new_papers"},
+        )
+        for key, content_hash in new_or_changed
+    ]
+
+
+def build_new_papers_sensor(job: UnresolvedAssetJobDefinition, interval_s: int = 30) -> dg.SensorDefinition:
+    @dg.sensor(
+        name="new_papers",
+        job=job,
+        minimum_interval_seconds=interval_s,
+        default_status=dg.DefaultSensorStatus.STOPPED,
+        description="Registers a document partition for each new paper in the inbox (PDF, JATS XML, PubTator, "
+        "text) and requests its agent chain; a changed file is requested again; unreadable files are skipped.",
+    )
+    def new_papers(context: dg.SensorEvaluationContext, storage: KarmaStorageResource) -> dg.SensorResult:
+        catalog = Catalog(storage.catalog_path())
+        result = scan_inbox(storage.inbox_dir(), catalog, arrival_date=dt.date.today())
+        for failure in result.failed:
+            context.log.warning(f"skipped unreadable file: {failure.error}")
+        requested = requested_documents(result)
+        existing = set(context.instance.get_dynamic_partitions(documents_partitions.name))
+        new_keys = sorted({key for key, _ in requested} - existing)
+        cursor = json.dumps(
+            {"new_files": result.new_files, "changed_files": result.changed_files, "failed": [f.path for f in result.failed]}
+        )
+        if not requested:
+            seen = len(result.unchanged_files) + len(result.failed)
+            return dg.SensorResult(skip_reason=f"no new or changed papers ({seen} files seen)", cursor=cursor)
+        return dg.SensorResult(
+            run_requests=plan_runs(requested, job.name),
+            dynamic_partitions_requests=[documents_partitions.build_add_request(new_keys)] if new_keys else [],
+            cursor=cursor,
+        )
+
+    return new_papers

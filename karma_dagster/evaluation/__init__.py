@@ -1,0 +1,1 @@
+"""Scoring of stage outputs against gold corpora (mentions, identifiers)."""

@@ -1,0 +1,1 @@
+"""Reading source files (PDF, PMC JATS XML, PubTator, plain text) into `ParsedDocument`s."""

@@ -1,0 +1,206 @@
+"""Plain UTF-8 text files, and the text repairs that every parser shares.
+
+A .txt is read as UTF-8 only: a file in another encoding is refused with the byte that failed, instead of
+guessing latin-1 and silently turning "µg" into "Âµg" in what later becomes a KG fact.
+Paragraphs are blank-line separated; a heading is a short line of its own (ALL CAPS, numbered, or a standard
+section name such as "Methods"). Leading `Key: value` lines (DOI, PMID, PMCID, Authors, Journal, Published,
+License) are read as metadata.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+from karma_dagster.ingest.parse import IngestError, heading_depth, heading_kind
+from karma_dagster.schemas.records import ParsedDocument, RawSection, SectionKind
+
+DOI_RE = re.compile(r"\b(10\.\d{4,9}/[^\s\"<>]+)", re.IGNORECASE)
+PMID_RE = re.compile(r"\bPMID\s*[:=]?\s*(\d{5,9})\b")
+PMCID_RE = re.compile(r"\b(PMC\d{5,9})\b")
+_WORD_RE = re.compile(r"[^\W\d_][\w]*(?:-[\w]+)*", re.UNICODE)
+_SUFFIX_FRAGMENT = re.compile(
+    r"^(ments?|ings?|ed|tions?|sions?|ness|ity|ities|ly|ances?|ences?|able|ible|al|ally|ous|ive|ives|ers?|est|ism|"
+    r"ists?|i[sz]e[ds]?|i[sz]ation|ations?|ated|ates|ating|ures?|ants?|ents?|ful|less|ship|ic|ical|ics|ia|ies|um|us)$")
+_BROKEN_WORD = re.compile(r"[^\W\d_]+[-\u00ad](\s*\n\s*[^\W\d_]+|\s*$)")
+_LINEBREAK_HYPHEN = re.compile(r"([^\W\d_]+)[-\u00ad]\s*\n\s*([a-z][^\W\d_]*)")
+
+
+def clean_doi(raw: str) -> str:
+    """A DOI as found in running text, without trailing punctuation; lowercased (DOIs are case-insensitive)."""
+    doi = raw.strip().rstrip(".,;:)]}'\"")
+    if doi.count("(") < doi.count(")"):
+        doi = doi.rstrip(")")
+    return doi.lower()
+
+
+def find_doi(text: str) -> str | None:
+    m = DOI_RE.search(text)
+    return clean_doi(m.group(1)) if m else None
+
+
+def word_vocabulary(texts: Iterable[str]) -> set[str]:
+    """Lowercased words (hyphenated compounds kept whole) seen in a document: evidence for de-hyphenation."""
+    vocab: set[str] = set()
+    for text in texts:
+        text = _BROKEN_WORD.sub(" ", text)  # fragments of words broken at a line end are no evidence
+        for w in _WORD_RE.findall(text):
+            vocab.add(w.lower())
+            if "-" in w:
+                vocab.update(p.lower() for p in w.split("-") if p)
+    return vocab
+
+
+def join_hyphenated(left: str, right: str, vocab: set[str]) -> str:
+    """'ciproﬂoxa' + 'cin' -> 'ciprofloxacin', 'drug' + 'induced' -> 'drug-induced', on the document's own evidence.
+
+    A word the document spells elsewhere decides; otherwise a bare suffix ('-ment', '-ing') is joined, two real
+    words keep it (a compound broken at its hyphen: 'drug-induced'), and anything else is a
+    typesetter's break and is joined.
+    """
+    joined, hyphenated = f"{left}{right}", f"{left}-{right}"
+    if joined.lower() in vocab:
+        return joined
+    if hyphenated.lower() in vocab:
+        return hyphenated
+    if _SUFFIX_FRAGMENT.match(right.lower()):
+        return joined
+    if len(left) >= 3 and len(right) >= 3 and left.lower() in vocab and right.lower() in vocab:
+        return hyphenated
+    return joined
+
+
+def dehyphenate(text: str, vocab: set[str] | None = None) -> str:
+    """Undo hyphenation at line breaks ('-\\n' or soft hyphen + newline) inside `text`."""
+    if vocab is None:
+        vocab = word_vocabulary([text])
+    return _LINEBREAK_HYPHEN.sub(lambda m: join_hyphenated(m.group(1), m.group(2), vocab), text)
+
+
+def join_lines(lines: list[str], vocab: set[str]) -> str:
+    """Lines of one paragraph -> one line; a trailing hyphen joins across the break."""
+    out = ""
+    for line in (ln.strip() for ln in lines):
+        if not line:
+            continue
+        if not out:
+            out = line
+            continue
+        m_left = re.search(r"([^\W\d_]+)[-\u00ad]$", out)
+        m_right = re.match(r"([a-z][^\W\d_]*)", line)
+        if m_left and m_right:
+            joined = join_hyphenated(m_left.group(1), m_right.group(1), vocab)
+            out = out[: m_left.start()] + joined + line[m_right.end():]
+        elif out.endswith(("-", "/", "\u2013")) and not out.endswith(" -"):
+            out += line  # a break after a dash or slash inside a token: "5-" + "10", "and/" + "or"
+        else:
+            out += " " + line
+    return out
+
+
+# ---------------------------------------------------------------- the .txt parser
+_META_LINE = re.compile(r"^(authors?|journal|doi|pmid|pmcid|published|date|license|licence|source)\s*:\s*(.+)$", re.I)
+
+
+def _is_heading(line: str) -> bool:
+    if "\n" in line or len(line) > 80 or not re.search(r"[A-Za-z]{3}", line) or line.rstrip().endswith((".", ",", ";")):
+        return False
+    if heading_kind(line) is not None:
+        return True
+    letters = [c for c in line if c.isalpha()]
+    if letters and all(c.isupper() for c in letters) and len(letters) >= 3:
+        return True
+    return bool(re.match(r"^\d+(\.\d+)*\.?\s+[A-Z]", line)) and len(line.split()) <= 10
+
+
+def _parse_date(value: str) -> dt.date | None:
+    value = value.strip()
+    for fmt in ("%Y-%m-%d", "%d %B %Y", "%B %d, %Y", "%d %b %Y", "%b %d, %Y"):
+        try:
+            return dt.datetime.strptime(value, fmt).date()
+        except ValueError:
+            continue
+    return None
+
+
+def decode_utf8(data: bytes, rel: str) -> str:
+    if b"\x00" in data[:4096]:
+        raise IngestError(rel, "binary data (NUL bytes), not a text file")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        bad = data[exc.start]
+        raise IngestError(
+            rel,
+            f"not UTF-8 text: byte 0x{bad:02x} at offset {exc.start} ({exc.reason}); re-save the file as UTF-8 "
+            "(no other encoding is guessed, so that no text is silently garbled)",
+        ) from exc
+
+
+def parse_text(path: Path, rel: str) -> ParsedDocument:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise IngestError(rel, f"cannot read file ({exc.strerror or exc})") from exc
+    raw = decode_utf8(data, rel).replace("\r\n", "\n").replace("\r", "\n")
+    if not raw.strip():
+        raise IngestError(rel, "empty text file")
+    paragraphs = [p.strip("\n") for p in re.split(r"\n\s*\n", raw) if p.strip()]
+    vocab = word_vocabulary(paragraphs)
+    meta: dict[str, str] = {}
+    title = ""
+    sections: list[RawSection] = []
+    heading, kind, parent_kind, buffer = "", "body", "body", []  # type: ignore[var-annotated]
+
+    def flush() -> None:
+        if buffer:
+            sections.append(RawSection(heading=heading, kind=kind, text="\n\n".join(buffer)))
+            buffer.clear()
+
+    for i, para in enumerate(paragraphs):
+        lines = [ln for ln in para.split("\n") if ln.strip()]
+        if not buffer and all(s.kind == "title" for s in sections) and all(_META_LINE.match(ln.strip()) for ln in lines):
+            for ln in lines:
+                m = _META_LINE.match(ln.strip())
+                assert m
+                meta.setdefault(m.group(1).lower().rstrip("s").replace("licence", "license"), m.group(2).strip())
+            continue
+        one_line = " ".join(ln.strip() for ln in lines)
+        if i == 0 and len(lines) <= 3 and len(one_line) < 300 and not _is_heading(one_line) and not one_line.endswith("."):
+            title = one_line
+            sections.append(RawSection(heading="Title", kind="title", text=title))
+            continue
+        if len(lines) == 1 and _is_heading(one_line):
+            flush()
+            heading = one_line.strip()
+            found: SectionKind | None = heading_kind(heading)
+            if found is not None:
+                kind = found
+            elif heading_depth(heading) > 1:
+                kind = parent_kind  # a numbered subsection belongs to its section
+            else:
+                kind = "body"
+            if heading_depth(heading) == 1:
+                parent_kind = kind
+            continue
+        buffer.append(join_lines(lines, vocab))
+    flush()
+    if not any(s.kind != "title" for s in sections):
+        raise IngestError(rel, "no text besides a title line")
+
+    authors = [a.strip() for a in re.split(r";|,\s*(?=[A-Z])| and ", meta.get("author", "")) if a.strip()]
+    return ParsedDocument(
+        source_path=rel,
+        source_format="text",
+        title=title,
+        authors=authors,
+        journal=meta.get("journal"),
+        pub_date=_parse_date(meta.get("published") or meta.get("date") or ""),
+        doi=find_doi(meta["doi"]) if "doi" in meta else None,
+        pmid=(m.group(0) if (m := re.search(r"\d{5,9}", meta.get("pmid", ""))) else None),
+        pmcid=(m.group(1).upper() if (m := re.search(r"(pmc\d{5,9})", meta.get("pmcid", ""), re.I)) else None),
+        license=meta.get("license"),
+        sections=sections,
+    )

@@ -1,0 +1,158 @@
+"""The KG schema (schema.yaml) as validated pydantic models plus the lookups the agents need.
+
+Schema alignment asks "which metaedges can join these two node kinds, and which one does this extracted label
+mean?"; conflict resolution asks "can these two relations both hold for one pair?". Both answers come from the
+one YAML file so that aligning to another KG means editing data, not code.
+"""
+
+from __future__ import annotations
+
+import warnings
+from functools import cached_property
+from importlib import resources
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+
+class SchemaError(ValueError):
+    """The schema file is missing, not YAML, or internally inconsistent; the message names the file."""
+
+
+class Metaedge(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    abbrev: str
+    source: str
+    relation: str
+    target: str
+    extension: bool = False
+
+    def __str__(self) -> str:
+        return f"{self.source} -{self.relation}-> {self.target} ({self.abbrev})"
+
+
+class RelationMapping(BaseModel):
+    """An extracted label (BioRED's) that means `relation` between two (unordered) node kinds."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    label: str
+    kinds: tuple[str, str]
+    relation: str
+
+
+class KGSchema(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    node_kinds: list[str]
+    ner_type_to_kind: dict[str, str]
+    metaedges: list[Metaedge]
+    relation_map: list[RelationMapping] = []
+    incompatible_pairs: list[tuple[str, str]] = Field(default=[], alias="incompatible")
+    dangling_mappings: list[RelationMapping] = Field(default=[], exclude=True)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "KGSchema":
+        kinds = set(self.node_kinds)
+        problems: list[str] = []
+        for ner, kind in self.ner_type_to_kind.items():
+            if kind not in kinds:
+                problems.append(f"ner_type_to_kind[{ner!r}] = {kind!r} is not a node kind")
+        for me in self.metaedges:
+            for k in (me.source, me.target):
+                if k not in kinds:
+                    problems.append(f"metaedge {me.abbrev}: {k!r} is not a node kind")
+        dangling = [rm for rm in self.relation_map if not self._find(rm.relation, *rm.kinds)]
+        if dangling:
+            # A mapping to a metaedge the KG lacks cannot be used; it is dropped loudly rather than failing the
+            # whole schema, so a KG without some metaedge still loads.
+            rows = ", ".join(f"{rm.label} {list(rm.kinds)} -> {rm.relation}" for rm in dangling)
+            warnings.warn(f"KG schema relation_map rows with no matching metaedge are ignored: {rows}", stacklevel=2)
+            object.__setattr__(self, "relation_map", [rm for rm in self.relation_map if rm not in dangling])
+            object.__setattr__(self, "dangling_mappings", dangling)
+        names = {me.relation for me in self.metaedges}
+        for a, b in self.incompatible_pairs:
+            for r in (a, b):
+                if r not in names:
+                    problems.append(f"incompatible: {r!r} is not a relation of any metaedge")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    # ------------------------------------------------------------------ loading
+    @classmethod
+    def load(cls, path: str | Path | None = None) -> "KGSchema":
+        """The packaged schema.yaml by default; any other path to align to another KG."""
+        if path is None:
+            text = resources.files("karma_dagster.kg").joinpath("schema.yaml").read_text(encoding="utf-8")
+            where = "karma_dagster/kg/schema.yaml"
+        else:
+            p = Path(path)
+            if not p.is_file():
+                raise SchemaError(f"{p}: KG schema file not found")
+            text, where = p.read_text(encoding="utf-8"), str(p)
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise SchemaError(f"{where}: not valid YAML ({exc})") from exc
+        if not isinstance(data, dict):
+            raise SchemaError(f"{where}: expected a mapping at the top level, got {type(data).__name__}")
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise SchemaError(f"{where}: invalid KG schema: {exc}") from exc
+
+    # ------------------------------------------------------------------ lookups
+    @cached_property
+    def relation_names(self) -> list[str]:
+        return sorted({me.relation for me in self.metaedges})
+
+    @cached_property
+    def _ner_lower(self) -> dict[str, str]:
+        return {k.lower(): v for k, v in self.ner_type_to_kind.items()}
+
+    def kind_for_ner_type(self, ner_type: str) -> str | None:
+        """The node kind a *new* entity of this NER type gets; None when the schema has no place for it."""
+        if ner_type in self.ner_type_to_kind:
+            return self.ner_type_to_kind[ner_type]
+        return self._ner_lower.get(ner_type.lower())
+
+    def _find(self, relation: str, kind_a: str, kind_b: str) -> Metaedge | None:
+        for me in self.metaedges:
+            if me.relation == relation and {me.source, me.target} == {kind_a, kind_b}:
+                return me
+        return None
+
+    def candidates(self, kind_a: str, kind_b: str) -> list[Metaedge]:
+        """Metaedges that can join the two kinds, in either orientation."""
+        return [me for me in self.metaedges if (me.source, me.target) in {(kind_a, kind_b), (kind_b, kind_a)}]
+
+    def metaedge(self, relation: str, kind_a: str, kind_b: str) -> tuple[Metaedge, bool] | None:
+        """The metaedge named `relation` joining the kinds, and whether (kind_a, kind_b) must be swapped to
+        follow its source -> target direction."""
+        me = self._find(relation, kind_a, kind_b)
+        if me is None:
+            return None
+        return me, (me.source != kind_a)
+
+    def map_label(self, label: str, kind_a: str, kind_b: str) -> tuple[Metaedge, bool] | None:
+        """An extracted label (a BioRED type, or already a KG relation name) between kind_a and kind_b ->
+        (the metaedge, swapped); swapped is True when kind_a is the metaedge's target."""
+        for rm in self.relation_map:
+            if rm.label == label and set(rm.kinds) == {kind_a, kind_b}:
+                return self.metaedge(rm.relation, kind_a, kind_b)
+        if label in self.relation_names:
+            return self.metaedge(label, kind_a, kind_b)
+        return None
+
+    def labels_for(self, relation: str, kind_a: str, kind_b: str) -> list[str]:
+        """Extracted labels that the table maps to `relation` for this kind pair (how lossy the mapping is)."""
+        return sorted({rm.label for rm in self.relation_map
+                       if rm.relation == relation and set(rm.kinds) == {kind_a, kind_b}})
+
+    @cached_property
+    def _incompatible(self) -> frozenset[frozenset[str]]:
+        return frozenset(frozenset(p) for p in self.incompatible_pairs)
+
+    def incompatible(self, rel_a: str, rel_b: str) -> bool:
+        """True when the schema says the two relations cannot both hold for the same pair."""
+        return rel_a != rel_b and frozenset((rel_a, rel_b)) in self._incompatible

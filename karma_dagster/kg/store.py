@@ -1,0 +1,338 @@
+"""The DuckDB knowledge-graph store: one file, one writer at a time, the current graph as views.
+
+Why views: the graph is seed edges plus every accepted triple occurrence (the provenance), and MedKGent's
+reinforcement s = 1-(1-s_old)(1-s_new) is associative and commutative, so the confidence of an edge is exactly
+1 - prod(1 - s_i) over its seed confidence and evidence scores. Aggregating at read time makes merges
+order-independent and re-materialization (delete a document's rows, insert them again) exact.
+
+Why the file lock: DuckDB allows one writing process per file and refuses a read-only open while another
+process writes, so every connection (reader or writer) goes through `KGStore.connect`, which holds a
+cross-process `filelock.FileLock(path + ".lock")` for the duration of the `with` block. Keep blocks short.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import duckdb
+import filelock
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_YAML = Path(__file__).with_name("schema.yaml")
+DEFAULT_NAMESPACE = "local"
+
+
+class KGStoreError(RuntimeError):
+    """A problem with the store file itself (lock, missing file)."""
+
+
+class KGLockTimeout(KGStoreError):
+    """Another process held the store's lock for longer than the timeout."""
+
+
+# ---------------------------------------------------------------- schema.yaml (read-only here)
+class Metaedge(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    abbrev: str
+    source: str
+    relation: str
+    target: str
+
+
+@functools.lru_cache(maxsize=4)
+def load_schema(path: str | Path = SCHEMA_YAML) -> tuple[tuple[str, ...], tuple[Metaedge, ...]]:
+    """Node kinds and metaedges of the KG schema (parsed directly; kg/schema.py is the full model)."""
+    with open(path, encoding="utf-8") as fh:
+        raw = yaml.safe_load(fh)
+    try:
+        kinds = tuple(raw["node_kinds"])
+        metaedges = tuple(
+            Metaedge(abbrev=m["abbrev"], source=m["source"], relation=m["relation"], target=m["target"])
+            for m in raw["metaedges"]
+        )
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"{path}: schema needs 'node_kinds' and 'metaedges' ({exc})") from exc
+    return kinds, metaedges
+
+
+def schema_relations() -> frozenset[str]:
+    return frozenset(m.relation for m in load_schema()[1])
+
+
+def metaedge_by_abbrev() -> dict[str, Metaedge]:
+    return {m.abbrev: m for m in load_schema()[1]}
+
+
+def metaedge_for(source_kind: str, relation: str, target_kind: str) -> Metaedge | None:
+    for m in load_schema()[1]:
+        if (m.source, m.relation, m.target) == (source_kind, relation, target_kind):
+            return m
+    return None
+
+
+# ---------------------------------------------------------------- boundary models
+class NodeIn(BaseModel):
+    """A node entering the KG: a seed node or an entity new to the KG found in a document."""
+
+    model_config = ConfigDict(extra="ignore")
+    id: str = Field(min_length=1)
+    name: str = Field(min_length=1)
+    kind: str = Field(min_length=1)
+    vocab_id: str | None = None
+    synonyms: list[str] = []
+
+
+class LexiconRow(BaseModel):
+    id: str
+    name: str
+    kind: str
+    source: str
+    synonyms: list[str]
+
+
+class SnapshotCounts(BaseModel):
+    as_of: dt.date | None
+    namespace: str
+    n_nodes: int
+    n_seed_nodes: int
+    n_extracted_nodes: int
+    n_edges: int
+    n_seed_only_edges: int
+    n_extracted_edges: int  # edges with at least one evidence row (new or reinforcing a seed edge)
+    n_evidence: int
+
+
+# ---------------------------------------------------------------- DDL
+SEED_DDL = """
+CREATE TABLE IF NOT EXISTS seed_nodes(
+    id VARCHAR PRIMARY KEY, name VARCHAR NOT NULL, kind VARCHAR NOT NULL, vocab_id VARCHAR);
+CREATE TABLE IF NOT EXISTS node_synonyms(
+    id VARCHAR NOT NULL, synonym VARCHAR NOT NULL, PRIMARY KEY (id, synonym));
+CREATE TABLE IF NOT EXISTS seed_edges(
+    head_id VARCHAR NOT NULL, relation VARCHAR NOT NULL, tail_id VARCHAR NOT NULL, metaedge VARCHAR NOT NULL,
+    confidence DOUBLE NOT NULL CHECK (confidence >= 0 AND confidence <= 1),
+    PRIMARY KEY (head_id, relation, tail_id));
+"""
+
+DDL = SEED_DDL + """
+CREATE TABLE IF NOT EXISTS extracted_nodes(
+    namespace VARCHAR NOT NULL DEFAULT 'local', id VARCHAR NOT NULL, name VARCHAR NOT NULL, kind VARCHAR NOT NULL,
+    vocab_id VARCHAR, synonyms VARCHAR[], doc_key VARCHAR NOT NULL, date DATE NOT NULL, run_id VARCHAR NOT NULL,
+    merged_at TIMESTAMP NOT NULL, PRIMARY KEY (namespace, id, doc_key));
+CREATE TABLE IF NOT EXISTS evidence(
+    namespace VARCHAR NOT NULL DEFAULT 'local', doc_key VARCHAR NOT NULL, date DATE NOT NULL,
+    triple_id VARCHAR NOT NULL, head_id VARCHAR NOT NULL, relation VARCHAR NOT NULL, tail_id VARCHAR NOT NULL,
+    metaedge VARCHAR, score DOUBLE NOT NULL CHECK (score >= 0 AND score <= 1), segment_id VARCHAR NOT NULL,
+    evidence VARCHAR NOT NULL, backbone VARCHAR NOT NULL, prompt_version VARCHAR NOT NULL, run_id VARCHAR NOT NULL,
+    merged_at TIMESTAMP NOT NULL, PRIMARY KEY (namespace, doc_key, triple_id));
+CREATE TABLE IF NOT EXISTS increments(
+    namespace VARCHAR NOT NULL DEFAULT 'local', date DATE NOT NULL, n_docs INTEGER NOT NULL,
+    n_new_nodes INTEGER NOT NULL, n_new_edges INTEGER NOT NULL, n_reinforced INTEGER NOT NULL,
+    n_evidence INTEGER NOT NULL, nodes_before BIGINT NOT NULL, nodes_after BIGINT NOT NULL,
+    edges_before BIGINT NOT NULL, edges_after BIGINT NOT NULL, run_id VARCHAR NOT NULL, backbone VARCHAR NOT NULL,
+    merged_at TIMESTAMP NOT NULL, PRIMARY KEY (namespace, date));
+
+CREATE OR REPLACE VIEW namespaces AS
+    SELECT 'local' AS namespace UNION SELECT namespace FROM evidence UNION SELECT namespace FROM extracted_nodes;
+
+-- Every namespace sees the shared seed plus its own extracted rows dated <= as_of (NULL = everything);
+-- only_ns restricts to one namespace, which need not have any rows yet (then it is the seed alone).
+CREATE OR REPLACE MACRO kg_namespaces(only_ns) AS TABLE
+    SELECT only_ns AS namespace WHERE only_ns IS NOT NULL
+    UNION ALL SELECT namespace FROM namespaces WHERE only_ns IS NULL;
+
+CREATE OR REPLACE MACRO kg_nodes_all(as_of, only_ns := NULL) AS TABLE
+WITH ex AS (SELECT * FROM extracted_nodes
+            WHERE (as_of IS NULL OR date <= as_of) AND (only_ns IS NULL OR namespace = only_ns)),
+ev AS (SELECT * FROM evidence WHERE (as_of IS NULL OR date <= as_of) AND (only_ns IS NULL OR namespace = only_ns)),
+seen AS (
+    SELECT namespace, id, min(date) AS first_seen, max(date) AS last_seen FROM (
+        SELECT namespace, id, date FROM ex
+        UNION ALL SELECT namespace, head_id, date FROM ev
+        UNION ALL SELECT namespace, tail_id, date FROM ev)
+    GROUP BY namespace, id),
+exn AS (
+    SELECT namespace, id,
+        min_by(name, (date, doc_key)) AS name, min_by(kind, (date, doc_key)) AS kind,
+        min_by(vocab_id, (date, doc_key)) AS vocab_id, min_by(doc_key, (date, doc_key)) AS created_by_doc
+    FROM ex WHERE id NOT IN (SELECT id FROM seed_nodes) GROUP BY namespace, id)
+SELECT n.namespace, s.id, s.name, s.kind, 'seed' AS source, s.vocab_id, seen.first_seen, seen.last_seen,
+    NULL::VARCHAR AS created_by_doc
+FROM seed_nodes s CROSS JOIN kg_namespaces(only_ns) n LEFT JOIN seen ON seen.namespace = n.namespace AND seen.id = s.id
+UNION ALL
+SELECT e.namespace, e.id, e.name, e.kind, 'extracted' AS source, e.vocab_id, seen.first_seen, seen.last_seen,
+    e.created_by_doc
+FROM exn e LEFT JOIN seen ON seen.namespace = e.namespace AND seen.id = e.id;
+
+CREATE OR REPLACE MACRO kg_edges_all(as_of, only_ns := NULL) AS TABLE
+WITH c AS (
+    SELECT n.namespace, head_id, relation, tail_id, metaedge, confidence AS s, NULL::DATE AS date,
+        NULL::VARCHAR AS doc_key, true AS is_seed
+    FROM seed_edges CROSS JOIN kg_namespaces(only_ns) n
+    UNION ALL
+    SELECT namespace, head_id, relation, tail_id, metaedge, score, date, doc_key, false
+    FROM evidence WHERE (as_of IS NULL OR date <= as_of) AND (only_ns IS NULL OR namespace = only_ns))
+SELECT namespace, head_id, relation, tail_id, max(metaedge) AS metaedge, 1 - product(1 - s) AS confidence,
+    min(date) AS first_seen, max(date) AS last_seen, count(doc_key) AS n_evidence,
+    count(DISTINCT doc_key) AS n_docs, bool_or(is_seed) AS in_seed,
+    list_sort(list_distinct(list(CASE WHEN is_seed THEN 'seed' ELSE 'extracted' END))) AS sources
+FROM c GROUP BY namespace, head_id, relation, tail_id;
+
+CREATE OR REPLACE MACRO kg_nodes(ns, as_of := NULL) AS TABLE
+    SELECT * FROM kg_nodes_all(as_of, only_ns := ns);
+CREATE OR REPLACE MACRO kg_edges(ns, as_of := NULL) AS TABLE
+    SELECT * FROM kg_edges_all(as_of, only_ns := ns);
+
+CREATE OR REPLACE VIEW nodes AS SELECT * FROM kg_nodes_all(NULL);
+CREATE OR REPLACE VIEW edges AS SELECT * FROM kg_edges_all(NULL);
+"""
+
+
+class KGStore:
+    """Handle on one DuckDB KG file; cheap to create, opens the file only inside `connect()`."""
+
+    def __init__(self, path: str | Path, lock_timeout: float = 120.0) -> None:
+        self.path = Path(path)
+        self.lock_timeout = lock_timeout
+        self._lock = filelock.FileLock(str(self.path) + ".lock", timeout=lock_timeout)
+        self._ready = False
+        self._con: duckdb.DuckDBPyConnection | None = None
+        self._owner: int | None = None
+
+    def __repr__(self) -> str:
+        return f"KGStore({str(self.path)!r})"
+
+    @contextmanager
+    def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A connection held under the cross-process lock; closed and unlocked when the block ends.
+
+        Nested use in the same thread gets the open connection back (DuckDB refuses a second, differently
+        configured connection to the same file in one process).
+        """
+        if self._con is not None and self._owner == threading.get_ident():
+            yield self._con
+            return
+        try:
+            self._lock.acquire()
+        except filelock.Timeout as exc:
+            raise KGLockTimeout(
+                f"KG store {self.path}: another process held {self.path}.lock for more than "
+                f"{self.lock_timeout:g} s; a writer is still running or stuck"
+            ) from exc
+        try:
+            if not self._ready:
+                self._init_schema()
+            con = duckdb.connect(str(self.path), read_only=read_only)
+            self._con, self._owner = con, threading.get_ident()
+            try:
+                yield con
+            finally:
+                self._con, self._owner = None, None
+                con.close()
+        finally:
+            self._lock.release()
+
+    def _init_schema(self) -> None:
+        """Create tables and views once per file (checked read-only first, so readers don't rewrite the catalog)."""
+        if self.path.exists():
+            con = duckdb.connect(str(self.path), read_only=True)
+            try:
+                present = con.execute(
+                    "SELECT count(*) FROM duckdb_views() WHERE view_name IN ('nodes', 'edges')"
+                ).fetchall()[0]
+            finally:
+                con.close()
+            if present and present[0] == 2:
+                self._ready = True
+                return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        con = duckdb.connect(str(self.path))
+        try:
+            con.execute(DDL)
+        finally:
+            con.close()
+        self._ready = True
+
+    # ------------------------------------------------------------ reads
+    def snapshot_counts(self, as_of: dt.date | None = None, namespace: str = DEFAULT_NAMESPACE) -> SnapshotCounts:
+        """The KG's size as of a date (evidence and extracted nodes dated <= as_of; seed always included)."""
+        with self.connect(read_only=True) as con:
+            nodes = con.execute(
+                "SELECT count(*), count(*) FILTER (source = 'seed') FROM kg_nodes(?, as_of := ?)",
+                [namespace, as_of],
+            ).fetchall()[0]
+            edges = con.execute(
+                "SELECT count(*), count(*) FILTER (n_evidence = 0), count(*) FILTER (n_evidence > 0), "
+                "coalesce(sum(n_evidence), 0) FROM kg_edges(?, as_of := ?)",
+                [namespace, as_of],
+            ).fetchall()[0]
+        assert nodes is not None and edges is not None
+        return SnapshotCounts(
+            as_of=as_of, namespace=namespace, n_nodes=nodes[0], n_seed_nodes=nodes[1],
+            n_extracted_nodes=nodes[0] - nodes[1], n_edges=edges[0], n_seed_only_edges=edges[1],
+            n_extracted_edges=edges[2], n_evidence=int(edges[3]),
+        )
+
+    def existing_relations(
+        self, head_id: str, tail_id: str, namespace: str = DEFAULT_NAMESPACE, as_of: dt.date | None = None
+    ) -> list[str]:
+        """Relations the KG already holds from head to tail (seed + extracted), for the conflict agent."""
+        return self.existing_relations_many([(head_id, tail_id)], namespace, as_of)[(head_id, tail_id)]
+
+    def existing_relations_many(
+        self, pairs: Iterable[tuple[str, str]], namespace: str = DEFAULT_NAMESPACE, as_of: dt.date | None = None
+    ) -> dict[tuple[str, str], list[str]]:
+        """`existing_relations` for many pairs under one lock and one query."""
+        wanted = list(dict.fromkeys(pairs))
+        out: dict[tuple[str, str], list[str]] = {p: [] for p in wanted}
+        if not wanted:
+            return out
+        with self.connect(read_only=True) as con:
+            con.execute("CREATE TEMP TABLE _pairs(head_id VARCHAR, tail_id VARCHAR)")
+            con.executemany("INSERT INTO _pairs VALUES (?, ?)", wanted)
+            rows = con.execute(
+                "SELECT e.head_id, e.tail_id, e.relation FROM kg_edges(?, as_of := ?) e "
+                "JOIN _pairs p USING (head_id, tail_id) ORDER BY e.relation",
+                [namespace, as_of],
+            ).fetchall()
+        for h, t, r in rows:
+            out[(h, t)].append(r)
+        return out
+
+    def node_kind(self, node_id: str, namespace: str = DEFAULT_NAMESPACE) -> str | None:
+        with self.connect(read_only=True) as con:
+            rows = con.execute("SELECT kind FROM kg_nodes(?) WHERE id = ?", [namespace, node_id]).fetchall()
+        return rows[0][0] if rows else None
+
+    def lexicon_rows(self, namespace: str | None = DEFAULT_NAMESPACE) -> list[LexiconRow]:
+        """(id, name, kind, synonyms) of every node, for building the entity index; None = seed only."""
+        with self.connect(read_only=True) as con:
+            seed = con.execute(
+                "SELECT s.id, s.name, s.kind, coalesce(list(y.synonym ORDER BY y.synonym) "
+                "FILTER (y.synonym IS NOT NULL), []) FROM seed_nodes s LEFT JOIN node_synonyms y USING (id) "
+                "GROUP BY s.id, s.name, s.kind ORDER BY s.id"
+            ).fetchall()
+            extracted = []
+            if namespace is not None:
+                extracted = con.execute(
+                    "SELECT n.id, n.name, n.kind, coalesce((SELECT list_sort(list_distinct(flatten(list(x.synonyms)))) "
+                    "FROM extracted_nodes x WHERE x.namespace = n.namespace AND x.id = n.id), []) "
+                    "FROM kg_nodes(?) n WHERE n.source = 'extracted' ORDER BY n.id",
+                    [namespace],
+                ).fetchall()
+        rows = [LexiconRow(id=i, name=n, kind=k, source="seed", synonyms=list(s)) for i, n, k, s in seed]
+        rows += [
+            LexiconRow(id=i, name=n, kind=k, source="extracted", synonyms=list(s or [])) for i, n, k, s in extracted
+        ]
+        return rows
+
+    def merge_increment(self, *args, **kwargs):  # noqa: ANN002, ANN003 - thin alias, see merge.merge_increment
+        from karma_dagster.kg.merge import merge_increment
+
+        return merge_increment(self, *args, **kwargs)

@@ -1,0 +1,1 @@
+"""Contracts between stages: pydantic records (what an agent returns) and pandera tables (what an asset stores)."""

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Creates .venv with Python 3.11 and installs the project (and its test extras) when pyproject.toml changed.
+# Sourced by main.sh and test.sh; safe to run again (a no-op when nothing changed).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PY="${PYTHON:-$(command -v python3.11 || command -v python3)}"
+if ! "$PY" -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else 1)'; then
+  echo "karma-dagster needs Python 3.11 (found: $("$PY" --version 2>&1)); set PYTHON=/path/to/python3.11" >&2
+  exit 2
+fi
+VENV="$ROOT/.venv"
+STAMP="$VENV/.karma-installed"
+WANT="$(cat "$ROOT/pyproject.toml" | sha256sum | cut -d' ' -f1)"
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "creating $VENV ..."
+  "$PY" -m venv "$VENV"
+fi
+if [ "$(cat "$STAMP" 2>/dev/null || true)" != "$WANT" ]; then
+  echo "installing karma-dagster and its dependencies into .venv (about a minute) ..."
+  "$VENV/bin/python" -m pip install --quiet --upgrade pip
+  "$VENV/bin/python" -m pip install --quiet -e "$ROOT[dev]"
+  echo "$WANT" > "$STAMP"
+fi
+export PATH="$VENV/bin:$PATH"
+export DAGSTER_HOME="${DAGSTER_HOME:-$ROOT/dagster_home}"
+# litellm would fetch its model price map at import; use the copy it ships.
+export LITELLM_LOCAL_MODEL_COST_MAP=True

@@ -1,0 +1,298 @@
+"""Merging accepted triples into the KG: idempotence, reinforcement, dates, crash atomicity, concurrent writers."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import multiprocessing as mp
+import os
+import shutil
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from karma_dagster.kg.merge import TripleValidationError, merge_increment
+from karma_dagster.kg.seed_import import import_hetionet
+from karma_dagster.kg.store import KGStore, NodeIn
+from karma_dagster.schemas.records import EvaluatedRow
+
+SEED = Path(__file__).resolve().parents[1] / "data" / "seed_kg"
+METFORMIN, T2DM, METHIMAZOLE, GRAVES = "Compound::DB00331", "Disease::DOID:9352", "Compound::DB00763", "Disease::DOID:12361"
+D1, D2, D3 = dt.date(2016, 1, 5), dt.date(2016, 1, 12), dt.date(2016, 2, 1)
+
+
+def _seed_ids(kind: str, n: int = 40) -> list[str]:
+    with open(SEED / "nodes.tsv", encoding="utf-8") as fh:
+        return sorted(r["id"] for r in csv.DictReader(fh, delimiter="\t") if r["kind"] == kind)[:n]
+
+
+COMPOUNDS, DISEASES = _seed_ids("Compound"), _seed_ids("Disease")
+
+
+def triple(doc: str, tid: str, head: str, tail: str, score: float, relation: str = "treats", **kw: object) -> dict:
+    row = {"doc_key": doc, "triple_id": tid, "head_id": head, "relation": "Negative_Correlation", "kg_relation": relation,
+           "tail_id": tail, "metaedge": None, "score": score, "segment_id": f"{doc}#s1", "accepted": True,
+           "evidence": "Metformin improved glycemic control in type 2 diabetes."}
+    row.update(kw)
+    return row
+
+
+def workload(day: int, n_docs: int = 3, n_triples: int = 5) -> tuple[dt.date, dict]:
+    """A date's docs: seed compound-treats-disease triples that overlap across days, plus one new entity each."""
+    date = dt.date(2016, 1, 1) + dt.timedelta(days=day)
+    docs = {}
+    for d in range(n_docs):
+        key = f"{date}_doc{d}"
+        new = NodeIn(id=f"new::Compound::drug-{day}-{d}", name=f"drug {day}-{d}", kind="Compound", synonyms=[f"D{day}{d}"])
+        rows = [triple(key, f"t{k}", COMPOUNDS[(day * 7 + d * 3 + k) % 40], DISEASES[(day + k) % 40],
+                       0.5 + 0.08 * ((day + d + k) % 5)) for k in range(n_triples)]
+        rows.append(triple(key, "tn", new.id, DISEASES[day % 40], 0.55, metaedge="CtD"))
+        docs[key] = (rows, [new])
+    return date, docs
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("base") / "seed.duckdb"
+    import_hetionet(KGStore(path), SEED / "nodes.tsv", SEED / "edges.sif.gz", seed_confidence=0.9)
+    return path
+
+
+def fresh(base: Path, dest: Path) -> KGStore:
+    shutil.copy(base, dest)
+    return KGStore(dest)
+
+
+def dump(store: KGStore, with_increment_stats: bool = True) -> dict[str, list[tuple]]:
+    """Every table and view, without merge timestamps; confidences rounded (float product order)."""
+    inc = ("namespace, date, n_docs, n_evidence, n_new_nodes, n_new_edges, n_reinforced, nodes_before, nodes_after, "
+           "edges_before, edges_after, run_id, backbone") if with_increment_stats else "namespace, date, n_docs, n_evidence"
+    queries = {
+        "seed_nodes": "SELECT * FROM seed_nodes", "seed_edges": "SELECT * FROM seed_edges",
+        "extracted_nodes": "SELECT * EXCLUDE (merged_at) FROM extracted_nodes",
+        "evidence": "SELECT * EXCLUDE (merged_at) FROM evidence",
+        "increments": f"SELECT {inc} FROM increments",
+        "nodes": "SELECT * FROM nodes",
+        "edges": "SELECT * EXCLUDE (confidence), round(confidence, 12) FROM edges",
+    }
+    with store.connect(read_only=True) as con:
+        return {t: con.execute(q + " ORDER BY ALL").fetchall() for t, q in queries.items()}
+
+
+def edge(store: KGStore, head: str, tail: str, ns: str = "local") -> dict:
+    with store.connect(read_only=True) as con:
+        cur = con.execute("SELECT * FROM kg_edges(?) WHERE head_id = ? AND tail_id = ?", [ns, head, tail])
+        cols = [d[0] for d in cur.description]
+        rows = cur.fetchall()
+    assert len(rows) == 1
+    return dict(zip(cols, rows[0], strict=True))
+
+
+# ---------------------------------------------------------------- semantics
+def test_reinforcement_matches_the_formula_and_dates(base: Path, tmp_path: Path) -> None:
+    store = fresh(base, tmp_path / "kg.duckdb")
+    s1 = merge_increment(store, D1, "local", {"a": ([triple("a", "t1", METFORMIN, T2DM, 0.7)], [])}, "r1")
+    assert (s1.n_new_edges, s1.n_reinforced, s1.edges_after - s1.edges_before) == (0, 1, 0)
+    merge_increment(store, D3, "local", {"c": ([triple("c", "t1", METFORMIN, T2DM, 0.6)], [])}, "r3")
+    merge_increment(store, D2, "local", {"b": ([triple("b", "t1", METFORMIN, T2DM, 0.5)], [])}, "r2")
+    e = edge(store, METFORMIN, T2DM)
+    assert e["confidence"] == pytest.approx(1 - (1 - 0.9) * (1 - 0.7) * (1 - 0.6) * (1 - 0.5), abs=1e-12)
+    assert (e["first_seen"], e["last_seen"], e["n_evidence"], e["sources"]) == (D1, D3, 3, ["extracted", "seed"])
+    assert e["metaedge"] == "CtD" and e["in_seed"]
+
+    # Re-materializing D1 without the triple drops its evidence: confidence and first_seen follow.
+    merge_increment(store, D1, "local", {"a": ([], [])}, "r1b")
+    e = edge(store, METFORMIN, T2DM)
+    assert e["confidence"] == pytest.approx(1 - 0.1 * 0.4 * 0.5, abs=1e-12)
+    assert (e["first_seen"], e["n_evidence"]) == (D2, 2)
+
+
+def test_new_edges_nodes_and_node_dates(base: Path, tmp_path: Path) -> None:
+    store = fresh(base, tmp_path / "kg.duckdb")
+    ipi = NodeIn(id="new::Compound::ipilimumab", name="ipilimumab", kind="Compound", vocab_id="MESH:D000074324")
+    s = merge_increment(store, D1, "local", {"p": ([triple("p", "t1", ipi.id, GRAVES, 0.8, relation="causes")], [ipi])}, "r")
+    assert (s.n_new_nodes, s.n_new_edges, s.n_reinforced) == (1, 1, 0)
+    assert (s.nodes_after - s.nodes_before, s.edges_after - s.edges_before) == (1, 1)
+    e = edge(store, ipi.id, GRAVES)
+    assert e["confidence"] == pytest.approx(0.8) and e["sources"] == ["extracted"] and not e["in_seed"]
+    assert store.existing_relations(ipi.id, GRAVES) == ["causes"]
+    assert store.existing_relations(ipi.id, GRAVES, as_of=D1 - dt.timedelta(days=1)) == []
+    # The same entity met again later: still one node, first/last seen span both documents.
+    s2 = merge_increment(store, D3, "local", {"q": ([triple("q", "t1", ipi.id, GRAVES, 0.6, relation="causes")], [ipi])}, "r")
+    assert (s2.n_new_nodes, s2.n_new_edges, s2.n_reinforced) == (0, 0, 1)
+    with store.connect(read_only=True) as con:
+        rows = con.execute("SELECT source, first_seen, last_seen, created_by_doc FROM nodes WHERE id = ?", [ipi.id]).fetchall()
+    assert rows == [("extracted", D1, D3, "p")]
+    assert store.node_kind(ipi.id) == "Compound"
+    assert {r.id for r in store.lexicon_rows() if r.source == "extracted"} == {ipi.id}
+    assert store.lexicon_rows(namespace=None)[-1].source == "seed"
+
+
+def test_as_of_date_counts(base: Path, tmp_path: Path) -> None:
+    store = fresh(base, tmp_path / "kg.duckdb")
+    d1, docs1 = workload(0, n_docs=2)
+    d2, docs2 = workload(30, n_docs=2)
+    merge_increment(store, d1, "local", docs1, "r1")
+    merge_increment(store, d2, "local", docs2, "r2")
+    before = store.snapshot_counts(as_of=d1 - dt.timedelta(days=1))
+    at1 = store.snapshot_counts(as_of=d1)
+    now = store.snapshot_counts()
+    assert (before.n_nodes, before.n_edges, before.n_evidence) == (4000, 10000, 0)
+    assert (at1.n_extracted_nodes, at1.n_evidence) == (2, 12)
+    assert (now.n_extracted_nodes, now.n_evidence) == (4, 24)
+    assert before.n_edges < at1.n_edges < now.n_edges
+    assert store.snapshot_counts(as_of=d2) == now.model_copy(update={"as_of": d2})
+    with store.connect(read_only=True) as con:
+        inc = con.execute("SELECT date, n_docs, n_evidence, edges_after FROM increments ORDER BY date").fetchall()
+    assert [(r[0], r[1], r[2]) for r in inc] == [(d1, 2, 12), (d2, 2, 12)]
+    assert inc[0][3] == at1.n_edges and inc[1][3] == now.n_edges
+
+
+def test_idempotent_rematerialization(base: Path, tmp_path: Path) -> None:
+    store = fresh(base, tmp_path / "kg.duckdb")
+    date, docs = workload(3)
+    first = merge_increment(store, date, "local", docs, "run")
+    once = dump(store)
+    again = merge_increment(store, date, "local", docs, "run")
+    assert dump(store) == once
+    assert first.model_dump(exclude={"seconds"}) == again.model_dump(exclude={"seconds"})
+    assert len(once["evidence"]) == 18 and len(once["extracted_nodes"]) == 3
+
+
+def test_namespaces_share_the_seed_only(base: Path, tmp_path: Path) -> None:
+    store = fresh(base, tmp_path / "kg.duckdb")
+    date, docs = workload(5)
+    merge_increment(store, date, "local", docs, "r")
+    merge_increment(store, date, "openai/gpt-4o", {k: v for k, v in list(docs.items())[:1]}, "r")
+    local, gpt = store.snapshot_counts(), store.snapshot_counts(namespace="openai/gpt-4o")
+    assert (local.n_evidence, gpt.n_evidence) == (18, 6)
+    assert (local.n_seed_nodes, gpt.n_seed_nodes) == (4000, 4000)
+    assert (local.n_extracted_nodes, gpt.n_extracted_nodes) == (3, 1)
+    assert store.snapshot_counts(namespace="never-used").n_evidence == 0
+
+
+def test_evaluated_row_merges(base: Path, tmp_path: Path) -> None:
+    store = fresh(base, tmp_path / "kg.duckdb")
+    row = EvaluatedRow(
+        doc_key="2016-01-28_pmc4737013", triple_id="tr1", summary_id="s1", segment_id="seg1", head_mention_id="m1",
+        head_id=METHIMAZOLE, head_name="methimazole", head_type="Chemical", relation="Negative_Correlation",
+        tail_mention_id="m2", tail_id=GRAVES, tail_name="Graves' disease", tail_type="Disease", probability=0.9,
+        evidence="She was treated with methimazole for Graves' disease.", head_kg_type="Compound",
+        tail_kg_type="Disease", kg_relation="treats", metaedge="CtD", alignment_prob=0.95, schema_status="aligned",
+        conflict=False, contradicts=None, verdict="none", action="keep", confidence=0.8, clarity=0.9, relevance=0.7,
+        score=0.8, accepted=True,
+    )
+    s = merge_increment(store, D1, "local", {row.doc_key: ([row], [])}, "r", prompt_version="rea.v1")
+    assert s.n_reinforced == 1
+    with store.connect(read_only=True) as con:
+        ev = con.execute("SELECT relation, metaedge, score, prompt_version, backbone FROM evidence").fetchall()
+    assert ev == [("treats", "CtD", 0.8, "rea.v1", "local")]
+    assert edge(store, METHIMAZOLE, GRAVES)["confidence"] == pytest.approx(1 - 0.1 * 0.2)
+
+
+@pytest.mark.parametrize(
+    ("bad", "problem"),
+    [
+        ({"kg_relation": "cures"}, "relation 'cures' is not a schema relation"),
+        ({"tail_id": "Disease::DOID:0000"}, "tail_id 'Disease::DOID:0000' is neither a KG node"),
+        ({"score": 1.5}, "score 1.5 is not a number in"),
+        ({"evidence": " "}, "provenance field 'evidence' is empty"),
+        ({"segment_id": None}, "provenance field 'segment_id'"),
+        ({"metaedge": "CcSE"}, "metaedge 'CcSE' means 'causes', not 'treats'"),
+        ({"accepted": False}, "triple was not accepted"),
+        ({"doc_key": "other"}, "row says doc_key 'other'"),
+    ],
+)
+def test_validation_errors_name_doc_and_triple(base: Path, tmp_path: Path, bad: dict, problem: str) -> None:
+    store = fresh(base, tmp_path / "kg.duckdb")
+    date, docs = workload(1, n_docs=1)
+    merge_increment(store, date, "local", docs, "r")
+    before = dump(store)
+    rows = [triple("doc9", "good", METFORMIN, T2DM, 0.6), {**triple("doc9", "bad-1", METFORMIN, T2DM, 0.6), **bad}]
+    with pytest.raises(TripleValidationError, match=f"doc 'doc9', triple 'bad-1': {problem}"):
+        merge_increment(store, date, "local", {**docs, "doc9": (rows, [])}, "r2")
+    assert dump(store) == before
+
+
+def test_model_text_is_bound_not_formatted(base: Path, tmp_path: Path) -> None:
+    store = fresh(base, tmp_path / "kg.duckdb")
+    nasty = "x'); DROP TABLE evidence; --"
+    node = NodeIn(id=nasty, name=nasty, kind="Compound")
+    merge_increment(store, D1, nasty, {nasty: ([triple(nasty, nasty, nasty, T2DM, 0.5, evidence=nasty)], [node])}, nasty)
+    assert store.snapshot_counts(namespace=nasty).n_evidence == 1
+    assert store.existing_relations(nasty, T2DM, namespace=nasty) == ["treats"]
+
+
+# ---------------------------------------------------------------- crashes and concurrent writers
+def _merge_and_stall(path: str, day: int, n_docs: int, signal_file: str) -> None:
+    def on_doc(doc_key: str, i: int, n: int) -> None:
+        if i == n // 2:
+            Path(signal_file).write_text(doc_key)
+            time.sleep(120)  # the parent SIGKILLs us here, inside the open transaction
+
+    date, docs = workload(day, n_docs=n_docs, n_triples=20)
+    merge_increment(KGStore(path), date, "local", docs, "crash", on_doc=on_doc)
+
+
+def test_sigkill_mid_merge_leaves_store_unchanged(base: Path, tmp_path: Path) -> None:
+    path = tmp_path / "kg.duckdb"
+    store = fresh(base, path)
+    date, old_docs = workload(9, n_docs=20, n_triples=3)  # an earlier version of the same date, to be replaced
+    merge_increment(store, date, "local", old_docs, "old")
+    before = dump(store)
+
+    signal_file = tmp_path / "half"
+    child = mp.get_context("spawn").Process(target=_merge_and_stall, args=(str(path), 9, 200, str(signal_file)))
+    child.start()
+    deadline = time.monotonic() + 60
+    while not signal_file.exists() and child.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert signal_file.exists(), "child never reached the middle of the merge"
+    os.kill(child.pid, signal.SIGKILL)
+    child.join(10)
+    assert child.exitcode == -signal.SIGKILL
+
+    reopened = KGStore(path, lock_timeout=5)  # the dead child's flock is gone with it
+    assert dump(reopened) == before
+
+    _, docs = workload(9, n_docs=200, n_triples=20)
+    rerun = merge_increment(reopened, date, "local", docs, "crash")
+    clean = fresh(base, tmp_path / "clean.duckdb")
+    merge_increment(clean, date, "local", old_docs, "old")
+    uninterrupted = merge_increment(clean, date, "local", docs, "crash")
+    assert dump(reopened) == dump(clean)
+    assert rerun.model_dump(exclude={"seconds"}) == uninterrupted.model_dump(exclude={"seconds"})
+    assert rerun.n_evidence == 200 * 21
+
+
+def _merge_days(path: str, days: list[int], barrier: mp.Barrier) -> None:  # type: ignore[valid-type]
+    store = KGStore(path, lock_timeout=60)
+    barrier.wait(60)
+    for day in days:
+        date, docs = workload(day)
+        merge_increment(store, date, "local", docs, f"run-{day}")
+
+
+def test_two_processes_merging_concurrently_equal_sequential(base: Path, tmp_path: Path) -> None:
+    path = tmp_path / "kg.duckdb"
+    fresh(base, path)
+    days_a, days_b = list(range(0, 20, 2)), list(range(1, 20, 2))  # interleaved dates, shared edges
+    ctx = mp.get_context("spawn")
+    barrier = ctx.Barrier(2)
+    procs = [ctx.Process(target=_merge_days, args=(str(path), d, barrier)) for d in (days_a, days_b)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0, 0]
+
+    seq = fresh(base, tmp_path / "seq.duckdb")
+    for day in sorted(days_a + days_b):
+        date, docs = workload(day)
+        merge_increment(seq, date, "local", docs, f"run-{day}")
+    # Increment stats (new vs reinforced) depend on merge order; the graph and the provenance do not.
+    concurrent = dump(KGStore(path), with_increment_stats=False)
+    assert concurrent == dump(seq, with_increment_stats=False)
+    assert len(concurrent["evidence"]) == 20 * 3 * 6 and len(concurrent["increments"]) == 20

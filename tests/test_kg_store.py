@@ -1,0 +1,182 @@
+"""The KG store and seed import on the shipped demo seed (data/seed_kg, a Hetionet subset)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import gzip
+import multiprocessing as mp
+from pathlib import Path
+
+import pytest
+
+from karma_dagster.kg.merge import merge_increment
+from karma_dagster.kg.seed_import import SeedImportError, import_generic, import_hetionet
+from karma_dagster.kg.store import KGLockTimeout, KGStore, NodeIn
+from karma_dagster.kg.subset import jats_text, match_nodes
+
+ROOT = Path(__file__).resolve().parents[1]
+SEED = ROOT / "data" / "seed_kg"
+
+METFORMIN, T2DM, SNAP25 = "Compound::DB00331", "Disease::DOID:9352", "Gene::6616"
+
+
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory: pytest.TempPathFactory) -> tuple[KGStore, object]:
+    store = KGStore(tmp_path_factory.mktemp("kg") / "kg.duckdb")
+    stats = import_hetionet(store, SEED / "nodes.tsv", SEED / "edges.sif.gz", seed_confidence=0.9)
+    return store, stats
+
+
+def _counts(store: KGStore) -> tuple[int, int, int]:
+    with store.connect(read_only=True) as con:
+        tables = ("seed_nodes", "seed_edges", "evidence")
+        return tuple(con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0] for t in tables)  # type: ignore[return-value]
+
+
+def test_import_counts_match_the_shipped_files(seeded) -> None:
+    store, stats = seeded
+    n_lines = sum(1 for _ in open(SEED / "nodes.tsv", encoding="utf-8")) - 1
+    with gzip.open(SEED / "edges.sif.gz", "rt", encoding="utf-8") as fh:
+        e_lines = sum(1 for _ in fh) - 1
+    assert (stats.n_nodes, stats.n_edges) == (n_lines, e_lines) == (4000, 10000)
+    assert stats.edges_by_metaedge["CtD"] > 500 and stats.nodes_by_kind["Side Effect"] > 1000
+    counts = store.snapshot_counts()
+    assert (counts.n_nodes, counts.n_edges, counts.n_evidence) == (4000, 10000, 0)
+    with store.connect(read_only=True) as con:
+        row = con.execute(
+            "SELECT relation, metaedge, confidence FROM seed_edges WHERE head_id = ? AND tail_id = ?", [METFORMIN, T2DM]
+        ).fetchall()[0]
+        vocab = con.execute("SELECT vocab_id FROM seed_nodes WHERE id = ?", [SNAP25]).fetchall()[0][0]
+    assert row == ("treats", "CtD", 0.9)
+    assert vocab == "NCBIGene:6616"  # matches BioRED gene ids
+
+
+def test_reads_for_the_agents(seeded) -> None:
+    store, _ = seeded
+    assert store.existing_relations(METFORMIN, T2DM) == ["treats"]
+    assert store.existing_relations(T2DM, METFORMIN) == []
+    assert store.existing_relations_many([(T2DM, SNAP25), ("x", "y")]) == {(T2DM, SNAP25): ["associates"], ("x", "y"): []}
+    assert store.node_kind(SNAP25) == "Gene" and store.node_kind("Gene::nope") is None
+    lex = store.lexicon_rows()
+    assert len(lex) == 4000 and {r.kind for r in lex} >= {"Gene", "Compound", "Disease", "Side Effect"}
+    assert any(r.id == METFORMIN and r.name == "Metformin" for r in lex)
+
+
+def test_reimport_replaces_seed_only_and_keeps_evidence(tmp_path: Path) -> None:
+    store = KGStore(tmp_path / "kg.duckdb")
+    import_hetionet(store, SEED / "nodes.tsv", SEED / "edges.sif.gz", 0.9)
+    t = {"triple_id": "t1", "head_id": METFORMIN, "relation": "treats", "tail_id": T2DM, "score": 0.7,
+         "segment_id": "d#1", "evidence": "Metformin lowers glucose in type 2 diabetes."}
+    merge_increment(store, dt.date(2016, 1, 5), "local", {"d": ([t], [])}, "run1")
+    first = _counts(store)
+    stats = import_hetionet(store, SEED / "nodes.tsv", SEED / "edges.sif.gz", 0.5, node_filter=lambda n: n.kind != "Symptom")
+    assert stats.n_nodes < 4000 and stats.n_edges_filtered > 0
+    after = _counts(store)
+    assert after[2] == first[2] == 1
+    assert after[:2] == (stats.n_nodes, stats.n_edges)
+    import_hetionet(store, SEED / "nodes.tsv", SEED / "edges.sif.gz", 0.9)
+    assert _counts(store) == first  # back to the full seed, evidence untouched
+
+
+def test_generic_format_with_synonyms_and_relation_names(tmp_path: Path) -> None:
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text(
+        "id,name,kind,synonyms\n"
+        "C1,Metformin,Compound,dimethylbiguanide|Glucophage\nD1,type 2 diabetes mellitus,Disease,T2DM\nG1,SNAP25,Gene,\n"
+    )
+    edges = tmp_path / "edges.csv"
+    edges.write_text("source,relation,target,confidence\nC1,treats,D1,0.8\nD1,associates,G1,\n")
+    store = KGStore(tmp_path / "kg.duckdb")
+    stats = import_generic(store, nodes, edges, seed_confidence=0.6)
+    assert (stats.n_nodes, stats.n_edges, stats.n_synonyms) == (3, 2, 3)
+    with store.connect(read_only=True) as con:
+        rows = con.execute("SELECT head_id, metaedge, confidence FROM seed_edges ORDER BY head_id").fetchall()
+    assert rows == [("C1", "CtD", 0.8), ("D1", "DaG", 0.6)]
+    lex = {r.id: r.synonyms for r in store.lexicon_rows()}
+    assert lex["C1"] == ["Glucophage", "dimethylbiguanide"]
+
+
+@pytest.mark.parametrize(
+    ("nodes_text", "edges_text", "message"),
+    [
+        ("id\tname\nA\ta\n", "source\tmetaedge\ttarget\n", "nodes.tsv:1: missing column 'kind'"),
+        ("id\tname\tkind\nA\ta\tGene\nA\tb\tGene\n", "source\tmetaedge\ttarget\n", "nodes.tsv:3: duplicate node id 'A'"),
+        ("id\tname\tkind\nA\ta\tPlanet\n", "source\tmetaedge\ttarget\n", "nodes.tsv:2: node kind 'Planet'"),
+        ("id\tname\tkind\nA\ta\tGene\nB\tb\tGene\n", "source\tmetaedge\ttarget\nA\tGiG\tB\nA\tXyZ\tB\n",
+         "edges.sif:3: unknown metaedge 'XyZ'"),
+        ("id\tname\tkind\nA\ta\tGene\n", "source\tmetaedge\ttarget\nA\tGiG\tZ\n", "edges.sif:2: target 'Z' is not in the node file"),
+        ("id\tname\tkind\nA\ta\tGene\nB\tb\tGene\n", "source\tmetaedge\ttarget\nA\tCtD\tB\n", "metaedge CtD joins Compound -> Disease"),
+        ("id\tname\tkind\nA\ta\tGene\n", "source\ttarget\n", "edges.sif:1: missing column 'metaedge' or 'relation'"),
+        ("id\tname\tkind\nA\ta\n", "source\tmetaedge\ttarget\n", "nodes.tsv:2: 2 fields, header has 3"),
+    ],
+)
+def test_bad_input_names_file_line_and_problem_and_writes_nothing(tmp_path: Path, nodes_text: str, edges_text: str, message: str) -> None:
+    store = KGStore(tmp_path / "kg.duckdb")
+    import_generic(store, _write(tmp_path / "ok_nodes.tsv", "id\tname\tkind\nK\tkeep\tGene\n"),
+                   _write(tmp_path / "ok_edges.tsv", "source\tmetaedge\ttarget\n"))
+    with pytest.raises(SeedImportError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        import_hetionet(store, _write(tmp_path / "nodes.tsv", nodes_text), _write(tmp_path / "edges.sif", edges_text))
+    with store.connect(read_only=True) as con:
+        assert con.execute("SELECT id FROM seed_nodes").fetchall() == [("K",)]
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _hold_lock(path: str, ready: mp.Event, release: mp.Event) -> None:
+    with KGStore(path).connect():
+        ready.set()
+        release.wait(30)
+
+
+def test_lock_timeout_names_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "kg.duckdb"
+    KGStore(path).snapshot_counts()  # creates the schema
+    ctx = mp.get_context("spawn")
+    ready, release = ctx.Event(), ctx.Event()
+    holder = ctx.Process(target=_hold_lock, args=(str(path), ready, release))
+    holder.start()
+    try:
+        assert ready.wait(30)
+        with pytest.raises(KGLockTimeout, match=r"kg\.duckdb"):
+            KGStore(path, lock_timeout=0.2).snapshot_counts()
+    finally:
+        release.set()
+        holder.join(30)
+    assert KGStore(path, lock_timeout=5).snapshot_counts().n_nodes == 0
+
+
+def test_nested_use_reuses_the_open_connection(seeded) -> None:
+    store, _ = seeded
+    with store.connect() as con:
+        assert store.node_kind(SNAP25) == "Gene"  # no second open of the file, no self-deadlock
+        assert con.execute("SELECT count(*) FROM seed_nodes").fetchall() == [(4000,)]
+
+
+def test_node_model_rejects_empty_fields() -> None:
+    with pytest.raises(ValueError):
+        NodeIn(id="", name="x", kind="Gene")
+
+
+JATS = """<article xmlns:xlink="http://www.w3.org/1999/xlink"><front><journal-meta><journal-title>J Diabetes Res
+</journal-title></journal-meta><article-meta><title-group><article-title>Synaptosomal Protein of 25 kDa (Snap25)
+Polymorphisms Associated with Glycemic Parameters in Type 2 Diabetes Patients</article-title></title-group>
+</article-meta></front><body><p>SNAP-25 variants and <italic>type 2 diabetes mellitus</italic>.</p></body>
+<back><ref-list><ref>Graves' disease and CAT in an unrelated reference.</ref></ref-list></back></article>"""
+
+
+def test_subset_matching_finds_the_papers_entities(tmp_path: Path) -> None:
+    nodes = [
+        {"id": SNAP25, "name": "SNAP25", "kind": "Gene"},
+        {"id": T2DM, "name": "type 2 diabetes mellitus", "kind": "Disease"},
+        {"id": "Disease::DOID:12361", "name": "Graves' disease", "kind": "Disease"},
+        {"id": "Gene::847", "name": "CAT", "kind": "Gene"},
+    ]
+    text = jats_text(_write(tmp_path / "fulltext.xml", JATS))
+    assert "Snap25" in text and "unrelated reference" not in text and "J Diabetes Res" not in text
+    assert match_nodes(nodes, [text]) == {SNAP25, T2DM}
+    assert match_nodes(nodes, ["Graves disease is autoimmune"]) == {"Disease::DOID:12361"}
+    assert match_nodes(nodes, ["the cat sat", "Snap2 5"]) == set()  # symbols case-sensitive, whole words
+    assert match_nodes(nodes, ["CAT activity"]) == {"Gene::847"}
