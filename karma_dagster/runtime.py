@@ -86,16 +86,16 @@ def seed_lexicon_rows(kg_path: Path) -> list[dict]:
     return _cached(("seed_rows", str(kg_path), seed_fingerprint(kg_path)), build)  # type: ignore[return-value]
 
 
-def dictionary(root: Path, kg_path: Path):
+def dictionary(cache_dir: Path, kg_path: Path):
     """The dictionary NER over the KG's names + MeSH + Hetionet vocabularies + training-corpus terms."""
     from karma_dagster.backbones.local.lexicon import Lexicon
     from karma_dagster.backbones.local.ner import LocalNER
 
     def build():
-        lexicon = Lexicon.build(seed_lexicon_rows(kg_path), cache_dir=Path(root) / "cache" / "lexicon")
+        lexicon = Lexicon.build(seed_lexicon_rows(kg_path), cache_dir=Path(cache_dir) / "lexicon")
         return LocalNER(lexicon)
 
-    return _cached(("dictionary", str(root), str(kg_path), seed_fingerprint(kg_path)), build)
+    return _cached(("dictionary", str(cache_dir), str(kg_path), seed_fingerprint(kg_path)), build)
 
 
 def entity_index(uri: Path):
@@ -124,31 +124,32 @@ def existing_relations_lookup(kg_path: Path, namespace: str) -> Callable[[str, s
     return lookup
 
 
-def kg_context(root: Path, kg_path: Path, text: str, limit: int = 40) -> list[str]:
+def kg_context(cache_dir: Path, kg_path: Path, text: str, limit: int = 40) -> list[str]:
     """Names of KG entities the paper mentions, most frequent first: what relevance is judged against."""
     names = _cached(
         ("kg_names", str(kg_path), seed_fingerprint(kg_path)),
         lambda: {r["name"].lower(): r["name"] for r in seed_lexicon_rows(kg_path)},
     )
-    ner = dictionary(root, kg_path)
+    ner = dictionary(cache_dir, kg_path)
     counts = Counter(names[m.text.lower()] for m in ner.recognize(text) if m.text.lower() in names)  # type: ignore[operator, index]
     return [n for n, _ in counts.most_common(limit)]
 
 
 # ---------------------------------------------------------------- backbones
-def local_backbone(root: Path, kg_path: Path) -> Backbone:
+def local_backbone(cache_dir: Path, kg_path: Path) -> Backbone:
     from karma_dagster.backbones.local import LocalBackbone
     from karma_dagster.backbones.local.judge import LocalJudge
     from karma_dagster.backbones.local.relations import LocalRelationModel
 
     return LocalBackbone(
-        ner=dictionary(root, kg_path),  # type: ignore[arg-type]
-        relations=LocalRelationModel(Path(root) / "cache" / "relations"),
+        ner=dictionary(cache_dir, kg_path),  # type: ignore[arg-type]
+        relations=LocalRelationModel(Path(cache_dir) / "relations"),
         judge=LocalJudge(kg_schema()),
     )
 
 
 def llm_backbone(name: str, cfg: dict, prompts_root: Path, cache_dir: Path) -> Backbone:
+    """`cache_dir` holds the response cache: run data (what a model answered), not a derived file."""
     from karma_dagster.backbones.llm import make_llm_backbone
 
     if not cfg.get("model"):

@@ -53,15 +53,17 @@ class BackbonesResource(dg.ConfigurableResource):
         if name not in self.backbones:
             raise KeyError(f"backbone {name!r} is not configured; configured: {sorted(self.backbones)}")
         cfg = self.backbones[name]
-        cache_key = (name, cfg.model_dump_json(), str(storage.root()), str(self.prompts_root()))
+        cache_key = (name, cfg.model_dump_json(), str(storage.root()), storage.cache_dir, str(self.prompts_root()))
         with _LOCK:
             if cache_key not in _BUILT:
                 from karma_dagster import runtime
 
                 if cfg.kind == "local":
-                    _BUILT[cache_key] = runtime.local_backbone(storage.root(), storage.kg_path())
+                    _BUILT[cache_key] = runtime.local_backbone(storage.cache_path(), storage.kg_path())
                 elif cfg.kind == "litellm":
-                    _BUILT[cache_key] = runtime.llm_backbone(name, cfg.model_dump(), self.prompts_root(), storage.cache_dir())
+                    _BUILT[cache_key] = runtime.llm_backbone(
+                        name, cfg.model_dump(), self.prompts_root(), storage.root() / "llm_cache"
+                    )
                 else:
                     raise ValueError(f"backbone {name!r}: unknown kind {cfg.kind!r} (use 'local' or 'litellm')")
             return _BUILT[cache_key]

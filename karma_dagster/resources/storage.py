@@ -19,6 +19,7 @@ class KarmaStorageResource(dg.ConfigurableResource):
 
     data_dir: str = Field("", description="folder for all run-time data; empty = $DAGSTER_HOME/karma")
     inbox: str = Field("", description="folder watched for new papers; empty = the repo's data/inbox sample")
+    cache_dir: str = Field("", description="derived, rebuildable files (lexicon, trained models); empty = data_dir/cache")
 
     def root(self) -> Path:
         return Path(self.data_dir) if self.data_dir else default_data_dir()
@@ -38,7 +39,7 @@ class KarmaStorageResource(dg.ConfigurableResource):
     def index_uri(self) -> Path:
         return self.root() / "entity_index.lance"
 
-    def cache_dir(self) -> Path:
-        path = self.root() / "cache"
+    def cache_path(self) -> Path:
+        path = Path(self.cache_dir) if self.cache_dir else self.root() / "cache"
         path.mkdir(parents=True, exist_ok=True)
         return path

@@ -35,7 +35,7 @@ def build(ns: str, code_version: str, pool: str | None) -> dg.AssetsDefinition:
         rows = extract_entities(
             summaries,  # type: ignore[arg-type]
             backbone,
-            runtime.dictionary(storage.root(), storage.kg_path()),
+            runtime.dictionary(storage.cache_path(), storage.kg_path()),
             runtime.entity_index(storage.index_uri()),
             karma_params.params(),
         )

@@ -29,7 +29,7 @@ def build(ns: str, code_version: str, pool: str | None) -> dg.AssetsDefinition:
         sections = [RawSection.model_validate(s) for s in json.loads(doc["sections_json"])]
         from karma_dagster import runtime
 
-        kg_context = runtime.kg_context(storage.root(), storage.kg_path(), doc["text"])
+        kg_context = runtime.kg_context(storage.cache_path(), storage.kg_path(), doc["text"])
         rows = read_document(context.partition_key, sections, backbone, karma_params.params(), kg_context)
         kept = sum(r.kept for r in rows)
         return finish_stage(

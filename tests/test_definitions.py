@@ -1,0 +1,62 @@
+"""The code location loads as the UI sees it, with the promised shape."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+import yaml
+
+from karma_dagster.defs.assets.common import STAGE_ORDER, STAGES
+from karma_dagster.definitions import backbone_configs_from_file, build_definitions
+from karma_dagster.resources.backbones import BackboneConfig
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_module_definitions_load_with_every_stage_grouped_and_partitioned():
+    from karma_dagster.definitions import defs
+
+    dg.Definitions.validate_loadable(defs)
+    graph = defs.resolve_asset_graph()
+    groups = set()
+    for stage in STAGE_ORDER:
+        node = graph.get(dg.AssetKey(["local", stage]))
+        assert isinstance(node.partitions_def, dg.DynamicPartitionsDefinition)
+        assert node.partitions_def.name == "documents"
+        assert node.group_name == STAGES[stage][0]
+        assert node.description and node.kinds
+        groups.add(node.group_name)
+    assert len(groups) == len(STAGE_ORDER), "a group per stage"
+    kg = graph.get(dg.AssetKey(["local", "knowledge_graph"]))
+    assert isinstance(kg.partitions_def, dg.DailyPartitionsDefinition)
+    assert dg.AssetKey(["local", "evaluated"]) in kg.parent_keys
+    checks = {k.name for k in graph.asset_check_keys}
+    assert {f"{s}_table_schema" for s in STAGE_ORDER} <= checks
+    assert all(graph.get_check_spec(k).blocking for k in graph.asset_check_keys)
+    assert {s.name for s in defs.sensors} == {"new_papers", "kg_increments"}
+
+
+def test_backbones_file_keeps_keys_out_and_each_backbone_gets_its_own_chain():
+    configs = backbone_configs_from_file()
+    assert "local" in configs and configs["local"].kind == "local"
+    text = (REPO / "backbones.yaml").read_text()
+    assert "sk-" not in text and "api_key:" not in text
+    defs = build_definitions(backbones={"local": BackboneConfig(), "gpt-4o": BackboneConfig(kind="litellm", model="openai/gpt-4o")})
+    keys = {k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys()}
+    assert {"local/entities", "gpt-4o/entities", "gpt-4o/knowledge_graph"} <= keys
+    key = dg.AssetKey(["gpt-4o", "relations"])
+    assert defs.resolve_assets_def(key).op.pool == "llm"
+    version = defs.resolve_asset_graph().get(key).code_version
+    assert version and version != defs.resolve_asset_graph().get(dg.AssetKey(["local", "relations"])).code_version
+
+
+def test_dagster_home_config_is_a_valid_instance(tmp_path):
+    cfg = yaml.safe_load((REPO / "dagster_home" / "dagster.yaml").read_text())
+    assert cfg["telemetry"]["enabled"] is False
+    assert cfg["concurrency"]["runs"]["max_concurrent_runs"] >= 1
+    (tmp_path / "dagster.yaml").write_text((REPO / "dagster_home" / "dagster.yaml").read_text())
+    instance = dg.DagsterInstance.from_config(str(tmp_path))
+    assert instance.run_coordinator.__class__.__name__ == "QueuedRunCoordinator"
+    ws = yaml.safe_load((REPO / "workspace.yaml").read_text())
+    assert ws["load_from"][0]["python_module"]["module_name"] == "karma_dagster.definitions"

@@ -1,0 +1,58 @@
+"""The whole chain on the LLM path: litellm's real HTTP client against a scripted OpenAI-compatible server on
+127.0.0.1, every agent answered from its versioned prompt, triples merged into the backbone's KG namespace."""
+
+from __future__ import annotations
+
+import dagster as dg
+import duckdb
+import pytest
+from fake_openai_server import FakeOpenAIServer, agent_of
+
+from karma_dagster import main_job
+from karma_dagster.partitions import date_of_document_key
+from karma_dagster.resources.backbones import BackboneConfig
+
+PAPER = ("PMC4736972.pdf", "PMC4736972.json")  # Notch signalling, tamoxifen, breast cancer (2016-01-10)
+FAKE_KEY = "sk-karma-test-0000-not-a-real-key"
+
+
+@pytest.fixture(scope="module")
+def server():
+    with FakeOpenAIServer() as srv:
+        yield srv
+
+
+def test_llm_backbone_runs_every_stage_through_litellm_and_grows_its_namespace(make_pipeline, server):
+    backbone = BackboneConfig(kind="litellm", model="openai/karma-scripted", api_base=server.url, api_key=FAKE_KEY)
+    p = make_pipeline(backbones={"scripted": backbone}, inbox_files=PAPER)
+    assert main_job.import_kg(p.defs, p.instance)
+    keys, _ = main_job.register_inbox(p.defs, p.instance)
+    assert not main_job.run_documents(p.defs, p.instance, keys, log=lambda _m: None)
+    asked = {agent_of(r) for r in server.requests}
+    assert {"reader", "summarizer", "entity_extraction", "relation_extraction", "evaluator"} <= asked
+    assert all(main_job.run_increments(p.defs, p.instance, "scripted", [date_of_document_key(keys[0])]).values())
+
+    con = duckdb.connect(str(p.storage.kg_path()), read_only=True)
+    rows = con.execute("SELECT namespace, backbone, prompt_version, evidence FROM evidence").fetchall()
+    con.close()
+    assert rows and {r[0] for r in rows} == {"scripted"} and {r[1] for r in rows} == {"scripted"}
+    assert all("relation_extraction.v1@" in r[2] for r in rows)
+    assert p.kg.snapshot_counts(namespace="local").n_evidence == 0, "backbones do not write into each other's KG"
+
+    meta = p.instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey(["scripted", "entities"]), asset_partitions=keys), limit=1
+    ).records[0].asset_materialization.metadata  # type: ignore[union-attr]
+    assert meta["llm_calls"].value > 0 and meta["tokens_in"].value > 0
+    assert meta["prompt_id"].value.startswith("entity_extraction.v1@")
+
+    # Re-materializing with unchanged inputs is answered from the response cache: zero requests.
+    before = len(server.requests)
+    assert not main_job.run_documents(p.defs, p.instance, keys, log=lambda _m: None)
+    assert len(server.requests) == before
+
+    # The key never reaches stored data or metadata.
+    for path in p.root.rglob("*"):
+        if path.is_file():
+            assert FAKE_KEY.encode() not in path.read_bytes(), path.name
+    for record in p.instance.fetch_materializations(dg.AssetKey(["scripted", "entities"]), limit=10).records:
+        assert FAKE_KEY not in str(record.asset_materialization.metadata)  # type: ignore[union-attr]

@@ -1,0 +1,65 @@
+"""`new_papers` and `kg_increments`, evaluated the way the daemon does (an instance_ref context: STACK.md)."""
+
+from __future__ import annotations
+
+import json
+
+import dagster as dg
+
+from karma_dagster import main_job
+from karma_dagster.partitions import documents_partitions
+
+JATS = ("PMC4686705.xml", "PMC4686705.json")
+
+
+def tick(p, name: str, cursor: str | None = None):
+    sensor = p.defs.resolve_sensor_def(name)
+    context = dg.SensorEvaluationContext(
+        instance_ref=p.instance.get_ref(),
+        cursor=cursor,
+        repository_def=p.defs.get_repository_def(),
+        resources=p.defs.resources,
+        sensor_name=name,
+    )
+    with context:
+        return sensor.evaluate_tick(context)
+
+
+def test_new_papers_registers_partitions_requests_runs_once_and_again_on_change(make_pipeline):
+    p = make_pipeline(inbox_files=JATS + ("abstracts.pubtator",))
+    (p.inbox / "broken.pdf").write_bytes(b"%PDF-1.7\n" + b"\x00garbage" * 50)
+
+    first = tick(p, "new_papers")
+    keys = sorted(r.partition_key for r in first.run_requests)
+    assert len(keys) == 11  # the JATS paper + 10 PubTator abstracts; the broken PDF is skipped, not fatal
+    assert "2015-12-08_pmc4686705" in keys
+    (add,) = first.dynamic_partitions_requests
+    assert sorted(add.partition_keys) == keys and add.partitions_def_name == documents_partitions.name
+    assert all(r.job_name == "document_chain" and r.run_key for r in first.run_requests)
+    assert "broken.pdf" in json.loads(first.cursor)["failed"]
+
+    p.instance.add_dynamic_partitions(documents_partitions.name, keys)  # what the daemon does with the request
+    second = tick(p, "new_papers", first.cursor)
+    assert not second.run_requests and second.skip_message
+
+    # Edit the JATS file's content: its document (and only it) is requested again, under the same key.
+    xml = p.inbox / "PMC4686705.xml"
+    xml.write_text(xml.read_text().replace("Saudi", "Saudi Arabian", 1))
+    third = tick(p, "new_papers", second.cursor)
+    assert [r.partition_key for r in third.run_requests] == ["2015-12-08_pmc4686705"]
+    assert third.run_requests[0].run_key != next(r.run_key for r in first.run_requests if r.partition_key == keys[0])
+    assert not third.dynamic_partitions_requests or not third.dynamic_partitions_requests[0].partition_keys
+
+
+def test_kg_increments_requests_the_dates_of_newly_evaluated_documents(make_pipeline):
+    p = make_pipeline(inbox_files=JATS)
+    assert main_job.import_kg(p.defs, p.instance)
+    keys, _ = main_job.register_inbox(p.defs, p.instance)
+    quiet = tick(p, "kg_increments")
+    assert not quiet.run_requests
+
+    assert not main_job.run_documents(p.defs, p.instance, keys, log=lambda _m: None)
+    result = tick(p, "kg_increments", quiet.cursor)
+    assert [(r.partition_key, r.job_name) for r in result.run_requests] == [("2015-12-08", "kg_increment__local")]
+    again = tick(p, "kg_increments", result.cursor)
+    assert not again.run_requests, "each evaluated materialization triggers its date once"
