@@ -29,9 +29,58 @@ def cmd_run(args: argparse.Namespace) -> int:
     from karma_dagster import main_job
 
     inst = main_job.instance()
-    report = main_job.run_main(_defs(args), inst)
+    defs_ = _defs(args)
+    report = main_job.run_main(defs_, inst)
     print("\n# karma-dagster run report\n")
     print(report.markdown())
+    _print_comparison(defs_, inst)
+    return 0
+
+
+def _print_comparison(defs, inst) -> bool:  # noqa: ANN001
+    from karma_dagster.backbones.registry import backbone_statuses
+    from karma_dagster.compare_job import enable_hint, run_comparison
+
+    ok, table = run_comparison(defs, inst)
+    print("\n# backbones side by side (backbone_comparison; CSV and PNG under <data_dir>/metrics/)\n")
+    print(table)
+    hint = enable_hint(backbone_statuses())
+    if hint:
+        print("\n" + hint)
+    return ok
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from karma_dagster import main_job
+
+    return 0 if _print_comparison(_defs(args), main_job.instance()) else 1
+
+
+def cmd_gold_eval(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from karma_dagster import main_job, runtime
+    from karma_dagster.metrics.gold_run import evaluate_file
+    from karma_dagster.params import KarmaParams
+    from karma_dagster.resources.paths import repo_data
+
+    defs = _defs(args)
+    storage = defs.resources["storage"]  # type: ignore[index]
+    if not main_job.seed_present(storage):  # type: ignore[arg-type]
+        print("importing the seed KG ...", file=sys.stderr)
+        runtime.import_seed_kg(storage.root(), repo_data("seed_kg", "nodes.tsv"), repo_data("seed_kg", "edges.sif.gz"),  # type: ignore[union-attr]
+                               "hetionet", KarmaParams().seed_edge_confidence)
+    name = args.backbone[0]
+    backbone = defs.resources["backbones"].get(name, storage)  # type: ignore[index, union-attr]
+    scores, seconds = evaluate_file(
+        Path(args.pubtator), backbone, runtime.dictionary(storage.cache_path(), storage.kg_path()),  # type: ignore[union-attr]
+        runtime.entity_index(storage.index_uri()), KarmaParams(), limit=args.limit,  # type: ignore[union-attr]
+        log=lambda m: print(m, file=sys.stderr),
+    )
+    print(f"{name} on {Path(args.pubtator).name}: {scores.one_line()} | {seconds:.1f} s")
+    if args.table:
+        print()
+        print(scores.markdown())
     return 0
 
 
@@ -66,6 +115,20 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     return 0 if all(s in ("COMPLETED", "COMPLETED_SUCCESS") for s in status.values()) else 1
 
 
+def cmd_ledger(args: argparse.Namespace) -> int:
+    """Totals of the cost ledger; only the data dir is needed (no definitions, no Dagster instance)."""
+    from karma_dagster.ledger import Ledger, format_totals, ledger_path
+    from karma_dagster.resources.storage import KarmaStorageResource
+
+    path = ledger_path(KarmaStorageResource(data_dir=args.data_dir or "").root())
+    if not path.exists():
+        print(f"no ledger yet at {path} (it is written when a stage is materialized)")
+        return 0
+    by = [c.strip() for c in args.by.split(",") if c.strip()]
+    print(format_totals(Ledger(path).totals(by, run_id=args.run, backbone=args.backbone)))
+    return 0
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from karma_dagster.kg.store import KGStore
     from karma_dagster.report import build_report
@@ -84,7 +147,18 @@ def _date(text: str) -> dt.date:
         raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {text!r}") from exc
 
 
+def _quiet_known_noise() -> None:
+    """Third-party notices that say nothing to a user of this command (they stay visible in the Dagster UI logs)."""
+    import os
+    import warnings
+
+    os.environ.setdefault("LANCE_LOG", "error")
+    warnings.filterwarnings("ignore", category=FutureWarning, module="spacy")
+    warnings.filterwarnings("ignore", message=r".*is currently in (beta|preview).*")
+
+
 def main(argv: list[str] | None = None) -> int:
+    _quiet_known_noise()
     parser = argparse.ArgumentParser(prog="karma", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -112,11 +186,32 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=3600, help="seconds to wait for each backfill")
     p.set_defaults(func=cmd_backfill)
 
+    p = sub.add_parser("ledger", help="calls, cache hits, tokens and cost per backbone and agent (the cost ledger)")
+    p.add_argument("--data-dir", help="run-time data folder (default: $DAGSTER_HOME/karma)")
+    p.add_argument("--backbone", help="only this backbone")
+    p.add_argument("--run", help="only this Dagster run id")
+    p.add_argument("--by", default="backbone,agent",
+                   help="group by these columns, comma-separated: backbone, agent, stage, partition, run_id, status")
+    p.set_defaults(func=cmd_ledger)
+
     p = sub.add_parser("report", help="print the report of what is in the stores now")
     common(p)
     p.set_defaults(func=cmd_report)
 
+    p = sub.add_parser("compare", help="KARMA's metrics and gold scores of every backbone, side by side")
+    common(p)
+    p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("gold-eval", help="run one backbone's extraction over a PubTator file and print P/R/F1")
+    common(p)
+    p.add_argument("--pubtator", required=True, help="PubTator file with gold (e.g. BioRED Dev.PubTator)")
+    p.add_argument("--limit", type=int, help="only the first N documents")
+    p.add_argument("--table", action="store_true", help="also print per-type scores")
+    p.set_defaults(func=cmd_gold_eval)
+
     args = parser.parse_args(argv)
+    if args.command == "gold-eval" and (not args.backbone or len(args.backbone) != 1):
+        parser.error("gold-eval needs exactly one --backbone (e.g. --backbone local)")
     if getattr(args, "start", None) and args.end < args.start:
         parser.error(f"--end {args.end} is before --start {args.start}")
     return args.func(args)

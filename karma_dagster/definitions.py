@@ -26,7 +26,11 @@ from karma_dagster.defs.assets.common import STAGE_ORDER, stage_key
 from karma_dagster.defs.assets.seed_kg import seed_kg
 from karma_dagster.defs.sensors.kg_increments import build_kg_increments_sensor
 from karma_dagster.defs.sensors.new_papers import build_new_papers_sensor
+from karma_dagster.defs.sensors.prompt_versions import build_prompt_versions_sensor
+from karma_dagster.backbones.registry import BackboneStatus, backbone_statuses, judge_config, key_missing
+from karma_dagster.defs.assets.comparison import comparison_assets
 from karma_dagster.resources.backbones import BackboneConfig, BackbonesResource, load_backbones_file
+from karma_dagster.resources.judge import JudgeResource
 from karma_dagster.resources.params import KarmaParamsResource
 from karma_dagster.resources.storage import KarmaStorageResource
 
@@ -34,6 +38,7 @@ STAGE_BUILDERS = [documents, segments, summaries, entities, relations, aligned, 
 DOCUMENT_JOB = "document_chain"
 IMPORT_KG_JOB = "import_kg"
 REPORT_JOB = "report"
+COMPARE_JOB = "compare_backbones"
 
 
 def kg_job_name(ns: str) -> str:
@@ -47,21 +52,47 @@ def backbone_configs_from_file(path: Path | None = None) -> dict[str, BackboneCo
         raw = dict(raw)
         raw.pop("enabled", None)
         key_env = raw.pop("api_key_env", None)
+        if key_missing(key_env):
+            continue  # NOT CONFIGURED: no chain; shown with the variable to set (backbones_status, karma run)
         if key_env:
             raw["api_key"] = dg.EnvVar(key_env)
         configs[name] = BackboneConfig(**raw)
     return configs
 
 
-def chain_assets(ns: str, config: BackboneConfig) -> list[dg.AssetsDefinition]:
+def chain_assets(ns: str, config: BackboneConfig, prompts_dir: str = "") -> list[dg.AssetsDefinition]:
     from karma_dagster import runtime
 
     pool = "llm" if config.kind == "litellm" else None
     out = []
     for stage, module in zip(STAGE_ORDER, STAGE_BUILDERS):
-        out.append(module.build(ns, runtime.code_version(config.kind, stage), pool))
+        version = runtime.code_version(config.kind, stage, prompts_dir) + mode_version(config, prompts_dir)
+        out.append(module.build(ns, version, pool))
     out.append(knowledge_graph.build(ns))
     return out
+
+
+def mode_version(config: BackboneConfig, prompts_dir: str = "") -> str:
+    """The single-agent baseline's stages are other code (and, over an LLM, another prompt file)."""
+    if config.mode == "multi_agent":
+        return ""
+    if config.kind == "litellm":
+        from karma_dagster.prompts import PromptStore
+
+        return f"+{config.mode}:" + PromptStore(prompts_dir or None).code_version_for(["single_agent"])
+    return f"+{config.mode}"
+
+
+def judge_from_file(prompts_dir: str = "") -> JudgeResource:
+    """The `judge:` of backbones.yaml; an LLM judge whose key is missing judges nothing and says why."""
+    name, raw, why = judge_config()
+    if raw is None:
+        return JudgeResource(name=name, unavailable=why, prompts_dir=prompts_dir)
+    key_env = raw.get("api_key_env")
+    raw = {k: v for k, v in raw.items() if k not in ("enabled", "api_key_env")}
+    if key_env:
+        raw["api_key"] = dg.EnvVar(key_env)
+    return JudgeResource(name=name, backbone=BackboneConfig(**raw), prompts_dir=prompts_dir)
 
 
 def build_definitions(
@@ -69,14 +100,26 @@ def build_definitions(
     storage: KarmaStorageResource | None = None,
     params: KarmaParamsResource | None = None,
     prompts_dir: str = "",
+    judge: JudgeResource | None = None,
+    statuses: list[BackboneStatus] | None = None,
 ) -> dg.Definitions:
+    from_file = backbones is None
     backbones = backbones if backbones is not None else backbone_configs_from_file()
+    if statuses is None:
+        statuses = backbone_statuses() if from_file else [
+            BackboneStatus(name=n, kind=c.kind, model=c.model, mode=c.mode, enabled=True, configured=True)
+            for n, c in backbones.items()]
+    if judge is None:
+        judge = judge_from_file(prompts_dir) if from_file else JudgeResource(prompts_dir=prompts_dir)
     if not backbones:
         raise ValueError("no backbone is enabled: enable at least one in backbones.yaml")
     assets: list = [seed_kg]
     for ns, config in backbones.items():
-        assets += chain_assets(ns, config)
+        assets += chain_assets(ns, config, prompts_dir)
     assets.append(report.build(list(backbones)))
+    judge_label = judge.name + (f" ({judge.unavailable})" if judge.unavailable else "")
+    assets += comparison_assets(list(backbones), statuses, judge_label)
+    llm_namespaces = [ns for ns, config in backbones.items() if config.kind == "litellm"]
     document_job = dg.define_asset_job(
         DOCUMENT_JOB,
         selection=dg.AssetSelection.assets(*[stage_key(ns, s) for ns in backbones for s in STAGE_ORDER]),
@@ -95,14 +138,24 @@ def build_definitions(
         IMPORT_KG_JOB, selection=dg.AssetSelection.assets("seed_kg"), description="Import the existing KG and index it."
     )
     report_job = dg.define_asset_job(REPORT_JOB, selection=dg.AssetSelection.assets("karma_report"))
+    compare_job = dg.define_asset_job(
+        COMPARE_JOB,
+        selection=dg.AssetSelection.assets(
+            *[dg.AssetKey([ns, n]) for ns in backbones for n in ("kg_metrics", "gold_evaluation")],
+            "backbone_comparison", "backbones_status",
+        ),
+        description="KARMA's metrics and gold scores of every backbone, side by side (backbone_comparison).",
+    )
     return dg.Definitions(
         assets=assets,
-        jobs=[document_job, *kg_jobs.values(), import_kg_job, report_job],
-        sensors=[build_new_papers_sensor(document_job), build_kg_increments_sensor(list(backbones), kg_jobs)],
+        jobs=[document_job, *kg_jobs.values(), import_kg_job, report_job, compare_job],
+        sensors=[build_new_papers_sensor(document_job), build_kg_increments_sensor(list(backbones), kg_jobs)]
+        + ([build_prompt_versions_sensor(llm_namespaces, prompts_dir)] if llm_namespaces else []),
         resources={
             "storage": storage or KarmaStorageResource(),
             "backbones": BackbonesResource(backbones=backbones, prompts_dir=prompts_dir),
             "karma_params": params or KarmaParamsResource(),
+            "judge": judge,
         },
     )
 

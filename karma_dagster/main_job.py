@@ -61,7 +61,7 @@ def import_kg(defs: dg.Definitions, inst: dg.DagsterInstance, nodes: str = "", e
 def seed_present(storage: KarmaStorageResource) -> bool:
     if not storage.kg_path().exists():
         return False
-    return KGStore(storage.kg_path()).snapshot_counts(namespace="__seed_only__").n_nodes > 0
+    return KGStore(storage.kg_path()).seed_counts().n_nodes > 0
 
 
 def register_inbox(defs: dg.Definitions, inst: dg.DagsterInstance) -> tuple[list[str], dict[str, str]]:
@@ -161,7 +161,8 @@ def documents_in_range(defs: dg.Definitions, start: dt.date, end: dt.date) -> li
 
 
 def launch_backfill(
-    defs: dg.Definitions, inst: dg.DagsterInstance, assets: list[dg.AssetKey], partitions: list[str], title: str
+    defs: dg.Definitions, inst: dg.DagsterInstance, assets: list[dg.AssetKey], partitions: list[str], title: str,
+    tags: dict[str, str] | None = None,
 ) -> str:
     backfill_id = make_new_backfill_id()
     backfill = PartitionBackfill.from_asset_partitions(
@@ -170,7 +171,7 @@ def launch_backfill(
         partition_names=partitions,
         asset_selection=assets,
         backfill_timestamp=time.time(),
-        tags={"karma/trigger": "karma backfill"},
+        tags={"karma/trigger": "karma backfill", **(tags or {})},
         dynamic_partitions_store=inst,
         all_partitions=False,
         title=title,
@@ -193,21 +194,80 @@ def wait_for_backfill(inst: dg.DagsterInstance, backfill_id: str, timeout_s: flo
     raise TimeoutError(f"backfill {backfill_id} not finished after {timeout_s:.0f} s: is the daemon running (dagster dev)?")
 
 
+CCA_TIERS = 4
+
+
+def controller_tiers(
+    defs: dg.Definitions, inst: dg.DagsterInstance, keys: list[str], namespace: str, n_tiers: int = CCA_TIERS
+) -> list[tuple[list[str], dict[str, str]]]:
+    """The controller's priorities turned into at most `n_tiers` backfills, each tagged with its priority.
+
+    A backfill's tags apply to all its runs, and a multi-partition run needs a contiguous range of document
+    partitions, so the unit of priority is a chunk: up to MAX_DOCUMENTS_PER_RUN documents adjacent in the
+    partition order, ranked by the best controller score inside it. Chunks are cut into tiers by rank; the
+    queued-run coordinator starts a higher tier's runs first; tags show each tier's score range and size.
+    """
+    from karma_dagster.defs.assets.batching import MAX_DOCUMENTS_PER_RUN
+    from karma_dagster.scheduling.controller import PRIORITY_SCALE
+    from karma_dagster.scheduling.plan import decide
+
+    storage, _ = _resources(defs)
+    decisions = {d.doc_key: d for d in decide(keys, storage.catalog_path(), storage.cache_path(), storage.kg_path(),
+                                              storage.root() / "controller.sqlite", namespace=namespace)}
+    position = {k: i for i, k in enumerate(inst.get_dynamic_partitions(documents_partitions.name)) if k in decisions}
+    missing = sorted(set(decisions) - set(position))
+    if missing:
+        raise KeyError(f"documents without a partition (register them first): {missing[:5]}")
+    chunks: list[list[str]] = []
+    for key in sorted(decisions, key=position.__getitem__):
+        last = chunks[-1] if chunks else None
+        if last and len(last) < MAX_DOCUMENTS_PER_RUN and position[key] == position[last[-1]] + 1:
+            last.append(key)
+        else:
+            chunks.append([key])
+    best = {id(c): max(c, key=lambda k: (decisions[k].priority, decisions[k].score)) for c in chunks}
+    chunks.sort(key=lambda c: (-decisions[best[id(c)]].score, position[c[0]]))
+    n_tiers = max(1, min(n_tiers, len(chunks)))
+    size = -(-len(chunks) // n_tiers)
+    tiers = []
+    for i in range(0, len(chunks), size):
+        part = chunks[i:i + size]
+        tier_keys = [k for c in part for k in c]
+        scores = [decisions[best[id(c)]].score for c in part]
+        tiers.append((tier_keys, {
+            "dagster/priority": str(round(max(scores) * PRIORITY_SCALE)),
+            "karma/cca_tier": str(len(tiers) + 1),
+            "karma/cca_score_max": f"{max(scores):.4f}",
+            "karma/cca_score_min": f"{min(scores):.4f}",
+            "karma/cca_documents": str(len(tier_keys)),
+            "karma/cca_runs": str(len(part)),
+        }))
+    return tiers
+
+
 def backfill_dates(
     defs: dg.Definitions, inst: dg.DagsterInstance, start: dt.date, end: dt.date, namespaces: list[str],
-    timeout_s: float = 3600, log: Callable[[str], None] = print,
+    timeout_s: float = 3600, log: Callable[[str], None] = print, wait: Callable[[str], str] | None = None,
 ) -> dict[str, str]:
+    """`wait(backfill_id) -> status` defaults to polling for the daemon (tests drive daemon passes themselves)."""
+    wait = wait or (lambda backfill_id: wait_for_backfill(inst, backfill_id, timeout_s))
     keys = documents_in_range(defs, start, end)
     if not keys:
         log(f"no registered documents dated {start}..{end}")
         return {}
     dates = sorted({date_of_document_key(k) for k in keys})
     stage_assets = [stage_key(ns, s) for ns in namespaces for s in STAGE_ORDER]
-    docs_id = launch_backfill(defs, inst, stage_assets, keys, f"documents {start}..{end}")
-    log(f"backfill {docs_id}: {len(keys)} documents of {len(dates)} dates launched; waiting for the daemon ...")
-    status = {"documents": wait_for_backfill(inst, docs_id, timeout_s)}
+    tiers = controller_tiers(defs, inst, keys, namespaces[0] if namespaces else "local")
+    docs_ids = [
+        launch_backfill(defs, inst, stage_assets, tier_keys, f"documents {start}..{end} (CCA tier {i + 1}/{len(tiers)})", tags)
+        for i, (tier_keys, tags) in enumerate(tiers)
+    ]
+    log(f"backfills {', '.join(docs_ids)}: {len(keys)} documents of {len(dates)} dates launched in {len(tiers)} "
+        "controller priority tiers; waiting for the daemon ...")
+    outcomes = [wait(docs_id) for docs_id in docs_ids]
+    status = {"documents": next((o for o in outcomes if o != "COMPLETED_SUCCESS"), "COMPLETED_SUCCESS")}
     kg_assets = [dg.AssetKey([ns, "knowledge_graph"]) for ns in namespaces]
     kg_id = launch_backfill(defs, inst, kg_assets, dates, f"KG increments {start}..{end}")
     log(f"backfill {kg_id}: KG increments of {', '.join(dates)} launched (date order)")
-    status["increments"] = wait_for_backfill(inst, kg_id, timeout_s)
+    status["increments"] = wait(kg_id)
     return status

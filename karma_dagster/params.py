@@ -13,9 +13,11 @@ class EvaluatorWeights(BaseModel):
     """Weights of the evaluator's logistic scores C, Cl, R = sigma(bias + sum w_i * signal_i)."""
 
     model_config = ConfigDict(extra="forbid")
-    confidence: dict[str, float] = {"bias": -2.0, "probability": 4.0, "linked_entities": 1.0, "hedged": -1.5}
+    # Hand-set on the sample papers (no gold for C, Cl, R): confidence follows the relation probability
+    # (p 0.5 -> 0.5 with one linked entity), relevance needs entities the KG knows, not only a relevant segment.
+    confidence: dict[str, float] = {"bias": -4.0, "probability": 6.0, "linked_entities": 0.75, "hedged": -1.5}
     clarity: dict[str, float] = {"bias": 2.0, "evidence_tokens_over_40": -1.5, "hedged": -1.0, "negated": -2.0}
-    relevance: dict[str, float] = {"bias": -1.0, "segment_relevance": 2.5, "linked_entities": 1.0}
+    relevance: dict[str, float] = {"bias": -3.0, "segment_relevance": 3.0, "linked_entities": 1.0}
 
 
 def _llm_weights() -> EvaluatorWeights:
@@ -37,11 +39,20 @@ class KarmaParams(BaseModel):
         default_factory=lambda: {"default": 0.4},
         description="relation extraction: per-type thresholds theta_r; 'default' for unlisted types",
     )
+    relation_samples: int = Field(
+        1, ge=1, le=50, description="relation extraction: MedKGent sampling, N samples per question (1 = off)"
+    )
+    sampling_temperature: float = Field(
+        0.7, gt=0, le=2, description="relation extraction: temperature of the N samples (must be > 0)"
+    )
+    min_sample_confidence: float = Field(
+        0.6, ge=0, le=1, description="relation extraction: drop a triple found in fewer than this fraction of samples"
+    )
     alignment_floor: float = Field(0.5, ge=0, le=1, description="schema alignment: below this -> review")
     conflict_review_confidence: float = Field(
         0.8, ge=0, le=1, description="contradicting triples at or above this confidence go to review, below are discarded"
     )
-    integrate_threshold: float = Field(0.6, ge=0, le=1, description="evaluator: integrate when mean(C, Cl, R) >= Theta")
+    integrate_threshold: float = Field(0.65, ge=0, le=1, description="evaluator: integrate when mean(C, Cl, R) >= Theta")
     seed_edge_confidence: float = Field(0.9, ge=0, le=1, description="confidence given to imported KG edges")
     weights: EvaluatorWeights = Field(default_factory=EvaluatorWeights, description="evaluator weights, rule signals")
     llm_weights: EvaluatorWeights = Field(

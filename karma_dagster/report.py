@@ -73,7 +73,7 @@ def build_report(stages: StageStore, kg: KGStore, namespaces: list[str], documen
                 r.triples_schema_review += int((ev["schema_status"] == "review").sum())
                 r.triples_contradicting += int(ev["conflict"].sum())
                 r.triples_accepted += int(ev["accepted"].sum())
-        seed = kg.snapshot_counts(as_of=None, namespace="__seed_only__")
+        seed = kg.seed_counts()
         now = kg.snapshot_counts(as_of=None, namespace=ns)
         r.kg_nodes_before, r.kg_edges_before = seed.n_nodes, seed.n_edges
         r.kg_nodes_after, r.kg_edges_after, r.kg_evidence = now.n_nodes, now.n_edges, now.n_evidence

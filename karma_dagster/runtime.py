@@ -177,12 +177,12 @@ AGENT_OF_STAGE = {
 }
 
 
-def code_version(kind: str, stage: str) -> str:
+def code_version(kind: str, stage: str, prompts_root: Path | str | None = None) -> str:
     """An asset's code_version: the prompt file's hash for LLM backbones, the algorithm versions for local."""
     if kind == "litellm":
         from karma_dagster.prompts import PromptStore
 
-        return PromptStore().code_version_for([AGENT_OF_STAGE[stage]])
+        return PromptStore(prompts_root or None).code_version_for([AGENT_OF_STAGE[stage]])
     return f"{LOCAL_CHAIN_VERSION}:{stage}"
 
 

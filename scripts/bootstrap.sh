@@ -17,8 +17,12 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 if [ "$(cat "$STAMP" 2>/dev/null || true)" != "$WANT" ]; then
   echo "installing karma-dagster and its dependencies into .venv (about a minute) ..."
-  "$VENV/bin/python" -m pip install --quiet --upgrade pip
-  "$VENV/bin/python" -m pip install --quiet -e "$ROOT[dev]"
+  LOG="$VENV/pip-install.log"
+  if ! { "$VENV/bin/python" -m pip install --upgrade pip && "$VENV/bin/python" -m pip install -e "$ROOT[dev]"; } > "$LOG" 2>&1; then
+    tail -n 40 "$LOG" >&2
+    echo "installing karma-dagster failed; the whole pip log is $LOG" >&2
+    exit 1
+  fi
   echo "$WANT" > "$STAMP"
 fi
 export PATH="$VENV/bin:$PATH"

@@ -16,7 +16,7 @@ from karma_dagster.backbones.local.relations import DEFAULT_BIORED
 from karma_dagster.ingest.pubtator import read_pubtator
 from karma_dagster.kg.schema import KGSchema, SchemaError
 from karma_dagster.nlp import count_tokens, split_sentences
-from karma_dagster.params import KarmaParams
+from karma_dagster.params import EvaluatorWeights, KarmaParams
 from karma_dagster.schemas.records import MentionRow, TripleRow
 
 
@@ -223,12 +223,23 @@ def _sig(x: float) -> float:
     return 1 / (1 + math.exp(-x))
 
 
+# Weights written out here, so the hand computation does not move when the shipped defaults are retuned.
+HAND = KarmaParams(
+    weights=EvaluatorWeights(
+        confidence={"bias": -2.0, "probability": 4.0, "linked_entities": 1.0, "hedged": -1.5},
+        clarity={"bias": 2.0, "evidence_tokens_over_40": -1.5, "hedged": -1.0, "negated": -2.0},
+        relevance={"bias": -1.0, "segment_relevance": 2.5, "linked_entities": 1.0},
+    ),
+    integrate_threshold=0.6,
+)
+
+
 def test_evaluator_matches_a_hand_computation(schema, galactose):
     aligned, plain, hedged = galactose
     rows = resolve_conflicts([aligned(plain, 0.9), aligned(hedged, 0.55)], lambda a, b: [], _JudgeBackbone(schema),
-                             schema, KarmaParams())
+                             schema, HAND)
     hedged_row = rows[1].model_copy(update={"segment_id": "g2"})
-    out = evaluate_triples([rows[0], hedged_row], {"g1": 0.8, "g2": 0.2}, _JudgeBackbone(schema), KarmaParams(),
+    out = evaluate_triples([rows[0], hedged_row], {"g1": 0.8, "g2": 0.2}, _JudgeBackbone(schema), HAND,
                            is_linked=lambda i: i == "D005693" or (i == "D003072" and rows[0].segment_id == "g1"))
     # plain: short, unhedged, not negated; both linked. C = s(-2 + 4*.9 + 2), Cl = s(2), R = s(-1 + 2.5*.8 + 2)
     c, cl, r = _sig(-2 + 3.6 + 2), _sig(2.0), _sig(-1 + 2.0 + 2)
@@ -239,7 +250,7 @@ def test_evaluator_matches_a_hand_computation(schema, galactose):
     c, cl, r = _sig(-2 + 4 * 0.55 + 2 - 1.5), _sig(2 - 1.0), _sig(-1 + 2.5 * 0.2 + 2)
     assert (out[1].confidence, out[1].clarity, out[1].relevance) == pytest.approx((c, cl, r))
     assert out[1].accepted == ((c + cl + r) / 3 >= 0.6)
-    one_linked = evaluate_triples([hedged_row], {"g2": 0.2}, _JudgeBackbone(schema), KarmaParams(),
+    one_linked = evaluate_triples([hedged_row], {"g2": 0.2}, _JudgeBackbone(schema), HAND,
                                   is_linked={"D005693"})
     c1 = _sig(-2 + 4 * 0.55 + 1 - 1.5)
     assert one_linked[0].confidence == pytest.approx(c1)

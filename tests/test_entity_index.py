@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from karma_dagster.kg.embeddings import HashingCharNgramEmbedder, MiniLMEmbedder, normalize_name
-from karma_dagster.kg.entity_index import EntityIndex, KGEntity
+from karma_dagster.kg.entity_index import EntityIndex, KGEntity, word_distance
 from karma_dagster.params import KarmaParams
 
 HETIONET = Path(__file__).resolve().parents[1] / "data" / "vocab" / "hetionet-nodes.tsv.gz"
@@ -79,3 +79,25 @@ def test_minilm_missing_extra_names_it():
     except ImportError:
         with pytest.raises(ImportError, match="minilm"):
             MiniLMEmbedder()
+
+
+def test_specific_or_prefixed_names_do_not_link_but_variants_do(index):
+    """Char n-grams put 'cancer' 0.20 from 'liver cancer'; the word distance keeps them apart (real Hetionet names)."""
+    rho = KarmaParams().rho
+    queries = ["cancer", "tyrosine", "SNAP-25", "hypothyroid", "hyperglycemia"]
+    kinds = ["Disease", "Chemical", "Gene", "Disease", "Disease"]
+    cancer, tyrosine, snap, hypo, hyper = (hits[0] for hits in index.search(queries, kinds))
+    assert cancer.distance > rho, cancer  # a more specific entity is not the same entity
+    assert not (tyrosine.name == "Metyrosine" and tyrosine.distance <= rho), tyrosine  # a prefix changes the chemical
+    assert snap.entity_id == "Gene::6616" and snap.distance == 0.0  # the same symbol, punctuated
+    assert hypo.name.lower() == "hypothyroidism" and hypo.distance <= rho  # a suffixed form
+    assert hyper.name == "Hyperglycaemia" and hyper.distance <= rho  # British spelling
+    assert word_distance("type 2 diabetes", "type 2 diabetes mellitus") < 0.2 < word_distance("cancer", "liver cancer")
+
+
+def test_llm_type_labels_search_the_same_kinds(index):
+    """An LLM backbone answers with BioRED's labels; 'ChemicalEntity' must find Compounds like 'Chemical' does."""
+    [[a]], [[b]] = index.search(["metformin"], ["ChemicalEntity"]), index.search(["metformin"], ["Chemical"])
+    assert a == b and a.kind == "Compound" and a.distance == 0.0
+    [[gene]] = index.search(["BRCA1"], ["GeneOrGeneProduct"])
+    assert gene.entity_id == "Gene::672"

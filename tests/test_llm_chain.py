@@ -9,6 +9,7 @@ import pytest
 from fake_openai_server import FakeOpenAIServer, agent_of
 
 from karma_dagster import main_job
+from karma_dagster.ledger import Ledger, ledger_path
 from karma_dagster.partitions import date_of_document_key
 from karma_dagster.resources.backbones import BackboneConfig
 
@@ -45,10 +46,22 @@ def test_llm_backbone_runs_every_stage_through_litellm_and_grows_its_namespace(m
     assert meta["llm_calls"].value > 0 and meta["tokens_in"].value > 0
     assert meta["prompt_id"].value.startswith("entity_extraction.v1@")
 
+    # The ledger booked every stage of the run: one row per (run, partition, backbone, agent).
+    ledger = Ledger(ledger_path(p.storage.root()))
+    first = {t.group["agent"]: t for t in ledger.totals(["agent"], backbone="scripted")}
+    assert set(first) == {"ingestion", "reader", "summarizer", "entity_extraction", "relation_extraction",
+                          "schema_alignment", "conflict_resolution", "evaluator"}
+    assert sum(t.calls for t in first.values()) == len(server.requests)
+    assert first["entity_extraction"].calls == meta["llm_calls"].value
+    assert all(t.cost_usd is None for t in first.values() if t.calls)  # an unpriced model: tokens only
+
     # Re-materializing with unchanged inputs is answered from the response cache: zero requests.
     before = len(server.requests)
     assert not main_job.run_documents(p.defs, p.instance, keys, log=lambda _m: None)
     assert len(server.requests) == before
+    runs = {t.group["run_id"]: t for t in ledger.totals(["run_id"], backbone="scripted")}
+    assert len(runs) == 2 and sorted(t.calls for t in runs.values())[0] == 0  # the rerun: 0 calls, all cache hits
+    assert max(t.cache_hits for t in runs.values()) >= sum(t.calls for t in first.values())
 
     # The key never reaches stored data or metadata.
     for path in p.root.rglob("*"):

@@ -208,5 +208,5 @@ def test_mentions_that_do_not_fit_their_summary_are_rejected(model, split):
     orphan = mentions[0].model_copy(update={"summary_id": "nope"})
     with pytest.raises(RelationInputError, match="unknown summary"):
         extract_relations([summary], [orphan], _RelationBackbone(model), KarmaParams())
-    with pytest.raises(NotImplementedError, match="MedKGent"):
-        extract_relations([summary], mentions, _RelationBackbone(model), KarmaParams(), n_samples=5)
+    with pytest.raises(ValueError, match="n_samples must be >= 1"):
+        extract_relations([summary], mentions, _RelationBackbone(model), KarmaParams(), n_samples=0)

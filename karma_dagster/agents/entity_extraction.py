@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 
-from karma_dagster.backbones.base import Backbone
+from karma_dagster.backbones.base import Backbone, backbone_map
 from karma_dagster.backbones.local.ner import LocalNER
 from karma_dagster.kg.embeddings import normalize_name
 from karma_dagster.kg.entity_index import EntityIndex
@@ -61,7 +61,10 @@ def extract_entities(
     for s in summaries:
         if not isinstance(s, SummaryRow):
             raise TypeError(f"extract_entities: expected SummaryRow, got {type(s).__name__}")
-        mentions = filter_proposals(s.text, backbone.recognize(s.text), dictionary)
+    # the backbone's NER calls overlap (up to its concurrency limit); filter and index stay in this thread
+    proposals = backbone_map(backbone, lambda s: backbone.recognize(s.text), summaries)
+    for s, proposed in zip(summaries, proposals, strict=True):
+        mentions = filter_proposals(s.text, proposed, dictionary)
         if not mentions:
             continue
         hits = index.search([m.long_form or m.text for m in mentions], [m.type for m in mentions], k=1)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Collection
 
-from karma_dagster.backbones.base import Backbone, TripleQuery
+from karma_dagster.backbones.base import Backbone, TripleQuery, backbone_map
 from karma_dagster.params import KarmaParams
 from karma_dagster.schemas.records import EvaluatedRow, ResolvedRow
 
@@ -49,15 +49,21 @@ def evaluate_triples(
     else:
         ids = frozenset(is_linked)
         linked = ids.__contains__
-    out: list[EvaluatedRow] = []
     for t in resolved:
         if t.segment_id not in segment_relevance:
             raise EvaluatorError(f"triple {t.triple_id}: no relevance for segment {t.segment_id!r}")
+
+    def signals_of(t: ResolvedRow) -> dict[str, float]:
         query = TripleQuery(head_name=t.head_name, head_type=t.head_kg_type or t.head_type,
                             relation=t.kg_relation or t.relation, tail_name=t.tail_name,
                             tail_type=t.tail_kg_type or t.tail_type, evidence=t.evidence)
         n_linked = int(bool(linked(t.head_id))) + int(bool(linked(t.tail_id)))
-        signals = backbone.evaluation_signals(query, t.probability, segment_relevance[t.segment_id], n_linked).signals
+        return backbone.evaluation_signals(query, t.probability, segment_relevance[t.segment_id], n_linked).signals
+
+    # the per-triple questions overlap up to the backbone's concurrency limit; scoring stays in input order
+    all_signals = backbone_map(backbone, signals_of, resolved)
+    out: list[EvaluatedRow] = []
+    for t, signals in zip(resolved, all_signals, strict=True):
         w = params.llm_weights if "llm_confidence" in signals else params.weights
         c = logistic_score(w.confidence, signals, "confidence")
         cl = logistic_score(w.clarity, signals, "clarity")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from collections import defaultdict
 
-from karma_dagster.backbones.base import Backbone
+from karma_dagster.backbones.base import Backbone, backbone_map
 from karma_dagster.params import KarmaParams
 from karma_dagster.schemas.records import MentionRow, MentionSpan, SummaryRow, TripleRow
 
@@ -72,22 +72,43 @@ def candidate_pairs(summary: SummaryRow, mentions: list[MentionRow]) -> list[tup
     return out
 
 
+def sampled_probabilities(samples: list[list[dict[str, float]]], params: KarmaParams) -> list[dict[str, float]]:
+    """MedKGent sampling confidence: per pair and relation, the fraction of the N samples in which the relation
+    passed its theta_r; below `min_sample_confidence` it is 0 (dropped). The fraction becomes the triple's
+    probability, so the evaluator and the KG's reinforcement see the agreement of the samples."""
+    n = len(samples)
+    if n == 0:
+        return []
+    out: list[dict[str, float]] = []
+    for per_pair in zip(*samples, strict=True):
+        relations = {r for probs in per_pair for r in probs}
+        conf: dict[str, float] = {}
+        for r in sorted(relations):
+            hits = sum(1 for probs in per_pair if probs.get(r, 0.0) >= params.theta_for(r))
+            fraction = hits / n
+            conf[r] = fraction if fraction >= params.min_sample_confidence and hits else 0.0
+        out.append(conf)
+    return out
+
+
 def extract_relations(
     summaries: list[SummaryRow],
     mentions: list[MentionRow],
     backbone: Backbone,
     params: KarmaParams,
     *,
-    n_samples: int = 1,
+    n_samples: int | None = None,
 ) -> list[TripleRow]:
     """Triples of every summary, deduplicated per document on (unordered pair, relation).
 
     BioRED's relation types are undirected, so (A, r, B) and (B, r, A) are one fact; its head is the mention
-    read first. `n_samples` is the hook for MedKGent-style sampling confidence (N backbone samples, confidence =
-    agreement frequency); it is not built yet, so only 1 is accepted.
+    read first. `n_samples` (default `params.relation_samples`) > 1 turns on MedKGent's sampling confidence:
+    N answers at `params.sampling_temperature`, a triple kept when its sample fraction >= min_sample_confidence
+    (that fraction is its probability). All summaries' (and samples') calls overlap up to the backbone's limit.
     """
-    if n_samples != 1:
-        raise NotImplementedError("MedKGent sampling confidence (n_samples > 1) is not implemented yet")
+    n = params.relation_samples if n_samples is None else n_samples
+    if n < 1:
+        raise ValueError(f"extract_relations: n_samples must be >= 1, got {n}")
     by_id = {s.summary_id: s for s in summaries}
     grouped: dict[str, list[MentionRow]] = defaultdict(list)
     for m in mentions:
@@ -95,20 +116,33 @@ def extract_relations(
             raise RelationInputError(f"mention {m.mention_id} refers to unknown summary {m.summary_id!r}")
         grouped[m.summary_id].append(m)
 
-    best: dict[tuple[str, frozenset[str], str], TripleRow] = {}
-    for sid, ms in grouped.items():
-        summary = by_id[sid]
-        pairs = candidate_pairs(summary, ms)
-        if not pairs:
-            continue
-        probs = backbone.relation_probabilities(summary.text, [(_span(h), _span(t)) for h, t, _ in pairs])
+    work = [(sid, pairs) for sid, ms in grouped.items() if (pairs := candidate_pairs(by_id[sid], ms))]
+    jobs = [(w, k) for w in range(len(work)) for k in range(n)]
+
+    def ask(job: tuple[int, int]) -> list[dict[str, float]]:
+        sid, pairs = work[job[0]]
+        spans = [(_span(h), _span(t)) for h, t, _ in pairs]
+        if n == 1:
+            probs = backbone.relation_probabilities(by_id[sid].text, spans)
+        else:
+            sampler = getattr(backbone, "sample_relation_probabilities", None)
+            probs = (sampler(by_id[sid].text, spans, job[1], params.sampling_temperature) if sampler
+                     else backbone.relation_probabilities(by_id[sid].text, spans))  # deterministic: alike
         if len(probs) != len(pairs):
             raise RelationInputError(f"backbone {backbone.name} returned {len(probs)} answers for {len(pairs)} "
                                      f"pairs of summary {sid}")
+        return probs
+
+    answers = backbone_map(backbone, ask, jobs)
+    best: dict[tuple[str, frozenset[str], str], TripleRow] = {}
+    for w, (sid, pairs) in enumerate(work):
+        summary = by_id[sid]
+        samples = answers[w * n: (w + 1) * n]
+        probs = samples[0] if n == 1 else sampled_probabilities(samples, params)
         for (h, t, sentence), p_r in zip(pairs, probs, strict=True):
             for relation, p in p_r.items():
-                if p < params.theta_for(relation):
-                    continue
+                if (p < params.theta_for(relation)) if n == 1 else p <= 0.0:
+                    continue  # single answer: below theta_r; sampled: below the sample-confidence floor
                 key = (summary.doc_key, frozenset((h.entity_id, t.entity_id)), relation)
                 if key in best and best[key].probability >= p:
                     continue

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from karma_dagster.backbones.base import Backbone, TripleQuery
+from karma_dagster.backbones.base import Backbone, TripleQuery, backbone_map
 from karma_dagster.kg.schema import KGSchema
 from karma_dagster.params import KarmaParams
 from karma_dagster.schemas.records import AlignedRow, MentionRow, TripleRow
@@ -42,24 +42,31 @@ def align_triples(
 ) -> list[AlignedRow]:
     """One AlignedRow per triple; head/tail swapped (with their fields) when the metaedge runs the other way."""
     mention_type = {m.mention_id: m.type for m in mentions}
-    out: list[AlignedRow] = []
+    kinds: list[tuple[str | None, str | None, list[str]]] = []
     for t in triples:
         head_type = mention_type.get(t.head_mention_id, t.head_type)
         tail_type = mention_type.get(t.tail_mention_id, t.tail_type)
         hk = entity_kind(t.head_id, head_type, schema, kg_kind_of)
         tk = entity_kind(t.tail_id, tail_type, schema, kg_kind_of)
-        if hk is None or tk is None:
+        candidates = sorted({me.relation for me in schema.candidates(hk, tk)}) if hk and tk else []
+        kinds.append((hk, tk, candidates))
+    # one question per triple with candidates; the calls overlap up to the backbone's concurrency limit
+    asked = [i for i, (_, _, candidates) in enumerate(kinds) if candidates]
+    answers = dict(zip(asked, backbone_map(backbone, 
+        lambda i: backbone.align(
+            TripleQuery(head_name=triples[i].head_name, head_type=kinds[i][0], relation=triples[i].relation,
+                        tail_name=triples[i].tail_name, tail_type=kinds[i][1], evidence=triples[i].evidence),
+            kinds[i][2],
+        ),
+        asked,
+    ), strict=True))
+    out: list[AlignedRow] = []
+    for i, t in enumerate(triples):
+        hk, tk, candidates = kinds[i]
+        if i not in answers:
             out.append(_review(t, hk, tk))
             continue
-        candidates = sorted({me.relation for me in schema.candidates(hk, tk)})
-        if not candidates:
-            out.append(_review(t, hk, tk))
-            continue
-        answer = backbone.align(
-            TripleQuery(head_name=t.head_name, head_type=hk, relation=t.relation, tail_name=t.tail_name,
-                        tail_type=tk, evidence=t.evidence),
-            candidates,
-        )
+        answer = answers[i]
         if answer.kg_relation is None or answer.probability < params.alignment_floor:
             out.append(_review(t, hk, tk, min(1.0, max(0.0, answer.probability))))
             continue

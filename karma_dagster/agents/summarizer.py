@@ -11,7 +11,7 @@ import logging
 
 from pydantic import TypeAdapter, ValidationError
 
-from karma_dagster.backbones.base import Backbone
+from karma_dagster.backbones.base import Backbone, backbone_map
 from karma_dagster.nlp import split_sentences
 from karma_dagster.params import KarmaParams
 from karma_dagster.schemas.records import RawSection, SegmentRow, SummaryRow
@@ -41,9 +41,14 @@ def summarize_segments(segments: list[SegmentRow], backbone: Backbone, params: K
         raise SummarizerError(f"summarize_segments: duplicate segment ids {dup[:5]}")
 
     rows: list[SummaryRow] = []
-    for seg in sorted((s for s in segments if s.kept), key=lambda s: (s.doc_key, s.order)):
-        section = RawSection(heading=seg.heading, kind=seg.section, text=seg.text)
-        summary = backbone.summarize(section, params.summary_max_sentences)
+    kept = sorted((s for s in segments if s.kept), key=lambda s: (s.doc_key, s.order))
+    # the segments' calls overlap up to the backbone's concurrency limit; answers come back in segment order
+    answers = backbone_map(backbone, 
+        lambda seg: backbone.summarize(RawSection(heading=seg.heading, kind=seg.section, text=seg.text),
+                                       params.summary_max_sentences),
+        kept,
+    )
+    for seg, summary in zip(kept, answers, strict=True):
         if not isinstance(summary, str):
             raise SummarizerError(
                 f"summarize_segments({seg.segment_id}): backbone {backbone.name!r} returned "

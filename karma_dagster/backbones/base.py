@@ -8,11 +8,16 @@ backbone and an LLM backbone are interchangeable and comparable stage by stage.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Literal
+from collections.abc import Callable, Iterable
+from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
 from karma_dagster.schemas.records import MentionSpan, ParsedDocument, RawSection
+
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 class Usage(BaseModel):
@@ -115,9 +120,28 @@ class Backbone(ABC):
                            linked_entities: int) -> EvaluationSignals:
         """EA: the signals that feed confidence, clarity and relevance."""
 
+    def sample_relation_probabilities(
+        self, text: str, pairs: list[tuple[MentionSpan, MentionSpan]], sample: int, temperature: float
+    ) -> list[dict[str, float]]:
+        """REA, MedKGent sampling: sample number `sample` of p(r | pair, text) drawn at `temperature` > 0.
+        A deterministic backbone answers every sample alike (its sampling confidence is then 1 or 0)."""
+        return self.relation_probabilities(text, pairs)
+
+    def map(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
+        """`fn` over `items` with up to the backbone's concurrency in flight; results in input order, the first
+        error (in input order) raised. Here sequential: an in-process model is CPU-bound (the GIL would make
+        threads slower); LLM backbones override it to overlap their network calls."""
+        return [fn(item) for item in items]
+
     def usage(self) -> Usage:
         """Usage since the last `reset_usage` (assets report it per materialization)."""
         return Usage()
 
     def reset_usage(self) -> None:
         return None
+
+
+def backbone_map(backbone: object, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
+    """`backbone.map` when it has one; duck-typed stand-ins (test doubles, plug-ins) run sequentially."""
+    mapper = getattr(backbone, "map", None)
+    return mapper(fn, items) if callable(mapper) else [fn(item) for item in items]

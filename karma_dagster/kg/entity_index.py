@@ -8,6 +8,7 @@ A mention type restricts the search to compatible KG kinds (a Disease mention ma
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from difflib import SequenceMatcher
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from pydantic import BaseModel, ConfigDict
 from karma_dagster.kg.embeddings import Embedder, HashingCharNgramEmbedder, normalize_name
 
 TABLE = "entities"
+RERANK_POOL = 10  # vector candidates re-scored with the word distance
 # NER type (or KG kind) -> KG kinds a mention of it may link to.
 COMPATIBLE_KINDS: dict[str, tuple[str, ...]] = {
     "Disease": ("Disease", "Symptom", "Side Effect"),
@@ -26,6 +28,14 @@ COMPATIBLE_KINDS: dict[str, tuple[str, ...]] = {
     "CellLine": ("Cell Line",),
     "Variant": ("Variant",),
     "Anatomy": ("Anatomy",),
+}
+# BioRED's labels (what the LLM prompts ask for) mean the same kinds.
+COMPATIBLE_KINDS |= {
+    "DiseaseOrPhenotypicFeature": COMPATIBLE_KINDS["Disease"],
+    "ChemicalEntity": COMPATIBLE_KINDS["Chemical"],
+    "GeneOrGeneProduct": COMPATIBLE_KINDS["Gene"],
+    "OrganismTaxon": COMPATIBLE_KINDS["Species"],
+    "SequenceVariant": COMPATIBLE_KINDS["Variant"],
 }
 
 
@@ -50,6 +60,36 @@ def compatible_kinds(kind: str | None) -> tuple[str, ...] | None:
     if kind is None:
         return None
     return COMPATIBLE_KINDS.get(kind, (kind,))
+
+
+def _words_match(a: str, b: str) -> bool:
+    """Spelling variants (tumour/tumor, -aemia/-emia) and suffixed forms (hypothyroid/hypothyroidism) match;
+    a prefixed word does not (tyrosine vs metyrosine, glycemia vs hyperglycemia): prefixes change meaning."""
+    if a == b:
+        return True
+    short, long_ = sorted((a, b), key=len)
+    if long_.startswith(short) and len(short) >= 0.75 * len(long_):
+        return True
+    return SequenceMatcher(None, a, b).ratio() >= 0.9
+
+
+def word_distance(mention: str, name: str) -> float:
+    """1 - share of the words of both names that find a match in the other (0 = same words).
+
+    Char n-gram vectors see "cancer" inside "liver cancer" (cosine distance 0.20); the words do not: "liver"
+    specializes the entity, so the pair is 0.33 apart here and the mention does not link to it."""
+    mw, nw = normalize_name(mention).split(), normalize_name(name).split()
+    if not mw or not nw:
+        return 1.0
+    matched = sum(any(_words_match(w, v) for v in nw) for w in mw) + sum(any(_words_match(v, w) for w in mw) for v in nw)
+    return 1.0 - matched / (len(mw) + len(nw))
+
+
+def name_distance(mention: str, row: Mapping[str, Any]) -> float:
+    """0 for the same name up to case, spacing and punctuation (SNAP-25 = SNAP25), else max(cosine, words)."""
+    if normalize_name(mention).replace(" ", "") == normalize_name(row["name"]).replace(" ", ""):
+        return 0.0
+    return max(0.0, float(row["_distance"]), word_distance(mention, row["name"]))
 
 
 def _sql_str(s: str) -> str:
@@ -134,14 +174,18 @@ class EntityIndex:
         vecs = self.embedder.embed(names)
         out: list[list[Hit]] = []
         for i, vec in enumerate(vecs):
-            q = self._table.search(vec, vector_column_name="vector").distance_type("cosine").limit(k)
+            # Vector search proposes candidates; the reported distance is max(cosine, word distance), so a name
+            # that is close in characters but not in words (a more specific entity, a prefixed word) is far.
+            q = self._table.search(vec, vector_column_name="vector").distance_type("cosine").limit(max(k, RERANK_POOL))
             allowed = compatible_kinds(kinds[i]) if kinds is not None else None
             if allowed:
                 q = q.where("kind IN (" + ",".join(_sql_str(a) for a in allowed) + ")", prefilter=True)
             rows = q.select(["entity_id", "name", "kind", "_distance"]).to_list()
-            hits = [Hit(entity_id=r["entity_id"], name=r["name"], kind=r["kind"],
-                        distance=max(0.0, float(r["_distance"]))) for r in rows]
+            hits = [
+                Hit(entity_id=r["entity_id"], name=r["name"], kind=r["kind"], distance=name_distance(names[i], r))
+                for r in rows
+            ]
             rank = {kd: j for j, kd in enumerate(allowed or ())}  # ties: the mention type's own kind first
             hits.sort(key=lambda h: (round(h.distance, 6), rank.get(h.kind, len(rank))))
-            out.append(hits)
+            out.append(hits[:k])
         return out

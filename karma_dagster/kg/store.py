@@ -28,6 +28,9 @@ SCHEMA_YAML = Path(__file__).with_name("schema.yaml")
 DEFAULT_NAMESPACE = "local"
 
 
+SEED_ONLY_NAMESPACE = "__seed__"  # never a backbone name: those start with a letter or digit (backbones.yaml check)
+
+
 class KGStoreError(RuntimeError):
     """A problem with the store file itself (lock, missing file)."""
 
@@ -278,6 +281,10 @@ class KGStore:
             n_extracted_nodes=nodes[0] - nodes[1], n_edges=edges[0], n_seed_only_edges=edges[1],
             n_extracted_edges=edges[2], n_evidence=int(edges[3]),
         )
+
+    def seed_counts(self) -> SnapshotCounts:
+        """The imported KG alone: what every backbone's namespace starts from (no namespace holds this name)."""
+        return self.snapshot_counts(as_of=None, namespace=SEED_ONLY_NAMESPACE)
 
     def existing_relations(
         self, head_id: str, tail_id: str, namespace: str = DEFAULT_NAMESPACE, as_of: dt.date | None = None

@@ -6,6 +6,7 @@ an LLM backbone keeps its response cache and concurrency limit across the stages
 
 from __future__ import annotations
 
+import re
 import threading
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from karma_dagster.resources.paths import REPO_ROOT
 from karma_dagster.resources.storage import KarmaStorageResource
 
 _LOCK = threading.Lock()
+BACKBONE_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")  # it prefixes asset keys, names KG namespaces and folders
 _BUILT: dict[tuple, Backbone] = {}
 
 
@@ -37,6 +39,8 @@ class BackboneConfig(dg.Config):
     max_retries: int = 4
     concurrency: int = Field(4, description="concurrent calls to this backbone")
     domain: str = Field("general biomedicine", description="genomics, proteomics, metabolomics, general biomedicine")
+    mode: str = Field("multi_agent", description="'multi_agent' (the KARMA chain) or 'single_agent' (the paper's "
+                      "baseline: one generation extracts all triples; see backbones/single_agent.py)")
 
 
 class BackbonesResource(dg.ConfigurableResource):
@@ -66,6 +70,10 @@ class BackbonesResource(dg.ConfigurableResource):
                     )
                 else:
                     raise ValueError(f"backbone {name!r}: unknown kind {cfg.kind!r} (use 'local' or 'litellm')")
+                if cfg.mode != "multi_agent":
+                    from karma_dagster.backbones.single_agent import wrap_mode
+
+                    _BUILT[cache_key] = wrap_mode(name, cfg.mode, _BUILT[cache_key])
             return _BUILT[cache_key]
 
 
@@ -75,6 +83,10 @@ def load_backbones_file(path: Path | None = None) -> dict[str, dict]:
     data = yaml.safe_load(path.read_text()) or {}
     out: dict[str, dict] = {}
     for name, cfg in (data.get("backbones") or {}).items():
+        if not isinstance(name, str) or not BACKBONE_NAME.match(name):
+            raise ValueError(
+                f"{path.name}: backbone name {name!r} must start with a letter or digit and use only a-z, 0-9, '.', '-', '_'"
+            )
         if not isinstance(cfg, dict):
             raise ValueError(f"{path.name}: backbone {name!r} must be a mapping")
         if cfg.get("enabled", True):

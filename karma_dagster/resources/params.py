@@ -17,6 +17,11 @@ class KarmaParamsResource(dg.ConfigurableResource):
     summary_max_sentences: int = Field(_DEFAULTS.summary_max_sentences, description="summarizer: sentences kept")
     rho: float = Field(_DEFAULTS.rho, description="normalization: a new entity when the index distance > rho")
     theta: dict[str, float] = Field(dict(_DEFAULTS.theta), description="relation thresholds theta_r; key 'default'")
+    relation_samples: int = Field(_DEFAULTS.relation_samples, description="relation extraction: MedKGent samples N (1 = off)")
+    sampling_temperature: float = Field(_DEFAULTS.sampling_temperature, description="temperature of the N samples (> 0)")
+    min_sample_confidence: float = Field(
+        _DEFAULTS.min_sample_confidence, description="drop triples found in fewer than this fraction of the samples"
+    )
     alignment_floor: float = Field(_DEFAULTS.alignment_floor, description="schema alignment: below -> review")
     conflict_review_confidence: float = Field(
         _DEFAULTS.conflict_review_confidence, description="contradicting triples at/above go to review, else discarded"
@@ -36,6 +41,9 @@ class KarmaParamsResource(dg.ConfigurableResource):
             summary_max_sentences=self.summary_max_sentences,
             rho=self.rho,
             theta=dict(self.theta),
+            relation_samples=self.relation_samples,
+            sampling_temperature=self.sampling_temperature,
+            min_sample_confidence=self.min_sample_confidence,
             alignment_floor=self.alignment_floor,
             conflict_review_confidence=self.conflict_review_confidence,
             integrate_threshold=self.integrate_threshold,

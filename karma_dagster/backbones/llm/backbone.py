@@ -10,7 +10,9 @@ from __future__ import annotations
 import datetime as dt
 import re
 import threading
-from typing import Any, Literal, get_args
+import unicodedata
+from collections.abc import Callable, Iterable
+from typing import Any, Literal, TypeVar, get_args
 
 from karma_dagster.backbones.base import (
     AlignmentAnswer,
@@ -35,6 +37,8 @@ from karma_dagster.backbones.llm.outputs import (
 from karma_dagster.prompts import PromptStore, RenderedPrompt
 from karma_dagster.schemas.records import MentionSpan, ParsedDocument, RawSection
 
+T = TypeVar("T")
+R = TypeVar("R")
 Domain = Literal["genomics", "proteomics", "metabolomics", "general biomedicine"]
 
 # BioRED's label sets: the relation_map of kg/schema.yaml and the shipped training corpora speak these.
@@ -59,6 +63,22 @@ DEFAULT_RELATION_TYPES: dict[str, str] = {
 
 _NOISE_RE = re.compile(r"[\ufb00-\ufb06]|\w-\n\w|[\x00-\x08\x0b\x0c\x0e-\x1f]|\ufffd")
 _NUMBER_RE = re.compile(r"\d+(?:[.,]\d+)*")
+
+
+def _noise_key(text: str) -> str:
+    text = unicodedata.normalize("NFKC", text).replace("\u00ad", "")
+    text = re.sub(r"[\x00-\x08\x0b\x0c\x0e-\x1f]|[-\s]", "", text)
+    return text.casefold()
+
+
+def _is_noise_repair(wrong: str, right: str) -> bool:
+    """A correction may only undo extraction noise (ligatures, line-end hyphens, spacing, control characters, a
+    U+FFFD standing for one or two characters), never change words: a model told by the paper itself to rewrite
+    it ("ignore previous instructions ...") must not put its words into what later becomes KG evidence."""
+    k_wrong, k_right = _noise_key(wrong), _noise_key(right)
+    if "\ufffd" in k_wrong:
+        return re.fullmatch(".{1,2}".join(re.escape(p) for p in k_wrong.split("\ufffd")), k_right) is not None
+    return k_wrong == k_right
 _DOI_RE = re.compile(r"^10\.\d{4,9}/\S+$")
 
 
@@ -137,6 +157,10 @@ class LLMBackbone(Backbone):
             prompts.get(agent, self.prompt_versions.get(agent))  # fail at construction, not mid-run
 
     # ------------------------------------------------------------------ bookkeeping
+    def map(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
+        """Up to the client's concurrency limit in flight (threads + the client's semaphore); input order kept."""
+        return self.client.map(fn, list(items))
+
     def prompt_id(self, agent: str) -> str:
         return self.prompts.prompt_id(agent, self.prompt_versions.get(agent))
 
@@ -183,8 +207,8 @@ class LLMBackbone(Backbone):
         fixes: list[tuple[str, str]] = []
         for c in out.corrections:
             digits_changed = _NUMBER_RE.findall(c.wrong) != _NUMBER_RE.findall(c.right)
-            if c.wrong not in excerpt or c.wrong == c.right or digits_changed:
-                invalid += 1  # not in the text, a no-op, or touching numbers: never applied
+            if c.wrong not in excerpt or c.wrong == c.right or digits_changed or not _is_noise_repair(c.wrong, c.right):
+                invalid += 1  # not in the text, a no-op, touching numbers or words: never applied
                 continue
             fixes.append((c.wrong, c.right))
 
@@ -283,6 +307,20 @@ class LLMBackbone(Backbone):
     def relation_probabilities(
         self, text: str, pairs: list[tuple[MentionSpan, MentionSpan]]
     ) -> list[dict[str, float]]:
+        return self._relation_probabilities(text, pairs)
+
+    def sample_relation_probabilities(
+        self, text: str, pairs: list[tuple[MentionSpan, MentionSpan]], sample: int, temperature: float
+    ) -> list[dict[str, float]]:
+        """One MedKGent sample: the same prompt at `temperature`, cached under its own sample index."""
+        if sample < 0 or not temperature > 0:
+            raise ValueError(f"sample must be >= 0 and temperature > 0 (got {sample}, {temperature})")
+        return self._relation_probabilities(text, pairs, temperature=temperature, sample=sample)
+
+    def _relation_probabilities(
+        self, text: str, pairs: list[tuple[MentionSpan, MentionSpan]], *, temperature: float | None = None,
+        sample: int | None = None,
+    ) -> list[dict[str, float]]:
         if not pairs:
             return []
         names = [t["name"] for t in self.relation_types]
@@ -294,7 +332,8 @@ class LLMBackbone(Backbone):
                      RelationOutput) for b in batches]
         result: dict[int, dict[str, float]] = {}
         invalid = 0
-        for (parsed, delta), batch in zip(self.client.complete_many(requests), batches):
+        answers = self.client.complete_many(requests, temperature=temperature, sample=sample)
+        for (parsed, delta), batch in zip(answers, batches):
             self._record(delta)
             wanted = {p["pair"] for p in batch}
             for answer in parsed.pairs:

@@ -23,6 +23,7 @@ from karma_dagster.backbones.base import Usage
 from karma_dagster.backbones.llm.cache import ResponseCache, cache_key
 from karma_dagster.prompts import RenderedPrompt
 
+PROMPT_HEADER = "X-Karma-Prompt"
 UsageDelta = Usage  # what one call adds to a backbone's running Usage
 M = TypeVar("M", bound=BaseModel)
 ResponseFormatMode = Literal["auto", "json_schema", "json_object", "none"]
@@ -44,11 +45,19 @@ def _litellm() -> Any:
     return _LITELLM
 
 
-class LLMOutputError(RuntimeError):
+class _NamedError(RuntimeError):
+    """Carries the backbone and agent it failed for, so the asset layer can add the partition."""
+
+    def __init__(self, message: str, *, backbone: str = "", agent: str = "", model: str = "") -> None:
+        super().__init__(message)
+        self.backbone, self.agent, self.model = backbone, agent, model
+
+
+class LLMOutputError(_NamedError):
     """The model's reply stayed invalid after one corrective retry."""
 
 
-class LLMCallError(RuntimeError):
+class LLMCallError(_NamedError):
     """The provider kept failing (or refused the request); retries are spent."""
 
 
@@ -87,13 +96,49 @@ def _retry_after(exc: BaseException) -> float | None:
 _THINK_RE = re.compile(r"<think>.*?</think>", re.S | re.I)
 
 
+def _unclosed(text: str) -> tuple[int, str] | None:
+    """(start, closers) when the reply's first JSON object/array never closes (a cut reply), else None."""
+    starts = [i for i in (text.find("{"), text.find("[")) if i >= 0]
+    if not starts:
+        return None
+    stack: list[str] = []
+    in_str = escaped = False
+    for ch in text[min(starts):]:
+        if in_str:
+            escaped, in_str = (False, True) if escaped else (ch == "\\", ch != '"')
+        elif ch == '"':
+            in_str = True
+        elif ch in "{[":
+            stack.append("}" if ch == "{" else "]")
+        elif ch in "}]" and stack:
+            stack.pop()
+            if not stack:
+                return None
+    return (min(starts), '"' * in_str + "".join(reversed(stack)))
+
+
 def parse_json_reply(text: str) -> Any:
-    """Strict JSON first; then json_repair for fences, prose around the object, trailing commas, truncation."""
+    """Strict JSON first; then json_repair for fences, prose around the object, trailing commas.
+
+    A cut reply is repaired only when adding its missing closing brackets makes it valid JSON as it stands; a
+    reply cut inside a value or after a comma is refused (repairing it would invent values: 0.85 -> 0.0, pairs
+    dropped), so the client asks again.
+    """
     text = _THINK_RE.sub("", text or "").strip()
     try:
         return json.loads(text)
     except json.JSONDecodeError:
         pass
+    cut = _unclosed(text)
+    if cut is not None:
+        start, closers = cut
+        try:
+            if closers.startswith('"'):
+                raise json.JSONDecodeError("cut inside a string", text, len(text))
+            return json.loads(text[start:] + closers)
+        except json.JSONDecodeError:
+            raise ValueError(f"reply is truncated JSON (cut inside a value; {len(closers)} bracket(s) never "
+                             f"close), ends {text[-80:]!r}") from None
     repaired = json_repair.repair_json(text, return_objects=True)
     if repaired in ("", None):
         raise ValueError(f"reply is not JSON: {text[:200]!r}")
@@ -147,16 +192,26 @@ class LLMClient:
         self.backoff_max = backoff_max
         self.extra_params = dict(extra_params or {})
         self._sleep: Callable[[float], None] = time.sleep  # tests may replace it
+        # the per-backbone limit on requests in flight, shared by every thread and nested map of this client:
+        # held only around the HTTP request, never across a backoff sleep or a cache lookup
+        self._slots = threading.BoundedSemaphore(concurrency)
+        self._formats: dict[type[BaseModel], tuple[dict[str, Any] | None]] = {}
 
     def __repr__(self) -> str:  # never show the key
         return f"LLMClient(model={self.model!r}, api_base={self.api_base!r}, name={self.name!r})"
 
     # ------------------------------------------------------------------ public API
-    def complete_json(self, rendered: RenderedPrompt, output_model: type[M]) -> tuple[M, UsageDelta]:
+    def complete_json(self, rendered: RenderedPrompt, output_model: type[M], *, temperature: float | None = None,
+                      sample: int | None = None) -> tuple[M, UsageDelta]:
+        """`temperature` overrides the client's for this call; `sample` (an index) makes the N samples of a
+        sampled question N different cache keys, so they are never all one cached answer."""
         usage = Usage(cost_usd=0.0)
         fmt = self._response_format(output_model)
-        params = {"temperature": self.temperature, "max_tokens": self.max_tokens, "response_format": fmt,
-                  "output_model": output_model.__name__, **self.extra_params}
+        temp = self.temperature if temperature is None else float(temperature)
+        params: dict[str, Any] = {"temperature": temp, "max_tokens": self.max_tokens, "response_format": fmt,
+                                  "output_model": output_model.__name__, **self.extra_params}
+        if sample is not None:
+            params["sample"] = int(sample)
         key = cache_key(self.model, rendered.prompt_id, rendered.sha256, rendered.messages, params)
         if self.cache is not None:
             stored = self.cache.get(key)
@@ -167,7 +222,7 @@ class LLMClient:
                     pass  # the output model changed since: ask again
 
         messages = [dict(m) for m in rendered.messages]
-        text, delta = self._call(messages, rendered.agent, fmt)
+        text, delta = self._call(messages, rendered.agent, fmt, temp, rendered.versioned_id)
         usage = usage.add(delta)
         try:
             parsed = output_model.model_validate(parse_json_reply(text))
@@ -180,7 +235,7 @@ class LLMClient:
                     "Answer again with only the corrected JSON object, no prose, no code fences."
                 )},
             ]
-            text, delta = self._call(messages, rendered.agent, fmt)
+            text, delta = self._call(messages, rendered.agent, fmt, temp, rendered.versioned_id)
             usage = usage.add(delta)
             try:
                 parsed = output_model.model_validate(parse_json_reply(text))
@@ -188,7 +243,8 @@ class LLMClient:
                 raise LLMOutputError(
                     f"backbone {self.name!r}, agent {rendered.agent!r} (prompt {rendered.versioned_id}): reply is "
                     f"not a valid {output_model.__name__} after one corrective retry: {_describe(second)}; "
-                    f"reply began {text[:200]!r}"
+                    f"reply began {text[:200]!r}",
+                    backbone=self.name, agent=rendered.agent, model=self.model,
                 ) from second
         if self.cache is not None:
             self.cache.put(key, model=self.model, prompt_id=rendered.versioned_id,
@@ -196,17 +252,37 @@ class LLMClient:
         return parsed, usage
 
     def complete_many(
-        self, requests: Sequence[tuple[RenderedPrompt, type[M]]]
+        self, requests: Sequence[tuple[RenderedPrompt, type[M]]], *, temperature: float | None = None,
+        sample: int | None = None,
     ) -> list[tuple[M, UsageDelta]]:
         """Several calls at once, at most `concurrency` in flight; results in input order, first error raised."""
-        if len(requests) <= 1 or self.concurrency == 1:
-            return [self.complete_json(r, m) for r, m in requests]
-        with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="llm") as pool:
-            futures = [pool.submit(self.complete_json, r, m) for r, m in requests]
+        return self.map(lambda req: self.complete_json(req[0], req[1], temperature=temperature, sample=sample),
+                        requests)
+
+    def map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
+        """`fn` over `items` on up to `concurrency` threads, results in input order; the first error (in input
+        order) is raised and work not yet started is cancelled. Threads, not asyncio: agents and Dagster assets
+        are synchronous, litellm's sync client releases the GIL while waiting, and the semaphore in `_call`
+        keeps the limit exact even when a mapped function maps again (a reader batch inside a document map)."""
+        items = list(items)
+        if len(items) <= 1 or self.concurrency == 1:
+            return [fn(x) for x in items]
+        pool = ThreadPoolExecutor(max_workers=min(self.concurrency, len(items)), thread_name_prefix="llm")
+        try:
+            futures = [pool.submit(fn, x) for x in items]
             return [f.result() for f in futures]
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
 
     # ------------------------------------------------------------------ internals
     def _response_format(self, output_model: type[BaseModel]) -> dict[str, Any] | None:
+        # litellm's capability lookup and the JSON schema cost milliseconds per call: worked out once per model
+        cached = self._formats.get(output_model)
+        if cached is None:
+            cached = self._formats[output_model] = (self._build_response_format(output_model),)
+        return cached[0]
+
+    def _build_response_format(self, output_model: type[BaseModel]) -> dict[str, Any] | None:
         mode = self.response_format
         if mode == "auto":
             try:
@@ -224,17 +300,21 @@ class LLMClient:
         return text.replace(self._api_key, "***") if self._api_key else text
 
     def _call(self, messages: list[dict[str, str]], agent: str,
-              fmt: dict[str, Any] | None) -> tuple[str, UsageDelta]:
+              fmt: dict[str, Any] | None, temperature: float | None = None,
+              prompt: str | None = None) -> tuple[str, UsageDelta]:
         lt = _litellm()
         transient = _transient_errors()
         kwargs: dict[str, Any] = {
-            "model": self.model, "messages": messages, "temperature": self.temperature,
+            "model": self.model, "messages": messages,
+            "temperature": self.temperature if temperature is None else temperature,
             "max_tokens": self.max_tokens, "timeout": self.timeout,
             "max_retries": 0,  # retries are ours (backoff, Retry-After, counting); the SDK's would hide them
             "drop_params": True, **self.extra_params,
         }
         if fmt is not None:
             kwargs["response_format"] = fmt
+        if prompt:  # the versioned prompt id travels as a header: proxies, logs and recorded replays can key on it
+            kwargs["extra_headers"] = {**kwargs.get("extra_headers", {}), PROMPT_HEADER: prompt}
         if self.api_base:
             kwargs["api_base"] = self.api_base
         if self._api_key:
@@ -242,19 +322,22 @@ class LLMClient:
         attempts = self.max_retries + 1
         for attempt in range(attempts):
             try:
-                response = lt.completion(**kwargs)
+                with self._slots:
+                    response = lt.completion(**kwargs)
                 break
             except transient as exc:
                 if attempt + 1 >= attempts:
                     raise LLMCallError(
                         f"LLM call to model {self.model!r} for agent {agent!r} (backbone {self.name!r}) failed after "
-                        f"{attempts} attempt(s): {type(exc).__name__}: {self._scrub(str(exc))[:300]}"
+                        f"{attempts} attempt(s): {type(exc).__name__}: {self._scrub(str(exc))[:300]}",
+                        backbone=self.name, agent=agent, model=self.model,
                     ) from None
                 self._sleep(self._delay(attempt, _retry_after(exc)))
             except Exception as exc:  # auth, bad request, unknown model: retrying will not help
                 raise LLMCallError(
                     f"LLM call to model {self.model!r} for agent {agent!r} (backbone {self.name!r}) was refused: "
-                    f"{type(exc).__name__}: {self._scrub(str(exc))[:300]}"
+                    f"{type(exc).__name__}: {self._scrub(str(exc))[:300]}",
+                    backbone=self.name, agent=agent, model=self.model,
                 ) from None
         content = response.choices[0].message.content or ""
         raw_usage = getattr(response, "usage", None)

@@ -4,7 +4,8 @@
 import dagster as dg
 
 from karma_dagster.agents.schema_alignment import align_triples
-from karma_dagster.defs.assets.common import StageTimer, finish_stage, stage_asset_kwargs
+from karma_dagster.defs.assets.batching import per_document
+from karma_dagster.defs.assets.common import StageTimer, agent_errors, finish_stage, stage_asset_kwargs
 from karma_dagster.resources.backbones import BackbonesResource
 from karma_dagster.resources.params import KarmaParamsResource
 from karma_dagster.resources.storage import KarmaStorageResource
@@ -14,6 +15,7 @@ from karma_dagster.schemas.records import AlignedRow, MentionRow, TripleRow
 
 def build(ns: str, code_version: str, pool: str | None) -> dg.AssetsDefinition:
     @dg.asset(**stage_asset_kwargs(ns, "aligned", code_version, "relations", pool, kinds={"python", "duckdb"}))
+    @per_document
     def aligned(
         context: dg.AssetExecutionContext,
         storage: KarmaStorageResource,
@@ -30,9 +32,10 @@ def build(ns: str, code_version: str, pool: str | None) -> dg.AssetsDefinition:
         triples = frame_to_records(store.read(ns, "relations", key), TripleRow)
         mentions = frame_to_records(store.read(ns, "entities", key), MentionRow)
         kind_of = runtime.kg_kind_lookup(storage.kg_path())
-        rows = align_triples(
-            triples, mentions, backbone, runtime.kg_schema(), karma_params.params(), kind_of  # type: ignore[arg-type]
-        )
+        with agent_errors(context, store, "aligned", backbone):
+            rows = align_triples(
+                triples, mentions, backbone, runtime.kg_schema(), karma_params.params(), kind_of  # type: ignore[arg-type]
+            )
         review = sum(r.schema_status == "review" for r in rows)
         return finish_stage(
             context, store, ns, "aligned", rows, AlignedRow, backbone, timer,

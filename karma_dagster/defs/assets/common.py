@@ -2,7 +2,8 @@
 
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import dagster as dg
 import pandas as pd
@@ -10,6 +11,8 @@ import pandera.errors as pa_errors
 from pydantic import BaseModel
 
 from karma_dagster.backbones.base import Backbone
+from karma_dagster.defs.assets.batching import STAGE_BACKFILL_POLICY
+from karma_dagster.ledger import Ledger, LedgerRow, ledger_path
 from karma_dagster.partitions import documents_partitions
 from karma_dagster.schemas.frames import records_to_frame
 from karma_dagster.schemas.tables import STAGE_TABLES
@@ -108,6 +111,7 @@ def finish_stage(
     frame = records_to_frame(records, model)
     check = validate_table(namespace, stage, frame)
     store.write(namespace, stage, context.partition_key, frame)
+    record_ledger(context, store, stage, backbone)
     metadata: dict[str, object] = {
         "rows": dg.MetadataValue.int(len(frame)),
         "document": context.partition_key,
@@ -117,6 +121,40 @@ def finish_stage(
         **(extra or {}),
     }
     return dg.MaterializeResult(metadata=metadata, check_results=[check])
+
+
+def record_ledger(context: dg.AssetExecutionContext, store: StageStore, stage: str, backbone: Backbone,
+                  status: str = "materialized") -> None:
+    """One ledger row for this (run, partition, backbone, agent), in the data dir beside the stage tables.
+    Accounting never fails a stage that has been paid for: a ledger error is logged, not raised."""
+    try:
+        try:
+            run_id = context.run.run_id
+        except Exception:  # noqa: BLE001 - a directly invoked asset (tests) has no run
+            run_id = "direct-invocation"
+        row = LedgerRow.from_usage(backbone.usage(), run_id=run_id, partition=context.partition_key,
+                                   backbone=backbone.name, agent=STAGES[stage][1], stage=stage, status=status)
+        Ledger(ledger_path(store.root.parent)).record(row)
+    except Exception as exc:  # noqa: BLE001 - accounting must not fail the stage
+        context.log.warning(f"ledger: could not record {stage} of {context.partition_key}: {exc}")
+
+
+class StageError(RuntimeError):
+    """An agent's failure with the backbone, agent and partition it happened in."""
+
+
+@contextmanager
+def agent_errors(context: dg.AssetExecutionContext, store: StageStore, stage: str, backbone: Backbone) -> Iterator[None]:
+    """Re-raise a failure of the agent as StageError naming backbone, agent and partition (the client already
+    names backbone and agent; only the asset knows the partition), after recording what it spent."""
+    try:
+        yield
+    except Exception as exc:
+        record_ledger(context, store, stage, backbone, status="failed")
+        raise StageError(
+            f"backbone {backbone.name!r}, agent {STAGES[stage][1]!r}, partition {context.partition_key!r}: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
 
 
 def stage_asset_kwargs(
@@ -136,4 +174,5 @@ def stage_asset_kwargs(
         pool=pool,
         kinds=kinds,
         tags={"karma/stage": stage, "karma/backbone": namespace},
+        backfill_policy=STAGE_BACKFILL_POLICY,  # many documents per backfill run (batching.py)
     )

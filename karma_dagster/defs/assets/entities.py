@@ -4,7 +4,8 @@
 import dagster as dg
 
 from karma_dagster.agents.entity_extraction import extract_entities
-from karma_dagster.defs.assets.common import StageTimer, finish_stage, stage_asset_kwargs
+from karma_dagster.defs.assets.batching import per_document
+from karma_dagster.defs.assets.common import StageTimer, agent_errors, finish_stage, stage_asset_kwargs
 from karma_dagster.resources.backbones import BackbonesResource
 from karma_dagster.resources.params import KarmaParamsResource
 from karma_dagster.resources.storage import KarmaStorageResource
@@ -19,6 +20,7 @@ def build(ns: str, code_version: str, pool: str | None) -> dg.AssetsDefinition:
             extra_deps=[dg.AssetKey("seed_kg")],
         )
     )
+    @per_document
     def entities(
         context: dg.AssetExecutionContext,
         storage: KarmaStorageResource,
@@ -32,13 +34,14 @@ def build(ns: str, code_version: str, pool: str | None) -> dg.AssetsDefinition:
         backbone = backbones.get(ns, storage)
         backbone.reset_usage()
         summaries = frame_to_records(store.read(ns, "summaries", context.partition_key), SummaryRow)
-        rows = extract_entities(
-            summaries,  # type: ignore[arg-type]
-            backbone,
-            runtime.dictionary(storage.cache_path(), storage.kg_path()),
-            runtime.entity_index(storage.index_uri()),
-            karma_params.params(),
-        )
+        with agent_errors(context, store, "entities", backbone):
+            rows = extract_entities(
+                summaries,  # type: ignore[arg-type]
+                backbone,
+                runtime.dictionary(storage.cache_path(), storage.kg_path()),
+                runtime.entity_index(storage.index_uri()),
+                karma_params.params(),
+            )
         linked = sum(r.status == "linked" for r in rows)
         return finish_stage(
             context, store, ns, "entities", rows, MentionRow, backbone, timer,

@@ -4,7 +4,8 @@
 import dagster as dg
 
 from karma_dagster.agents.evaluator import evaluate_triples
-from karma_dagster.defs.assets.common import StageTimer, finish_stage, stage_asset_kwargs
+from karma_dagster.defs.assets.batching import per_document
+from karma_dagster.defs.assets.common import StageTimer, agent_errors, finish_stage, stage_asset_kwargs
 from karma_dagster.resources.backbones import BackbonesResource
 from karma_dagster.resources.params import KarmaParamsResource
 from karma_dagster.resources.storage import KarmaStorageResource
@@ -14,6 +15,7 @@ from karma_dagster.schemas.records import EvaluatedRow, ResolvedRow
 
 def build(ns: str, code_version: str, pool: str | None) -> dg.AssetsDefinition:
     @dg.asset(**stage_asset_kwargs(ns, "evaluated", code_version, "resolved", pool, kinds={"python"}))
+    @per_document
     def evaluated(
         context: dg.AssetExecutionContext,
         storage: KarmaStorageResource,
@@ -30,7 +32,8 @@ def build(ns: str, code_version: str, pool: str | None) -> dg.AssetsDefinition:
         relevance = dict(zip(segments["segment_id"], segments["relevance"].astype(float)))
         entities = store.read(ns, "entities", key)
         linked = set(entities.loc[entities["status"] == "linked", "entity_id"])
-        rows = evaluate_triples(resolved, relevance, backbone, karma_params.params(), is_linked=linked)  # type: ignore[arg-type]
+        with agent_errors(context, store, "evaluated", backbone):
+            rows = evaluate_triples(resolved, relevance, backbone, karma_params.params(), is_linked=linked)  # type: ignore[arg-type]
         accepted = sum(r.accepted for r in rows)
         return finish_stage(
             context, store, ns, "evaluated", rows, EvaluatedRow, backbone, timer,

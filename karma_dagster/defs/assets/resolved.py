@@ -5,7 +5,8 @@ discarded or queued for review."""
 import dagster as dg
 
 from karma_dagster.agents.conflict_resolution import resolve_conflicts
-from karma_dagster.defs.assets.common import StageTimer, finish_stage, stage_asset_kwargs
+from karma_dagster.defs.assets.batching import per_document
+from karma_dagster.defs.assets.common import StageTimer, agent_errors, finish_stage, stage_asset_kwargs
 from karma_dagster.resources.backbones import BackbonesResource
 from karma_dagster.resources.params import KarmaParamsResource
 from karma_dagster.resources.storage import KarmaStorageResource
@@ -15,6 +16,7 @@ from karma_dagster.schemas.records import AlignedRow, ResolvedRow
 
 def build(ns: str, code_version: str, pool: str | None) -> dg.AssetsDefinition:
     @dg.asset(**stage_asset_kwargs(ns, "resolved", code_version, "aligned", pool, kinds={"python", "duckdb"}))
+    @per_document
     def resolved(
         context: dg.AssetExecutionContext,
         storage: KarmaStorageResource,
@@ -29,7 +31,8 @@ def build(ns: str, code_version: str, pool: str | None) -> dg.AssetsDefinition:
         backbone.reset_usage()
         aligned = frame_to_records(store.read(ns, "aligned", context.partition_key), AlignedRow)
         existing = runtime.existing_relations_lookup(storage.kg_path(), ns)
-        rows = resolve_conflicts(aligned, existing, backbone, runtime.kg_schema(), karma_params.params())  # type: ignore[arg-type]
+        with agent_errors(context, store, "resolved", backbone):
+            rows = resolve_conflicts(aligned, existing, backbone, runtime.kg_schema(), karma_params.params())  # type: ignore[arg-type]
         actions = {a: sum(r.action == a for r in rows) for a in ("keep", "discard", "review")}
         return finish_stage(
             context, store, ns, "resolved", rows, ResolvedRow, backbone, timer,

@@ -6,7 +6,8 @@ import json
 import dagster as dg
 
 from karma_dagster.agents.reader import read_document
-from karma_dagster.defs.assets.common import StageTimer, finish_stage, stage_asset_kwargs
+from karma_dagster.defs.assets.batching import per_document
+from karma_dagster.defs.assets.common import StageTimer, agent_errors, finish_stage, stage_asset_kwargs
 from karma_dagster.resources.backbones import BackbonesResource
 from karma_dagster.resources.params import KarmaParamsResource
 from karma_dagster.resources.storage import KarmaStorageResource
@@ -15,6 +16,7 @@ from karma_dagster.schemas.records import RawSection, SegmentRow
 
 def build(ns: str, code_version: str, pool: str | None) -> dg.AssetsDefinition:
     @dg.asset(**stage_asset_kwargs(ns, "segments", code_version, "documents", pool, kinds={"python", "spacy"}))
+    @per_document
     def segments(
         context: dg.AssetExecutionContext,
         storage: KarmaStorageResource,
@@ -30,7 +32,8 @@ def build(ns: str, code_version: str, pool: str | None) -> dg.AssetsDefinition:
         from karma_dagster import runtime
 
         kg_context = runtime.kg_context(storage.cache_path(), storage.kg_path(), doc["text"])
-        rows = read_document(context.partition_key, sections, backbone, karma_params.params(), kg_context)
+        with agent_errors(context, store, "segments", backbone):
+            rows = read_document(context.partition_key, sections, backbone, karma_params.params(), kg_context)
         kept = sum(r.kept for r in rows)
         return finish_stage(
             context, store, ns, "segments", rows, SegmentRow, backbone, timer,

@@ -4,7 +4,8 @@
 import dagster as dg
 
 from karma_dagster.agents.summarizer import summarize_segments
-from karma_dagster.defs.assets.common import StageTimer, finish_stage, stage_asset_kwargs
+from karma_dagster.defs.assets.batching import per_document
+from karma_dagster.defs.assets.common import StageTimer, agent_errors, finish_stage, stage_asset_kwargs
 from karma_dagster.resources.backbones import BackbonesResource
 from karma_dagster.resources.params import KarmaParamsResource
 from karma_dagster.resources.storage import KarmaStorageResource
@@ -14,6 +15,7 @@ from karma_dagster.schemas.records import SegmentRow, SummaryRow
 
 def build(ns: str, code_version: str, pool: str | None) -> dg.AssetsDefinition:
     @dg.asset(**stage_asset_kwargs(ns, "summaries", code_version, "segments", pool, kinds={"python"}))
+    @per_document
     def summaries(
         context: dg.AssetExecutionContext,
         storage: KarmaStorageResource,
@@ -25,7 +27,8 @@ def build(ns: str, code_version: str, pool: str | None) -> dg.AssetsDefinition:
         backbone = backbones.get(ns, storage)
         backbone.reset_usage()
         segments = frame_to_records(store.read(ns, "segments", context.partition_key), SegmentRow)
-        rows = summarize_segments(segments, backbone, karma_params.params())  # type: ignore[arg-type]
+        with agent_errors(context, store, "summaries", backbone):
+            rows = summarize_segments(segments, backbone, karma_params.params())  # type: ignore[arg-type]
         n_in = sum(r.n_sentences_in for r in rows)
         n_out = sum(r.n_sentences_out for r in rows)
         return finish_stage(

@@ -23,17 +23,38 @@ def requested_documents(result: ScanResult) -> list[tuple[str, str]]:
     return [(key, hashes.get(key, "")) for key in result.keys_to_run]
 
 
-def plan_runs(new_or_changed: list[tuple[str, str]], job_name: str) -> list[dg.RunRequest]:
-    """One run per (document key, content hash); the run key makes a repeat request a no-op."""
+def plan_runs(
+    new_or_changed: list[tuple[str, str]], job_name: str, controller_tags: dict[str, dict[str, str]] | None = None
+) -> list[dg.RunRequest]:
+    """One run per (document key, content hash); the run key makes a repeat request a no-op. With the
+    controller's tags (dagster/priority + the formula's inputs), requests come in the controller's order."""
+    controller_tags = controller_tags or {}
+    rank = {key: i for i, key in enumerate(controller_tags)}
+    ordered = sorted(new_or_changed, key=lambda kc: rank.get(kc[0], len(rank)))
     return [
         dg.RunRequest(
             partition_key=key,
             run_key=f"{key}@{content_hash[:16]}",
             job_name=job_name,
-            tags={"karma/document": key, "karma/trigger": "new_papers"},
+            tags={"karma/document": key, "karma/trigger": "new_papers", **controller_tags.get(key, {})},
         )
-        for key, content_hash in new_or_changed
+        for key, content_hash in ordered
     ]
+
+
+def controller_tags(storage: KarmaStorageResource, keys: list[str]) -> dict[str, dict[str, str]]:
+    """The Central Controller's decision per document, as run tags, in its order."""
+    from karma_dagster.scheduling.plan import decide
+
+    try:
+        decisions = decide(keys, storage.catalog_path(), storage.cache_path(), storage.kg_path(),
+                           storage.root() / "controller.sqlite")
+    except Exception as exc:  # noqa: BLE001 - ordering is an optimisation: never block new papers on it
+        import logging
+
+        logging.getLogger(__name__).warning(f"controller unavailable, runs keep the default priority: {exc}")
+        return {}
+    return {d.doc_key: d.tags() for d in decisions}
 
 
 def build_new_papers_sensor(job: UnresolvedAssetJobDefinition, interval_s: int = 30) -> dg.SensorDefinition:
@@ -60,7 +81,7 @@ def build_new_papers_sensor(job: UnresolvedAssetJobDefinition, interval_s: int =
             seen = len(result.unchanged_files) + len(result.failed)
             return dg.SensorResult(skip_reason=f"no new or changed papers ({seen} files seen)", cursor=cursor)
         return dg.SensorResult(
-            run_requests=plan_runs(requested, job.name),
+            run_requests=plan_runs(requested, job.name, controller_tags(storage, sorted({k for k, _ in requested}))),
             dynamic_partitions_requests=[documents_partitions.build_add_request(new_keys)] if new_keys else [],
             cursor=cursor,
         )

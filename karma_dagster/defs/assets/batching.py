@@ -1,0 +1,88 @@
+"""Many document partitions in one run: what a backfill policy needs from a per-document stage asset.
+
+A run pays its start-up (process, code load, lexicon/model load, event-log writes) once; a backfill of a
+month of papers with one run per partition pays it for every paper. The stage assets therefore declare a
+multi-run backfill policy (up to `MAX_DOCUMENTS_PER_RUN` documents a run) and `per_document` runs their
+single-document body once per partition key of the run. A single-partition run (the UI's "materialize",
+a sensor's run) is exactly what it was before.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import warnings
+from collections.abc import Callable
+
+import dagster as dg
+
+# Backfill policies are "beta" in 1.13 (stable behaviour since 1.6): say it once in this docstring, not per asset.
+warnings.filterwarnings("ignore", message="Parameter `backfill_policy`", category=dg.BetaWarning)
+MAX_DOCUMENTS_PER_RUN = int(os.environ.get("KARMA_DOCUMENTS_PER_RUN", "50"))  # 1 = one run per document
+STAGE_BACKFILL_POLICY = dg.BackfillPolicy.multi_run(max_partitions_per_run=MAX_DOCUMENTS_PER_RUN)
+
+
+class DocumentContext:
+    """The run's context seen as a single-document one: `partition_key` is the document being processed."""
+
+    def __init__(self, context: dg.AssetExecutionContext, key: str) -> None:
+        self._context = context
+        self.partition_key = key
+        self.partition_keys = [key]
+
+    def __getattr__(self, name: str):
+        return getattr(self._context, name)
+
+
+def merge_results(keys: list[str], results: list[dg.MaterializeResult]) -> dg.MaterializeResult:
+    """One result for a multi-document run: totals, a per-document table, one check over all documents."""
+    rows = [int(getattr(r.metadata.get("rows"), "value", r.metadata.get("rows")) or 0) for r in results]
+    seconds = [float(r.metadata.get("seconds") or 0.0) for r in results]
+    checks = [c for r in results for c in (r.check_results or [])]
+    failed = [k for k, r in zip(keys, results) if any(not c.passed for c in (r.check_results or []))]
+    table = "\n".join(f"| {k} | {n} | {s:.2f} |" for k, n, s in zip(keys, rows, seconds))
+    metadata = {
+        "documents": len(keys),
+        "rows": dg.MetadataValue.int(sum(rows)),
+        "seconds": round(sum(seconds), 3),
+        "per_document": dg.MetadataValue.md("| document | rows | seconds |\n|---|---|---|\n" + table),
+    }
+    for name in ("backbone", "prompt_id"):
+        if results and name in results[0].metadata:
+            metadata[name] = results[0].metadata[name]
+    merged_checks = []
+    if checks:
+        first = checks[0]
+        merged_checks.append(dg.AssetCheckResult(
+            passed=not failed, asset_key=first.asset_key, check_name=first.check_name,
+            metadata={"documents": len(keys), "failed_documents": dg.MetadataValue.json(failed)},
+        ))
+    return dg.MaterializeResult(metadata=metadata, check_results=merged_checks)
+
+
+def per_document(fn: Callable[..., dg.MaterializeResult]) -> Callable[..., dg.MaterializeResult]:
+    """Run a single-document asset body for each partition key of the run (in key order); a document that
+    fails does not stop the others, and the run then fails naming every failed document."""
+
+    @functools.wraps(fn)
+    def wrapper(context: dg.AssetExecutionContext, **resources) -> dg.MaterializeResult:
+        if not context.has_partition_key_range:
+            return fn(context, **resources)
+        keys = sorted(context.partition_keys)
+        if len(keys) == 1:
+            return fn(DocumentContext(context, keys[0]), **resources)
+        results, errors = [], {}
+        for key in keys:
+            try:
+                results.append(fn(DocumentContext(context, key), **resources))
+            except Exception as exc:  # noqa: BLE001 - reported below, per document
+                context.log.error(f"document {key}: {type(exc).__name__}: {exc}")
+                errors[key] = f"{type(exc).__name__}: {exc}"
+        if errors:
+            raise dg.Failure(
+                description=f"{len(errors)} of {len(keys)} documents failed: {', '.join(sorted(errors))}",
+                metadata={"failed_documents": dg.MetadataValue.json(errors)},
+            )
+        return merge_results(keys, results)
+
+    return wrapper

@@ -1,0 +1,28 @@
+"""The judge resource: the backbone that labels new triples for KARMA's correctness metric (or the rule judge)."""
+
+from __future__ import annotations
+
+import dagster as dg
+from pydantic import Field
+
+from karma_dagster.metrics.judge import LLMJudge, NoJudge, RuleJudge, TripleJudge
+from karma_dagster.resources.backbones import BackboneConfig, BackbonesResource
+from karma_dagster.resources.storage import KarmaStorageResource
+
+
+class JudgeResource(dg.ConfigurableResource):
+    name: str = Field("local", description="'local' = the rule-based judge; else an LLM backbone's name")
+    backbone: BackboneConfig | None = Field(None, description="the LLM judge's config (key through EnvVar)")
+    unavailable: str = Field("", description="why the named judge cannot run (e.g. its key variable is unset)")
+    prompts_dir: str = ""
+    qa_questions: str = Field("", description="QA-coherence question set; empty = data/qa/sample_questions.v1.yaml")
+
+    def get(self, storage: KarmaStorageResource) -> TripleJudge:
+        if self.unavailable:
+            return NoJudge(self.unavailable)
+        if self.backbone is None or self.backbone.kind != "litellm":
+            return RuleJudge()
+        built = BackbonesResource(backbones={self.name: self.backbone}, prompts_dir=self.prompts_dir).get(
+            self.name, storage)
+        base = getattr(built, "base", built)  # a single-agent wrapper judges with its LLM
+        return LLMJudge(self.name, base)

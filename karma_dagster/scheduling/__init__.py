@@ -1,0 +1,1 @@
+"""Scheduling: the Central Controller (CCA) that orders pending document runs."""

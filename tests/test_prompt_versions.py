@@ -1,0 +1,113 @@
+"""`prompt_versions`: editing a prompt requests exactly the affected stages' materialized partitions."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import dagster as dg
+from dagster._core.asset_graph_view.asset_graph_view import AssetGraphView, TemporalContext
+from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
+from dagster._time import get_current_datetime
+
+from karma_dagster.definitions import build_definitions
+from karma_dagster.defs.assets.common import STAGE_ORDER
+from karma_dagster.partitions import documents_partitions
+from karma_dagster.resources.backbones import BackboneConfig
+from karma_dagster.resources.storage import KarmaStorageResource
+
+REPO = Path(__file__).resolve().parent.parent
+DOCS = ["2015-12-08_pmc4686705", "2016-02-12_pmc4745298", "2016-03-01_pmid26900000"]
+LLM = BackboneConfig(kind="litellm", model="openai/test-model", api_base="http://127.0.0.1:9/v1")
+
+
+def _defs(tmp_path: Path, prompts: Path) -> dg.Definitions:
+    storage = KarmaStorageResource(data_dir=str(tmp_path / "karma"), inbox=str(tmp_path / "inbox"))
+    return build_definitions(backbones={"local": BackboneConfig(), "llm": LLM}, storage=storage, prompts_dir=str(prompts))
+
+
+def _graph_view(instance: dg.DagsterInstance, graph) -> AssetGraphView:
+    """What the webserver builds per request to resolve staleness (the UI's 'stale' badge and its causes)."""
+    return AssetGraphView(
+        temporal_context=TemporalContext(effective_dt=get_current_datetime(), last_event_id=None),
+        instance=instance, asset_graph=graph,
+    )
+
+
+def _tick(defs: dg.Definitions, instance: dg.DagsterInstance, cursor: str | None):
+    context = dg.SensorEvaluationContext(
+        instance_ref=instance.get_ref(), cursor=cursor, repository_def=defs.get_repository_def(),
+        resources=defs.resources, sensor_name="prompt_versions",
+    )
+    with context:
+        return defs.resolve_sensor_def("prompt_versions").evaluate_tick(context)
+
+
+def _requested(result) -> dict[str, set[str]]:
+    (request,) = result.run_requests
+    assert request.requires_backfill_daemon() and request.tags["karma/trigger"] == "prompt_versions"
+    out: dict[str, set[str]] = {}
+    for akpk in request.asset_graph_subset.iterate_asset_partitions():
+        out.setdefault(akpk.asset_key.to_user_string(), set()).add(akpk.partition_key)
+    return out
+
+
+def test_prompt_edit_requests_exactly_the_affected_stages_where_they_ran(tmp_path):
+    prompts = tmp_path / "prompts"
+    shutil.copytree(REPO / "prompts", prompts)
+    defs = _defs(tmp_path, prompts)
+    graph = defs.resolve_asset_graph()
+    (tmp_path / "home").mkdir()
+    with dg.instance_for_test(temp_dir=str(tmp_path / "home")) as instance:
+        instance.add_dynamic_partitions(documents_partitions.name, DOCS)
+        # docs 0 and 1 ran the whole chain on both backbones; doc 2 stopped after `summaries`.
+        for doc in DOCS:
+            for stage in STAGE_ORDER if doc != DOCS[2] else STAGE_ORDER[:3]:
+                for ns in ("llm", "local"):
+                    key = dg.AssetKey([ns, stage])
+                    instance.report_runless_asset_event(dg.AssetMaterialization(
+                        key, partition=doc, tags={"dagster/code_version": graph.get(key).code_version}))
+
+        first = _tick(defs, instance, None)
+        assert not first.run_requests and "baseline" in first.skip_message
+        unchanged = _tick(defs, instance, first.cursor)
+        assert not unchanged.run_requests and unchanged.cursor == first.cursor
+
+        # Edit the EEA prompt: entities and everything after it, of the LLM backbone, where materialized.
+        path = prompts / "entity_extraction" / "entity_extraction.v1.jinja"
+        path.write_text(path.read_text() + "\nBe precise.\n")
+        edited = _tick(defs, instance, first.cursor)
+        llm_from_entities = {f"llm/{s}" for s in STAGE_ORDER[STAGE_ORDER.index("entities"):]}
+        assert _requested(edited) == {key: set(DOCS[:2]) for key in llm_from_entities}
+        assert "entity_extraction" in edited.run_requests[0].tags["karma/prompt_change"]
+
+        # The reloaded code location: a new code version on `entities` only; the UI shows it stale for that
+        # reason and the stages after it stale through it; no code-version cause before it or on local/*.
+        reloaded = _defs(tmp_path, prompts).resolve_asset_graph()
+        for stage in STAGE_ORDER:
+            key = dg.AssetKey(["llm", stage])
+            assert (reloaded.get(key).code_version != graph.get(key).code_version) == (stage == "entities")
+        resolver = CachingStaleStatusResolver(instance, reloaded, _graph_view(instance, reloaded))
+        causes = resolver.get_stale_causes(dg.AssetKey(["llm", "entities"]), DOCS[0])
+        assert any("code version" in c.reason for c in causes), causes
+        downstream = resolver.get_stale_root_causes(dg.AssetKey(["llm", "evaluated"]), DOCS[0])
+        assert downstream and resolver.get_status(dg.AssetKey(["llm", "evaluated"]), DOCS[0]) == StaleStatus.STALE
+        for fresh in (dg.AssetKey(["llm", "segments"]), dg.AssetKey(["local", "entities"])):
+            # (runless fixture events carry no input versions, so only the code-version cause is meaningful)
+            assert not any("code version" in c.reason for c in resolver.get_stale_causes(fresh, DOCS[0]))
+
+        # A new reader version (v2): segments onwards, including doc 2's segments and summaries, nothing else.
+        after_edit = _tick(defs, instance, edited.cursor)
+        assert not after_edit.run_requests
+        reader = prompts / "reader"
+        (reader / "reader.v2.jinja").write_text((reader / "reader.v1.jinja").read_text().replace("relevance", "relevance (v2)", 1))
+        new_version = _requested(_tick(defs, instance, after_edit.cursor))
+        assert new_version["llm/segments"] == set(DOCS) and new_version["llm/summaries"] == set(DOCS)
+        assert new_version["llm/evaluated"] == set(DOCS[:2])
+        assert set(new_version) == {f"llm/{s}" for s in STAGE_ORDER[1:]}  # never documents, never local/*
+
+
+def test_no_llm_backbone_no_prompt_sensor(tmp_path):
+    storage = KarmaStorageResource(data_dir=str(tmp_path / "karma"))
+    defs = build_definitions(backbones={"local": BackboneConfig()}, storage=storage)
+    assert "prompt_versions" not in {s.name for s in defs.sensors}
