@@ -177,12 +177,18 @@ AGENT_OF_STAGE = {
 }
 
 
+def prompts_of_stage(stage: str) -> list[str]:
+    """The prompt files a stage's agent renders (the evaluator asks three separate questions)."""
+    agent = AGENT_OF_STAGE[stage]
+    return ["evaluator_confidence", "evaluator_clarity", "evaluator_relevance"] if agent == "evaluator" else [agent]
+
+
 def code_version(kind: str, stage: str, prompts_root: Path | str | None = None) -> str:
     """An asset's code_version: the prompt file's hash for LLM backbones, the algorithm versions for local."""
     if kind == "litellm":
         from karma_dagster.prompts import PromptStore
 
-        return PromptStore(prompts_root or None).code_version_for([AGENT_OF_STAGE[stage]])
+        return PromptStore(prompts_root or None).code_version_for(prompts_of_stage(stage))
     return f"{LOCAL_CHAIN_VERSION}:{stage}"
 
 

@@ -291,11 +291,12 @@ def karma_responder(request: dict[str, Any]) -> str:
                            "argument_against": "The existing KG edge asserts an incompatible relation.",
                            "verdict": "contradict" if negated else "agree",
                            "confidence": 0.7})
-    if agent == "evaluator":
+    if agent.startswith("evaluator_"):
         triple = _json_tag(user, "triple") or {}
         words = len(str(triple.get("evidence", "")).split())
-        return json.dumps({"confidence": 0.8, "clarity": round(max(0.2, 1.0 - words / 100), 3),
-                           "relevance": 0.7, "rationale": "scripted"})
+        scores = {"evaluator_confidence": 0.8, "evaluator_clarity": round(max(0.2, 1.0 - words / 100), 3),
+                  "evaluator_relevance": 0.7}
+        return json.dumps({"score": scores.get(agent, 0.5), "rationale": "scripted"})
     if agent == "judge":
         return json.dumps({"verdict": "likely_correct", "rationale": "scripted"})
     return json.dumps({"error": f"unknown agent {agent!r}"})

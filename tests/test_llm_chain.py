@@ -30,7 +30,8 @@ def test_llm_backbone_runs_every_stage_through_litellm_and_grows_its_namespace(m
     keys, _ = main_job.register_inbox(p.defs, p.instance)
     assert not main_job.run_documents(p.defs, p.instance, keys, log=lambda _m: None)
     asked = {agent_of(r) for r in server.requests}
-    assert {"reader", "summarizer", "entity_extraction", "relation_extraction", "evaluator"} <= asked
+    assert {"reader", "summarizer", "entity_extraction", "relation_extraction", "evaluator_confidence",
+            "evaluator_clarity", "evaluator_relevance"} <= asked
     assert all(main_job.run_increments(p.defs, p.instance, "scripted", [date_of_document_key(keys[0])]).values())
 
     con = duckdb.connect(str(p.storage.kg_path()), read_only=True)

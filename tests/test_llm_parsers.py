@@ -68,10 +68,9 @@ CASES = [
          {"argument_for": "Direct evidence.", "argument_against": "The KG says causes.", "verdict": "contradict",
           "confidence": 0.7},
          lambda d: d.verdict == "contradict" and d.confidence == 0.7, {"verdict": "maybe"}),
-    Case("evaluator", lambda b: b.evaluation_signals(TRIPLE, 0.9, 0.8, 1),
-         {"confidence": 0.8, "clarity": 0.7, "relevance": 0.6, "rationale": "explicit"},
-         lambda e: (e.signals["llm_confidence"], e.signals["llm_clarity"], e.signals["llm_relevance"]) == (0.8, 0.7, 0.6),
-         {"confidence": 2, "clarity": "high"}),
+    *[Case(f"evaluator_{d}", lambda b, d=d: b.evaluation_score(f"evaluator_{d}", TRIPLE, 0.9, 0.8, 1),
+           {"score": 0.8, "rationale": "explicit"}, lambda score: score == 0.8, {"score": "high"})
+      for d in ("confidence", "clarity", "relevance")],
     Case("judge", lambda b: b.judge(TRIPLE), {"verdict": "likely_correct", "rationale": "textbook"},
          lambda j: j.verdict == "likely_correct", {"verdict": "yes"}),
 ]

@@ -13,7 +13,7 @@ from karma_dagster.backbones.llm.outputs import OUTPUT_MODELS
 from karma_dagster.prompts import PromptError, PromptStore, default_prompt_root
 
 AGENTS = ["ingestion", "reader", "summarizer", "entity_extraction", "relation_extraction", "schema_alignment",
-          "conflict_resolution", "evaluator", "judge"]
+          "conflict_resolution", "evaluator_confidence", "evaluator_clarity", "evaluator_relevance", "judge"]
 TRIPLE = {"head_name": "cisplatin", "head_type": "Compound", "relation": "Positive_Correlation",
           "tail_name": "nephrotoxicity", "tail_type": "Disease", "evidence": "Cisplatin induced nephrotoxicity (p < 0.05)."}
 VARS = {
@@ -25,7 +25,8 @@ VARS = {
                             "pairs": [{"pair": 0, "head": "a", "head_type": "X", "tail": "b", "tail_type": "Y"}]},
     "schema_alignment": {"triple": TRIPLE, "candidates": ["causes", "treats"]},
     "conflict_resolution": {"triple": TRIPLE, "existing_relation": "treats"},
-    "evaluator": {"triple": TRIPLE, "probability": 0.8, "segment_relevance": 0.7, "linked_entities": 2},
+    **{f"evaluator_{d}": {"triple": TRIPLE, "probability": 0.8, "segment_relevance": 0.7, "linked_entities": 2}
+       for d in ("confidence", "clarity", "relevance")},
     "judge": {"triple": TRIPLE},
 }
 

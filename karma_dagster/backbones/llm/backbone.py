@@ -27,7 +27,7 @@ from karma_dagster.backbones.llm.outputs import (
     AlignmentOutput,
     DebateOutput,
     EntityOutput,
-    EvaluatorOutput,
+    ScoreOutput,
     IngestionOutput,
     JudgeOutput,
     ReaderOutput,
@@ -37,6 +37,8 @@ from karma_dagster.backbones.llm.outputs import (
 from karma_dagster.prompts import PromptStore, RenderedPrompt
 from karma_dagster.schemas.records import MentionSpan, ParsedDocument, RawSection
 
+# KARMA's evaluator judges confidence, clarity and relevance as separate questions, one prompt each.
+EVALUATOR_PROMPTS = ("evaluator_confidence", "evaluator_clarity", "evaluator_relevance")
 T = TypeVar("T")
 R = TypeVar("R")
 Domain = Literal["genomics", "proteomics", "metabolomics", "general biomedicine"]
@@ -153,7 +155,7 @@ class LLMBackbone(Backbone):
         self._usage = Usage()
         self._lock = threading.Lock()
         for agent in ("ingestion", "reader", "summarizer", "entity_extraction", "relation_extraction",
-                      "schema_alignment", "conflict_resolution", "evaluator"):
+                      "schema_alignment", "conflict_resolution", *EVALUATOR_PROMPTS):
             prompts.get(agent, self.prompt_versions.get(agent))  # fail at construction, not mid-run
 
     # ------------------------------------------------------------------ bookkeeping
@@ -162,6 +164,8 @@ class LLMBackbone(Backbone):
         return self.client.map(fn, list(items))
 
     def prompt_id(self, agent: str) -> str:
+        if agent == "evaluator":  # three separate prompts answer the evaluator
+            return "+".join(self.prompt_id(a) for a in EVALUATOR_PROMPTS)
         return self.prompts.prompt_id(agent, self.prompt_versions.get(agent))
 
     def usage(self) -> Usage:
@@ -379,18 +383,25 @@ class LLMBackbone(Backbone):
     # ------------------------------------------------------------------ EA
     def evaluation_signals(self, triple: TripleQuery, probability: float, segment_relevance: float,
                            linked_entities: int) -> EvaluationSignals:
-        out: EvaluatorOutput = self._ask("evaluator", EvaluatorOutput, triple=triple.model_dump(),
-                                         probability=round(probability, 3),
-                                         segment_relevance=round(segment_relevance, 3),
-                                         linked_entities=linked_entities)
+        """KARMA's EA: confidence, clarity and relevance judged by three separate prompts (in parallel)."""
+        scores = self.map(
+            lambda agent: self.evaluation_score(agent, triple, probability, segment_relevance, linked_entities),
+            list(EVALUATOR_PROMPTS),
+        )
         return EvaluationSignals(signals={
             "probability": float(probability),
             "segment_relevance": float(segment_relevance),
             "linked_entities": float(linked_entities),
-            "llm_confidence": out.confidence,
-            "llm_clarity": out.clarity,
-            "llm_relevance": out.relevance,
+            **{f"llm_{agent.removeprefix('evaluator_')}": score for agent, score in zip(EVALUATOR_PROMPTS, scores)},
         })
+
+    def evaluation_score(self, prompt: str, triple: TripleQuery, probability: float, segment_relevance: float,
+                         linked_entities: int) -> float:
+        """One of the three judgements (prompt: evaluator_confidence, evaluator_clarity or evaluator_relevance)."""
+        if prompt not in EVALUATOR_PROMPTS:
+            raise ValueError(f"unknown evaluator prompt {prompt!r}; one of {EVALUATOR_PROMPTS}")
+        return self._ask(prompt, ScoreOutput, triple=triple.model_dump(), probability=round(probability, 3),
+                         segment_relevance=round(segment_relevance, 3), linked_entities=linked_entities).score
 
     # ------------------------------------------------------------------ judge (not part of the Backbone ABC)
     def judge(self, triple: TripleQuery) -> JudgeOutput:

@@ -83,10 +83,10 @@ class DebateOutput(_Out):
 
 
 # ---------------------------------------------------------------- evaluator (EA)
-class EvaluatorOutput(_Out):
-    confidence: Prob
-    clarity: Prob
-    relevance: Prob
+class ScoreOutput(_Out):
+    """One of the evaluator's three separate judgements (confidence, clarity or relevance)."""
+
+    score: Prob
     rationale: str = ""
 
 
@@ -104,6 +104,8 @@ OUTPUT_MODELS: dict[str, type[BaseModel]] = {
     "relation_extraction": RelationOutput,
     "schema_alignment": AlignmentOutput,
     "conflict_resolution": DebateOutput,
-    "evaluator": EvaluatorOutput,
+    "evaluator_confidence": ScoreOutput,
+    "evaluator_clarity": ScoreOutput,
+    "evaluator_relevance": ScoreOutput,
     "judge": JudgeOutput,
 }

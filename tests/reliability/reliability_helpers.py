@@ -1,0 +1,103 @@
+"""Shared helpers of the reliability suite: KG dumps to compare runs, bad-file makers, leftover checks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pymupdf
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE_INBOX = REPO / "data" / "inbox"
+
+# Columns that name the run, not the graph: a rerun has a new run id and merge time, and nothing else differs.
+_VOLATILE = {"run_id", "merged_at"}
+KG_TABLES = ("extracted_nodes", "evidence", "increments")
+
+
+def kg_dump(path: Path, *, with_increment_stats: bool = True) -> dict[str, Any]:
+    """Every row of the KG's own tables (without run ids / merge times) and the sizes of the graph views."""
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        out: dict[str, Any] = {}
+        for table in KG_TABLES:
+            cols = [r[0] for r in con.execute(f"DESCRIBE {table}").fetchall() if r[0] not in _VOLATILE]
+            if table == "increments" and not with_increment_stats:
+                cols = ["namespace", "date", "n_docs", "n_evidence"]
+            out[table] = con.execute(f"SELECT {', '.join(cols)} FROM {table} ORDER BY ALL").fetchall()
+        out["edges"] = con.execute(
+            "SELECT namespace, head_id, relation, tail_id, round(confidence, 12), n_evidence FROM edges ORDER BY ALL"
+        ).fetchall()
+        out["n_nodes"] = con.execute("SELECT namespace, count(*) FROM nodes GROUP BY ALL ORDER BY ALL").fetchall()
+        out["tables"] = sorted(r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall())
+        return out
+    finally:
+        con.close()
+
+
+def kg_query(path: Path, sql: str, params: list[Any] | None = None) -> list[tuple]:
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        return con.execute(sql, params or []).fetchall()
+    finally:
+        con.close()
+
+
+def leftovers(root: Path) -> list[str]:
+    """Temp files a crashed or failed write would leave behind (stage tables are written tmp + rename)."""
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*.tmp"))
+
+
+# ------------------------------------------------------------------ bad inputs
+def zero_page_pdf() -> bytes:
+    objects = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [] /Count 0 >>"]
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for i, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % i + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    return bytes(out)
+
+
+def image_only_pdf(path: Path, pages: int = 2) -> None:
+    doc = pymupdf.open()
+    for _ in range(pages):
+        page = doc.new_page()
+        pix = pymupdf.Pixmap(pymupdf.csRGB, pymupdf.IRect(0, 0, 64, 64), False)
+        pix.clear_with(200)
+        page.insert_image(pymupdf.Rect(50, 50, 500, 700), pixmap=pix)
+    doc.save(path)
+
+
+def encrypted_pdf(path: Path) -> None:
+    doc = pymupdf.open()
+    doc.new_page().insert_text((72, 72), "A confidential paragraph with enough words to be a text layer. " * 3)
+    doc.save(path, encryption=pymupdf.PDF_ENCRYPT_AES_256, user_pw="user", owner_pw="owner")
+
+
+def long_pdf(path: Path, pages: int = 1000) -> None:
+    """A real text PDF of `pages` pages (a paragraph each), like a thesis or a whole journal issue."""
+    doc = pymupdf.open()
+    text = ("Cisplatin induced nephrotoxicity in the treated rats; aspirin reduced hypertension. " * 6).strip()
+    for i in range(pages):
+        page = doc.new_page()
+        page.insert_textbox(pymupdf.Rect(72, 72, 540, 720), f"Section {i + 1}\n{text}", fontsize=10)
+    doc.save(path, garbage=0, deflate=True)
+
+
+def corrupt_pdf_bytes() -> bytes:
+    return b"%PDF-1.7\n" + bytes(range(256)) * 40 + b"\n%%EOF\n"
+
+
+def malformed_pubtator(path: Path) -> None:
+    lines = (SAMPLE_INBOX / "abstracts.pubtator").read_text(encoding="utf-8").split("\n")[:5]
+    lines.insert(3, "14510914\tnot-a-number\tfoo")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+HERE_CHILD = Path(__file__).resolve().parent / "run_child.py"
