@@ -19,7 +19,7 @@ from karma_dagster.ingest.pubtator import read_pubtator
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--data", type=Path, default=Path("/work/shared/data"))
+    ap.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data")
     ap.add_argument("--cache", type=Path, default=Path(".cache/lexicon"))
     args = ap.parse_args()
     t0 = time.perf_counter()

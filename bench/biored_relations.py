@@ -1,6 +1,6 @@
 """Relation P/R/F1 of the local relation model on a BioRED-style PubTator file, with the gold mentions as input.
 
-    python bench/biored_relations.py /work/shared/data/biored/Dev.PubTator [--theta 0.5] [--window 0]
+    python bench/biored_relations.py ../shared/data/biored/Dev.PubTator [--theta 0.5] [--window 0]
 
 Document level (BioRED annotates id pairs per abstract): the pair alone, and the pair with its type; micro
 and per type. Gold mentions in, so it measures the relation model alone, not NER or normalization. Abstracts

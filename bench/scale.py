@@ -1,6 +1,6 @@
 """Scale benchmark: 10,000 then 100,000 documents over 10 years, against a real (temporary) Dagster instance.
 
-    python bench/scale.py [--sizes 10000 100000] [--per-doc 10] [--workdir DIR]
+    python bench/scale.py [--sizes 10000 100000] [--per-doc 10] [--daemon-docs 4] [--workdir DIR]
 
 Measures, at each size: registering the documents (dynamic partitions in batches of 10,000 + catalog rows),
 definitions load, the sensors' ticks (new_papers over the catalog; prompt_versions after a prompt edit with
@@ -8,7 +8,9 @@ definitions load, the sensors' ticks (new_papers over the catalog; prompt_versio
 the GraphQL text the webserver's JS sends, run in-process through dagster_graphql) for a stage asset and for
 the KG increment, launching a one-month backfill (the controller's tiers + the documents backfills + the KG
 backfill), and the backfill daemon's first pass over it (runs created, queued). Then, on real inbox papers
-with the local backbone, the per-document cost of one run per document vs. one run for all of them.
+with the local backbone, the per-document cost of one run per document vs. one run for all of them: in
+process (as `karma run` does) and through the daemon's path with Dagster's process-per-step executor (as
+`dagster dev` runs a backfill; KARMA_DOCUMENTS_PER_RUN=1 vs 50, each in a child process).
 Prints a markdown table. The instance and data live in a temporary folder, removed at the end.
 """
 
@@ -159,7 +161,7 @@ def scale(sizes: list[int], workdir: Path, materialized: int, cache_dir: Path) -
                 _, s = timed(lambda: [inst.report_runless_asset_event(dg.AssetMaterialization(evaluated, partition=k)) for k in keys])
                 record(label, f"record {len(keys):,} materializations of llm/evaluated", s)
                 prompt_cursor = sensor_tick(defs, inst, "prompt_versions", None).cursor
-            path = prompts / "evaluator" / "evaluator.v1.jinja"
+            path = sorted((prompts / "evaluator_confidence").glob("evaluator_confidence.v*.jinja"))[-1]
             path.write_text(path.read_text() + f"\n(bench edit {size})\n")
             result, s = timed(sensor_tick, defs, inst, "prompt_versions", prompt_cursor)
             prompt_cursor = result.cursor
@@ -187,10 +189,10 @@ def scale(sizes: list[int], workdir: Path, materialized: int, cache_dir: Path) -
                 t0 = time.perf_counter()
                 tiers = main_job.controller_tiers(defs, inst, docs, "local")
                 t_cca = time.perf_counter() - t0
-                ids = [main_job.launch_backfill(defs, inst, stage_assets, k, f"bench {size} tier {i}", tags)
-                       for i, (k, tags) in enumerate(tiers)]
+                for i, (tier_keys, tags) in enumerate(tiers):
+                    main_job.launch_backfill(defs, inst, stage_assets, tier_keys, f"bench {size} tier {i}", tags)
                 dates = sorted({k.split("_", 1)[0] for k in docs})
-                kg_id = main_job.launch_backfill(defs, inst, [dg.AssetKey(["local", "knowledge_graph"])], dates, "bench kg")
+                main_job.launch_backfill(defs, inst, [dg.AssetKey(["local", "knowledge_graph"])], dates, "bench kg")
                 s = time.perf_counter() - t0
                 record(label, "launch one-month backfill (CCA + documents + KG)", s,
                        f"{len(docs):,} docs in {len(tiers)} tiers, {len(dates)} dates; controller {t_cca:.2f} s")
@@ -198,8 +200,6 @@ def scale(sizes: list[int], workdir: Path, materialized: int, cache_dir: Path) -
                 s = daemon.backfill_pass(ws)
                 created = len(inst.get_runs()) - before
                 record(label, "backfill daemon: first pass over it", s, f"{created} runs created (queued)")
-                for b in [*ids, kg_id]:
-                    inst.cancel_backfill(b) if hasattr(inst, "cancel_backfill") else None
 
 
 def per_document(workdir: Path, n_docs: int, cache_dir: Path) -> None:
@@ -262,7 +262,7 @@ def daemon_per_document(workdir: Path, n_docs: int, cache_dir: Path) -> None:
             raise RuntimeError(f"daemon variant {per_run} failed: {out.stderr[-2000:]}")
         _, per, n, seconds, runs, status = line.split("|")
         record(f"{n} docs", f"per document via the daemon: {'one run per document' if per == '1' else 'many per run'}",
-               float(seconds) / int(n), f"{runs} runs (+1 seed import), {status}, a process per step")
+               float(seconds) / int(n), f"{runs} runs incl. the seed import, {status}, a process per step")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,12 +3,12 @@ of the chosen dates, many documents per run (the stages' backfill policy), then 
 
 from __future__ import annotations
 
+import datetime as dt
 import shutil
 from collections import defaultdict
 from pathlib import Path
 
 import dagster as dg
-import datetime as dt
 
 from karma_dagster import main_job, runtime
 from karma_dagster.defs.assets.common import STAGE_ORDER

@@ -101,10 +101,16 @@ def test_prompt_edit_requests_exactly_the_affected_stages_where_they_ran(tmp_pat
         assert not after_edit.run_requests
         reader = prompts / "reader"
         (reader / "reader.v2.jinja").write_text((reader / "reader.v1.jinja").read_text().replace("relevance", "relevance (v2)", 1))
-        new_version = _requested(_tick(defs, instance, after_edit.cursor))
+        reader_tick = _tick(defs, instance, after_edit.cursor)
+        new_version = _requested(reader_tick)
         assert new_version["llm/segments"] == set(DOCS) and new_version["llm/summaries"] == set(DOCS)
         assert new_version["llm/evaluated"] == set(DOCS[:2])
         assert set(new_version) == {f"llm/{s}" for s in STAGE_ORDER[1:]}  # never documents, never local/*
+
+        # One of the evaluator's prompts (it renders several): only the last stage.
+        clarity = next((prompts / "evaluator_clarity").glob("evaluator_clarity.v*.jinja"))
+        clarity.write_text(clarity.read_text() + "\nBe brief.\n")
+        assert _requested(_tick(defs, instance, reader_tick.cursor)) == {"llm/evaluated": set(DOCS[:2])}
 
 
 def test_no_llm_backbone_no_prompt_sensor(tmp_path):

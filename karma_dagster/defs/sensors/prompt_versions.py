@@ -1,6 +1,6 @@
 """`prompt_versions`: a new or edited prompt reruns the stages it feeds, and their downstream, where they ran.
 
-The cursor holds `prompt_id@sha256` per agent and LLM backbone. When one changes, the stage that uses the agent
+The cursor holds `prompt_id@sha256` per prompt and LLM backbone. When one changes, the stage that renders it
 and every later stage up to `evaluated` are requested for the document partitions each of them already has
 materialized (nothing upstream, nothing never run). The request is one backfill (the daemon runs it with the
 stages' backfill policy, many documents per run) so a tick costs the same for 10 or 100,000 documents; the
@@ -20,25 +20,27 @@ from dagster._core.definitions.partitions.subset.default import DefaultPartition
 
 from karma_dagster.defs.assets.common import STAGE_ORDER, stage_key
 from karma_dagster.prompts import PromptStore
-from karma_dagster.runtime import AGENT_OF_STAGE
+from karma_dagster.runtime import prompts_of_stage
 
-PromptVersions = dict[str, dict[str, str]]  # backbone -> agent -> "reader.v2@1a2b3c4d5e6f"
+PromptVersions = dict[str, dict[str, str]]  # backbone -> prompt -> "reader.v2@1a2b3c4d5e6f"
 
 
 def current_versions(namespaces: list[str], prompts_root: str) -> PromptVersions:
     store = PromptStore(prompts_root or None)
-    per_agent = {agent: store.prompt_id(agent) for agent in sorted(set(AGENT_OF_STAGE.values()))}
-    return {ns: dict(per_agent) for ns in namespaces}
+    names = sorted({name for stage in STAGE_ORDER for name in prompts_of_stage(stage)})
+    per_prompt = {name: store.prompt_id(name) for name in names}
+    return {ns: dict(per_prompt) for ns in namespaces}
 
 
 def affected_stages(previous: PromptVersions, current: PromptVersions) -> dict[str, list[str]]:
     """backbone -> the first stage whose prompt changed and every stage after it (through `evaluated`)."""
     out: dict[str, list[str]] = {}
-    for ns, agents in current.items():
+    for ns, agents in current.items():  # agents: prompt name -> versioned id
         before = previous.get(ns)
         if before is None:
             continue  # a backbone seen for the first time: its baseline, nothing to rerun
-        changed = [i for i, stage in enumerate(STAGE_ORDER) if before.get(AGENT_OF_STAGE[stage]) != agents[AGENT_OF_STAGE[stage]]]
+        changed = [i for i, stage in enumerate(STAGE_ORDER)
+                   if any(before.get(name) != agents[name] for name in prompts_of_stage(stage))]
         if changed:
             out[ns] = STAGE_ORDER[min(changed):]
     return out
