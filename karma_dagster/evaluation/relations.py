@@ -13,32 +13,13 @@ from collections.abc import Callable, Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
+from karma_dagster.evaluation.mentions import PRF
 from karma_dagster.ingest.pubtator import PubTatorDoc
 from karma_dagster.nlp import split_sentences
 from karma_dagster.schemas.records import MentionSpan
 
 ProbabilityFn = Callable[[str, list[tuple[MentionSpan, MentionSpan]]], list[dict[str, float]]]
 PairKey = frozenset[str]
-
-
-class PRF(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    tp: int
-    fp: int
-    fn: int
-
-    @property
-    def precision(self) -> float:
-        return self.tp / (self.tp + self.fp) if self.tp + self.fp else 0.0
-
-    @property
-    def recall(self) -> float:
-        return self.tp / (self.tp + self.fn) if self.tp + self.fn else 0.0
-
-    @property
-    def f1(self) -> float:
-        p, r = self.precision, self.recall
-        return 2 * p * r / (p + r) if p + r else 0.0
 
 
 class RelationScores(BaseModel):
