@@ -18,7 +18,6 @@ from karma_dagster import main_job
 from karma_dagster.definitions import build_definitions
 from karma_dagster.partitions import date_of_document_key
 from karma_dagster.resources.backbones import BackboneConfig
-from karma_dagster.resources.storage import KarmaStorageResource
 
 PAPERS = ("PMC4738914.pdf", "PMC4738914.json", "PMC4686705.xml", "PMC4686705.json")  # 2016-01-14, 2015-12-08
 NAMESPACES = ["local", "alt"]
