@@ -149,7 +149,7 @@ def build_definitions(
     return dg.Definitions(
         assets=assets,
         jobs=[document_job, *kg_jobs.values(), import_kg_job, report_job, compare_job],
-        sensors=[build_new_papers_sensor(document_job), build_kg_increments_sensor(list(backbones), kg_jobs)]
+        sensors=[build_new_papers_sensor(document_job, list(backbones)), build_kg_increments_sensor(list(backbones), kg_jobs)]
         + ([build_prompt_versions_sensor(llm_namespaces, prompts_dir)] if llm_namespaces else []),
         resources={
             "storage": storage or KarmaStorageResource(),

@@ -63,3 +63,30 @@ def test_kg_increments_requests_the_dates_of_newly_evaluated_documents(make_pipe
     assert [(r.partition_key, r.job_name) for r in result.run_requests] == [("2015-12-08", "kg_increment__local")]
     again = tick(p, "kg_increments", result.cursor)
     assert not again.run_requests, "each evaluated materialization triggers its date once"
+
+
+def test_a_tick_that_died_after_registering_loses_no_paper(make_pipeline):
+    """Registration and the outbox entry share one transaction; the cursor only moves when a tick returns."""
+    import datetime as dt
+
+    from karma_dagster.ingest.catalog import Catalog
+    from karma_dagster.ingest.inbox import scan_inbox
+
+    p = make_pipeline(inbox_files=JATS)
+    # A tick that scanned (and so registered the paper) but died before returning its requests:
+    scan_inbox(p.inbox, Catalog(p.storage.catalog_path()), arrival_date=dt.date.today())
+    retry = tick(p, "new_papers")  # the next tick starts from the old (empty) cursor
+    assert [r.partition_key for r in retry.run_requests] == ["2015-12-08_pmc4686705"]
+    assert json.loads(retry.cursor)["last_request_seq"] >= 1
+
+
+def test_papers_already_processed_by_karma_run_are_not_requested_again(make_pipeline):
+    p = make_pipeline(inbox_files=JATS)
+    assert main_job.import_kg(p.defs, p.instance)
+    keys, _ = main_job.register_inbox(p.defs, p.instance)  # `karma run` registers (outbox) and processes
+    assert not main_job.run_documents(p.defs, p.instance, keys, log=lambda _m: None)
+    first = tick(p, "new_papers")
+    assert not first.run_requests, "same content already evaluated by every backbone"
+    xml = p.inbox / "PMC4686705.xml"
+    xml.write_text(xml.read_text().replace("Saudi", "Saudi Arabian", 1))
+    assert [r.partition_key for r in tick(p, "new_papers", first.cursor).run_requests] == keys

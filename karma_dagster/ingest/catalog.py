@@ -36,6 +36,10 @@ CREATE INDEX IF NOT EXISTS sources_key ON sources(doc_key);
 CREATE TABLE IF NOT EXISTS files (
     path TEXT PRIMARY KEY, file_hash TEXT NOT NULL, status TEXT NOT NULL, error TEXT,
     doc_keys TEXT NOT NULL DEFAULT '', last_seen TEXT NOT NULL);
+-- The outbox of documents to (re)process, written in the registration's own transaction: a sensor that
+-- reads it by sequence number never loses a document to a crash between registering and requesting.
+CREATE TABLE IF NOT EXISTS requests (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, doc_key TEXT NOT NULL, content_hash TEXT NOT NULL, at TEXT NOT NULL);
 """
 
 
@@ -135,13 +139,26 @@ class Catalog:
 
     # ------------------------------------------------------------ registration
     def register(self, parsed_docs: Sequence[ParsedDocument], arrival_date: dt.date,
-                 file_hash: str | None = None) -> list[Registration]:
-        """Give every document its key: an existing one when any identifier or the text hash is known."""
+                 file_hash: str | None = None, request: Literal["none", "created", "all"] = "none") -> list[Registration]:
+        """Give every document its key: an existing one when any identifier or the text hash is known.
+
+        `request` puts documents in the outbox in the same transaction: "created" = new keys only (a new file),
+        "all" = every document of the file (its content changed)."""
         out: list[Registration] = []
         with self._write() as con:
             for index, doc in enumerate(parsed_docs):
-                out.append(self._register_one(con, doc, member_of(doc, index), arrival_date, file_hash))
+                reg = self._register_one(con, doc, member_of(doc, index), arrival_date, file_hash)
+                out.append(reg)
+                if request == "all" or (request == "created" and reg.created):
+                    con.execute("INSERT INTO requests (doc_key, content_hash, at) VALUES (?,?,?)",
+                                (reg.doc_key, reg.content_hash, _now()))
         return out
+
+    def requests_after(self, seq: int) -> list[tuple[int, str, str]]:
+        """(seq, doc_key, content_hash) of the outbox past `seq`, oldest first."""
+        with self._connect() as con:
+            return [tuple(r) for r in con.execute(
+                "SELECT seq, doc_key, content_hash FROM requests WHERE seq > ? ORDER BY seq", (seq,)).fetchall()]
 
     def _register_one(self, con: sqlite3.Connection, doc: ParsedDocument, member: str, arrival_date: dt.date,
                       file_hash: str | None) -> Registration:

@@ -91,7 +91,8 @@ def scan_inbox(inbox: Path, catalog: Catalog, arrival_date: dt.date, *, max_pdf_
             catalog.record_file(rel, digest, "failed", str(exc))
             result.failed.append(FailedFile(path=rel, error=str(exc)))
             continue
-        regs = catalog.register(docs, arrival_date, file_hash=digest)
+        regs = catalog.register(docs, arrival_date, file_hash=digest,
+                                request="all" if previous is not None else "created")
         catalog.record_file(rel, digest, "ok", None, [r.doc_key for r in regs])
         result.registrations.extend(regs)
         (result.changed_files if previous is not None else result.new_files).append(rel)

@@ -1,7 +1,9 @@
 """`new_papers`: watch the inbox, register document partitions, request the agent chain for each new paper.
 
 The catalog (SQLite, beside the KG) remembers every file's content hash, so a file is processed once and
-again only when its content changes; an unreadable file is reported in the tick and skipped.
+again only when its content changes; an unreadable file is reported in the tick and skipped. Registration
+writes the documents to process into the catalog's outbox in the same transaction, and the cursor is the last
+outbox entry requested: a tick that dies after registering never loses a paper (the next tick requests it).
 """
 
 
@@ -12,15 +14,32 @@ import dagster as dg
 from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
 from karma_dagster.ingest.catalog import Catalog
-from karma_dagster.ingest.inbox import ScanResult, scan_inbox
+from karma_dagster.ingest.inbox import scan_inbox
 from karma_dagster.partitions import documents_partitions
 from karma_dagster.resources.storage import KarmaStorageResource
+from karma_dagster.stage_store import StageStore
 
 
-def requested_documents(result: ScanResult) -> list[tuple[str, str]]:
-    """(document key, content hash) of every document a scan wants (re)processed."""
-    hashes = {r.doc_key: r.content_hash for r in result.registrations}
-    return [(key, hashes.get(key, "")) for key in result.keys_to_run]
+def requested_documents(
+    catalog: Catalog, after_seq: int, namespaces: list[str], stages: StageStore
+) -> tuple[list[tuple[str, str]], int]:
+    """(document key, content hash) from the outbox past `after_seq`, and the new cursor position.
+
+    Documents whose every backbone already evaluated this very content (e.g. processed by `karma run`) are
+    not requested again."""
+    outbox = catalog.requests_after(after_seq)
+    last = max((seq for seq, _, _ in outbox), default=after_seq)
+    wanted = list(dict.fromkeys((key, chash) for _, key, chash in outbox))
+    return [(key, chash) for key, chash in wanted if not _done(key, chash, namespaces, stages)], last
+
+
+def _done(key: str, content_hash: str, namespaces: list[str], stages: StageStore) -> bool:
+    for ns in namespaces:
+        if not (stages.exists(ns, "evaluated", key) and stages.exists(ns, "documents", key)):
+            return False
+        if stages.read(ns, "documents", key).iloc[0]["content_hash"] != content_hash:
+            return False
+    return True
 
 
 def plan_runs(
@@ -57,7 +76,9 @@ def controller_tags(storage: KarmaStorageResource, keys: list[str]) -> dict[str,
     return {d.doc_key: d.tags() for d in decisions}
 
 
-def build_new_papers_sensor(job: UnresolvedAssetJobDefinition, interval_s: int = 30) -> dg.SensorDefinition:
+def build_new_papers_sensor(
+    job: UnresolvedAssetJobDefinition, namespaces: list[str], interval_s: int = 30
+) -> dg.SensorDefinition:
     @dg.sensor(
         name="new_papers",
         job=job,
@@ -68,15 +89,17 @@ def build_new_papers_sensor(job: UnresolvedAssetJobDefinition, interval_s: int =
     )
     def new_papers(context: dg.SensorEvaluationContext, storage: KarmaStorageResource) -> dg.SensorResult:
         catalog = Catalog(storage.catalog_path())
+        after = json.loads(context.cursor).get("last_request_seq", 0) if context.cursor else 0
         result = scan_inbox(storage.inbox_dir(), catalog, arrival_date=dt.date.today())
         for failure in result.failed:
             context.log.warning(f"skipped unreadable file: {failure.error}")
-        requested = requested_documents(result)
+        requested, last_seq = requested_documents(catalog, after, namespaces, storage.stage_store())
         existing = set(context.instance.get_dynamic_partitions(documents_partitions.name))
         new_keys = sorted({key for key, _ in requested} - existing)
-        cursor = json.dumps(
-            {"new_files": result.new_files, "changed_files": result.changed_files, "failed": [f.path for f in result.failed]}
-        )
+        cursor = json.dumps({
+            "last_request_seq": last_seq, "new_files": result.new_files, "changed_files": result.changed_files,
+            "failed": [f.path for f in result.failed],
+        })
         if not requested:
             seen = len(result.unchanged_files) + len(result.failed)
             return dg.SensorResult(skip_reason=f"no new or changed papers ({seen} files seen)", cursor=cursor)
