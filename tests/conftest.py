@@ -27,6 +27,22 @@ REPO = Path(__file__).resolve().parent.parent
 SAMPLE_INBOX = REPO / "data" / "inbox"
 
 
+@pytest.fixture(scope="module")
+def server() -> Iterator:
+    """A scripted OpenAI-compatible server on 127.0.0.1 (tests/fake_openai_server.py), one per test module."""
+    from fake_openai_server import FakeOpenAIServer
+
+    with FakeOpenAIServer() as srv:
+        yield srv
+
+
+@pytest.fixture
+def fresh_server(server):
+    """The module's server with no script and no recorded requests left from the previous test."""
+    server.reset()
+    return server
+
+
 @pytest.fixture(scope="session")
 def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("karma-cache")

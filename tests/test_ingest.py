@@ -9,8 +9,8 @@ import re
 import shutil
 from pathlib import Path
 
-import pymupdf
 import pytest
+from bad_files import encrypted_pdf, image_only_pdf, zero_page_pdf
 
 from karma_dagster.agents.ingestion import build_document_row, sections_of
 from karma_dagster.backbones.local.cleanup import clean_document, clean_text
@@ -127,44 +127,14 @@ def test_text_parser_joins_lines_and_reads_metadata(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------- bad inputs
-def _zero_page_pdf() -> bytes:
-    objects = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [] /Count 0 >>"]
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for i, body in enumerate(objects, start=1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % i + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
-    return bytes(out)
-
-
-def _image_only_pdf(path: Path) -> None:
-    doc = pymupdf.open()
-    for _ in range(2):
-        page = doc.new_page()
-        pix = pymupdf.Pixmap(pymupdf.csRGB, pymupdf.IRect(0, 0, 64, 64), False)
-        pix.clear_with(200)
-        page.insert_image(pymupdf.Rect(50, 50, 500, 700), pixmap=pix)
-    doc.save(path)
-
-
-def _encrypted_pdf(path: Path) -> None:
-    doc = pymupdf.open()
-    doc.new_page().insert_text((72, 72), "A confidential paragraph with enough words to be a text layer. " * 3)
-    doc.save(path, encryption=pymupdf.PDF_ENCRYPT_AES_256, user_pw="user", owner_pw="owner")
-
-
 @pytest.mark.parametrize(
     ("name", "make", "problem"),
     [
         ("corrupt.pdf", lambda p: p.write_bytes(b"%PDF-1.7\n" + bytes(range(256)) * 40 + b"\n%%EOF\n"), "corrupt"),
         ("truncated.pdf", lambda p: p.write_bytes((INBOX / "PMC4738914.pdf").read_bytes()[:200_000]), "truncated"),
-        ("encrypted.pdf", _encrypted_pdf, "encrypted"),
-        ("empty-pages.pdf", lambda p: p.write_bytes(_zero_page_pdf()), "zero pages"),
-        ("scan.pdf", _image_only_pdf, "no text layer"),
+        ("encrypted.pdf", encrypted_pdf, "encrypted"),
+        ("empty-pages.pdf", lambda p: p.write_bytes(zero_page_pdf()), "zero pages"),
+        ("scan.pdf", image_only_pdf, "no text layer"),
         ("page.pdf", lambda p: p.write_text("<html><body>Not found</body></html>"), "not a PDF"),
         ("nothing.pdf", lambda p: p.write_bytes(b""), "empty file"),
     ],

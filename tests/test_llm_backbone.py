@@ -8,7 +8,6 @@ import itertools
 import json
 import os
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -29,15 +28,7 @@ TRIPLE = TripleQuery(head_name="cisplatin", head_type="Compound", relation="Posi
                      tail_name="nephrotoxicity", tail_type="Disease", evidence=TEXT.split(". ")[0] + ".")
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[FakeOpenAIServer]:
-    with FakeOpenAIServer() as srv:
-        yield srv
-
-
-@pytest.fixture(autouse=True)
-def _fresh(server: FakeOpenAIServer) -> None:
-    server.reset()
+pytestmark = pytest.mark.usefixtures("fresh_server")  # `server` and `fresh_server`: tests/conftest.py
 
 
 def make_backbone(server: FakeOpenAIServer, cache: ResponseCache | None = None, **kw: object) -> LLMBackbone:

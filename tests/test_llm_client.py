@@ -6,7 +6,6 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -23,15 +22,7 @@ SECRET = "sk-test-DO-NOT-LEAK-123"
 GOOD = '{"kg_relation": "treats", "probability": 0.9}'
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[FakeOpenAIServer]:
-    with FakeOpenAIServer() as srv:
-        yield srv
-
-
-@pytest.fixture(autouse=True)
-def _fresh(server: FakeOpenAIServer) -> None:
-    server.reset()
+pytestmark = pytest.mark.usefixtures("fresh_server")  # `server` and `fresh_server`: tests/conftest.py
 
 
 @pytest.fixture(scope="module")

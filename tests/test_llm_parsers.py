@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,15 +95,7 @@ REPAIRABLE: dict[str, Callable[[str], str]] = {
 REFUSAL = "I'm sorry, but I can't help with that request."
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[FakeOpenAIServer]:
-    with FakeOpenAIServer() as srv:
-        yield srv
-
-
-@pytest.fixture(autouse=True)
-def _fresh(server: FakeOpenAIServer) -> None:
-    server.reset()
+pytestmark = pytest.mark.usefixtures("fresh_server")  # `server` and `fresh_server`: tests/conftest.py
 
 
 def make_backbone(server: FakeOpenAIServer) -> LLMBackbone:
