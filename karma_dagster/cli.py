@@ -97,7 +97,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
 
     defs = _defs(args)
     inst = main_job.instance()
-    main_job.setup_pools(inst)
+    main_job.setup_pools(inst, defs.resources["backbones"])  # type: ignore[index, arg-type]
     keys, _ = main_job.register_inbox(defs, inst)
     namespaces = list(defs.resources["backbones"].names())  # type: ignore[index, union-attr]
     if args.here:

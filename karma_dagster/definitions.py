@@ -41,6 +41,11 @@ REPORT_JOB = "report"
 COMPARE_JOB = "compare_backbones"
 
 
+def llm_pool(ns: str) -> str:
+    """Each LLM backbone's model-calling steps share one concurrency pool across all runs (its rate limit)."""
+    return f"llm_{ns}"
+
+
 def kg_job_name(ns: str) -> str:
     return f"kg_increment__{ns.replace('-', '_').replace('.', '_')}"
 
@@ -63,7 +68,7 @@ def backbone_configs_from_file(path: Path | None = None) -> dict[str, BackboneCo
 def chain_assets(ns: str, config: BackboneConfig, prompts_dir: str = "") -> list[dg.AssetsDefinition]:
     from karma_dagster import runtime
 
-    pool = "llm" if config.kind == "litellm" else None
+    pool = llm_pool(ns) if config.kind == "litellm" else None
     out = []
     for stage, module in zip(STAGE_ORDER, STAGE_BUILDERS):
         version = runtime.code_version(config.kind, stage, prompts_dir) + mode_version(config, prompts_dir)

@@ -18,7 +18,7 @@ import dagster as dg
 from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
 from dagster._core.utils import make_new_backfill_id
 
-from karma_dagster.definitions import DOCUMENT_JOB, IMPORT_KG_JOB, REPORT_JOB, kg_job_name
+from karma_dagster.definitions import DOCUMENT_JOB, IMPORT_KG_JOB, REPORT_JOB, kg_job_name, llm_pool
 from karma_dagster.defs.assets.common import STAGE_ORDER, stage_key
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.ingest.inbox import scan_inbox
@@ -29,7 +29,7 @@ from karma_dagster.resources.paths import REPO_ROOT
 from karma_dagster.resources.storage import KarmaStorageResource
 from karma_dagster.kg.store import KGStore
 
-POOL_LIMITS = {"llm": 4, "kg_writer": 1}
+KG_WRITER_POOL_LIMIT = 1  # DuckDB allows one writing process; the store's file lock is the second line
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
@@ -39,9 +39,12 @@ def instance() -> dg.DagsterInstance:
     return dg.DagsterInstance.get()
 
 
-def setup_pools(inst: dg.DagsterInstance) -> None:
-    for pool, limit in POOL_LIMITS.items():
-        inst.event_log_storage.set_concurrency_slots(pool, limit)
+def setup_pools(inst: dg.DagsterInstance, backbones: BackbonesResource) -> None:
+    """One pool per LLM backbone (steps in flight = its `concurrency`), one writer for the KG."""
+    inst.event_log_storage.set_concurrency_slots("kg_writer", KG_WRITER_POOL_LIMIT)
+    for ns, config in backbones.backbones.items():
+        if config.kind == "litellm":
+            inst.event_log_storage.set_concurrency_slots(llm_pool(ns), config.concurrency)
 
 
 def _resources(defs: dg.Definitions) -> tuple[KarmaStorageResource, BackbonesResource]:
@@ -137,7 +140,7 @@ def run_report(defs: dg.Definitions, inst: dg.DagsterInstance, wall_time_s: floa
 def run_main(defs: dg.Definitions, inst: dg.DagsterInstance, log: Callable[[str], None] = print) -> RunReport:
     t0 = time.perf_counter()
     storage, backbones = _resources(defs)
-    setup_pools(inst)
+    setup_pools(inst, backbones)
     if not seed_present(storage):
         log("importing the seed KG ...")
         if not import_kg(defs, inst):

@@ -46,7 +46,7 @@ def test_backbones_file_keeps_keys_out_and_each_backbone_gets_its_own_chain():
     keys = {k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys()}
     assert {"local/entities", "gpt-4o/entities", "gpt-4o/knowledge_graph"} <= keys
     key = dg.AssetKey(["gpt-4o", "relations"])
-    assert defs.resolve_assets_def(key).op.pool == "llm"
+    assert defs.resolve_assets_def(key).op.pool == "llm_gpt-4o"  # a pool per LLM backbone (its rate limit)
     version = defs.resolve_asset_graph().get(key).code_version
     assert version and version != defs.resolve_asset_graph().get(dg.AssetKey(["local", "relations"])).code_version
 
@@ -60,3 +60,14 @@ def test_dagster_home_config_is_a_valid_instance(tmp_path):
     assert instance.run_coordinator.__class__.__name__ == "QueuedRunCoordinator"
     ws = yaml.safe_load((REPO / "workspace.yaml").read_text())
     assert ws["load_from"][0]["python_module"]["module_name"] == "karma_dagster.definitions"
+
+
+def test_each_llm_backbone_gets_its_own_pool_limited_to_its_concurrency():
+    from karma_dagster import main_job
+
+    backbones = {"local": BackboneConfig(), "gpt-4o": BackboneConfig(kind="litellm", model="openai/gpt-4o", concurrency=3)}
+    defs = build_definitions(backbones=backbones)
+    with dg.instance_for_test() as instance:
+        main_job.setup_pools(instance, defs.resources["backbones"])
+        assert instance.event_log_storage.get_concurrency_info("llm_gpt-4o").slot_count == 3
+        assert instance.event_log_storage.get_concurrency_info("kg_writer").slot_count == 1
