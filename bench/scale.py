@@ -34,7 +34,7 @@ from dagster_graphql.test.utils import execute_dagster_graphql  # noqa: E402
 
 from karma_dagster import main_job, runtime  # noqa: E402
 from karma_dagster.definitions import DOCUMENT_JOB, build_definitions  # noqa: E402
-from karma_dagster.defs.assets.common import STAGE_ORDER, stage_key  # noqa: E402
+from karma_dagster.assets.common import STAGE_ORDER, stage_key  # noqa: E402
 from karma_dagster.ingest.catalog import Catalog  # noqa: E402
 from karma_dagster.ingest.pubtator import read_pubtator  # noqa: E402
 from karma_dagster.partitions import documents_partitions  # noqa: E402
@@ -230,7 +230,7 @@ def per_document(workdir: Path, n_docs: int, cache_dir: Path) -> None:
 def daemon_variant(workdir: Path, n_docs: int, cache_dir: Path) -> None:
     """One backfill of `n_docs` real abstracts executed the way the daemon does it (synchronous launcher,
     Dagster's default executor: a process per step). Run in a child process with KARMA_DOCUMENTS_PER_RUN set."""
-    from karma_dagster.defs.assets.batching import MAX_DOCUMENTS_PER_RUN
+    from karma_dagster.assets.batching import MAX_DOCUMENTS_PER_RUN
 
     inbox = workdir / "inbox"
     inbox.mkdir(parents=True)

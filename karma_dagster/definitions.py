@@ -11,7 +11,7 @@ from pathlib import Path
 import dagster as dg
 
 from karma_dagster.backbones.registry import BackboneStatus, backbone_statuses, judge_config, key_missing
-from karma_dagster.defs.assets import (
+from karma_dagster.assets import (
     aligned,
     documents,
     entities,
@@ -23,12 +23,12 @@ from karma_dagster.defs.assets import (
     segments,
     summaries,
 )
-from karma_dagster.defs.assets.common import STAGE_ORDER, stage_key
-from karma_dagster.defs.assets.comparison import comparison_assets
-from karma_dagster.defs.assets.seed_kg import seed_kg
-from karma_dagster.defs.sensors.kg_increments import build_kg_increments_sensor
-from karma_dagster.defs.sensors.new_papers import build_new_papers_sensor
-from karma_dagster.defs.sensors.prompt_versions import build_prompt_versions_sensor
+from karma_dagster.assets.common import STAGE_ORDER, stage_key
+from karma_dagster.assets.comparison import comparison_assets
+from karma_dagster.assets.seed_kg import seed_kg
+from karma_dagster.sensors.kg_increments import build_kg_increments_sensor
+from karma_dagster.sensors.new_papers import build_new_papers_sensor
+from karma_dagster.sensors.prompt_versions import build_prompt_versions_sensor
 from karma_dagster.resources.backbones import BackboneConfig, BackbonesResource, load_backbones_file
 from karma_dagster.resources.judge import JudgeResource
 from karma_dagster.resources.params import KarmaParamsResource

@@ -19,7 +19,7 @@ from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
 from dagster._core.utils import make_new_backfill_id
 
 from karma_dagster.definitions import DOCUMENT_JOB, IMPORT_KG_JOB, REPORT_JOB, kg_job_name, llm_pool
-from karma_dagster.defs.assets.common import STAGE_ORDER, stage_key
+from karma_dagster.assets.common import STAGE_ORDER, stage_key
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.ingest.inbox import scan_inbox
 from karma_dagster.partitions import date_of_document_key, documents_partitions
@@ -210,7 +210,7 @@ def controller_tiers(
     partition order, ranked by the best controller score inside it. Chunks are cut into tiers by rank; the
     queued-run coordinator starts a higher tier's runs first; tags show each tier's score range and size.
     """
-    from karma_dagster.defs.assets.batching import MAX_DOCUMENTS_PER_RUN
+    from karma_dagster.assets.batching import MAX_DOCUMENTS_PER_RUN
     from karma_dagster.scheduling.controller import PRIORITY_SCALE
     from karma_dagster.scheduling.plan import decide
 

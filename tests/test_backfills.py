@@ -11,7 +11,7 @@ from pathlib import Path
 import dagster as dg
 
 from karma_dagster import main_job, runtime
-from karma_dagster.defs.assets.common import STAGE_ORDER
+from karma_dagster.assets.common import STAGE_ORDER
 from karma_dagster.definitions import build_definitions
 from karma_dagster.partitions import date_of_document_key
 from karma_dagster.resources.backbones import BackboneConfig

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from karma_dagster.defs.sensors.new_papers import plan_runs
+from karma_dagster.sensors.new_papers import plan_runs
 from karma_dagster.scheduling.controller import Candidate, ControllerParams, DispatchLedger, exploration_bonus, order
 
 P = ControllerParams(alpha=0.5, w_novelty=0.7, w_recency=0.3)

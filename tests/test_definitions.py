@@ -7,7 +7,7 @@ from pathlib import Path
 import dagster as dg
 import yaml
 
-from karma_dagster.defs.assets.common import STAGE_ORDER, STAGES
+from karma_dagster.assets.common import STAGE_ORDER, STAGES
 from karma_dagster.definitions import backbone_configs_from_file, build_definitions
 from karma_dagster.resources.backbones import BackboneConfig
 

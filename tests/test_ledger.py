@@ -11,7 +11,7 @@ import pytest
 
 from karma_dagster import cli
 from karma_dagster.backbones.base import Usage
-from karma_dagster.defs.assets.common import StageError, agent_errors, record_ledger
+from karma_dagster.assets.common import StageError, agent_errors, record_ledger
 from karma_dagster.ledger import Ledger, LedgerRow, format_totals, ledger_path
 from karma_dagster.stage_store import StageStore
 

@@ -11,7 +11,7 @@ from dagster._core.definitions.data_version import CachingStaleStatusResolver, S
 from dagster._time import get_current_datetime
 
 from karma_dagster.definitions import build_definitions
-from karma_dagster.defs.assets.common import STAGE_ORDER
+from karma_dagster.assets.common import STAGE_ORDER
 from karma_dagster.partitions import documents_partitions
 from karma_dagster.resources.backbones import BackboneConfig
 from karma_dagster.resources.storage import KarmaStorageResource

@@ -4,7 +4,7 @@ import dagster as dg
 
 from karma_dagster import runtime
 from karma_dagster.agents.entity_extraction import extract_entities
-from karma_dagster.defs.assets.stage_factory import StageCall, StageSpec, stage_asset
+from karma_dagster.assets.stage_factory import StageCall, StageSpec, stage_asset
 from karma_dagster.schemas.records import MentionRow, SummaryRow
 
 SPEC = StageSpec(

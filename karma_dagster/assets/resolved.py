@@ -3,7 +3,7 @@ discarded or queued for review."""
 
 from karma_dagster import runtime
 from karma_dagster.agents.conflict_resolution import resolve_conflicts
-from karma_dagster.defs.assets.stage_factory import StageCall, StageSpec, stage_asset
+from karma_dagster.assets.stage_factory import StageCall, StageSpec, stage_asset
 from karma_dagster.schemas.records import AlignedRow, ResolvedRow
 
 SPEC = StageSpec(

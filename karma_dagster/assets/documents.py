@@ -1,7 +1,7 @@
 """IA: a document partition -> its normalized text, sections and metadata."""
 
 from karma_dagster.agents.ingestion import ingest_document
-from karma_dagster.defs.assets.stage_factory import StageCall, StageSpec, stage_asset
+from karma_dagster.assets.stage_factory import StageCall, StageSpec, stage_asset
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.schemas.records import DocumentRow
 

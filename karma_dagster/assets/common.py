@@ -11,7 +11,7 @@ import pandera.errors as pa_errors
 from pydantic import BaseModel
 
 from karma_dagster.backbones.base import Backbone
-from karma_dagster.defs.assets.batching import STAGE_BACKFILL_POLICY
+from karma_dagster.assets.batching import STAGE_BACKFILL_POLICY
 from karma_dagster.ledger import Ledger, LedgerRow, ledger_path
 from karma_dagster.partitions import documents_partitions
 from karma_dagster.schemas.frames import records_to_frame

@@ -5,7 +5,7 @@ from collections import Counter
 import dagster as dg
 
 from karma_dagster.agents.relation_extraction import extract_relations
-from karma_dagster.defs.assets.stage_factory import StageCall, StageSpec, stage_asset
+from karma_dagster.assets.stage_factory import StageCall, StageSpec, stage_asset
 from karma_dagster.schemas.records import MentionRow, SummaryRow, TripleRow
 
 SPEC = StageSpec(

@@ -2,7 +2,7 @@
 
 from karma_dagster import runtime
 from karma_dagster.agents.schema_alignment import align_triples
-from karma_dagster.defs.assets.stage_factory import StageCall, StageSpec, stage_asset
+from karma_dagster.assets.stage_factory import StageCall, StageSpec, stage_asset
 from karma_dagster.schemas.records import AlignedRow, MentionRow, TripleRow
 
 SPEC = StageSpec(

@@ -4,7 +4,7 @@ import json
 
 from karma_dagster import runtime
 from karma_dagster.agents.reader import read_document
-from karma_dagster.defs.assets.stage_factory import StageCall, StageSpec, stage_asset
+from karma_dagster.assets.stage_factory import StageCall, StageSpec, stage_asset
 from karma_dagster.schemas.records import RawSection, SegmentRow
 
 SPEC = StageSpec(

@@ -12,8 +12,8 @@ import pandas as pd
 from pydantic import BaseModel
 
 from karma_dagster.backbones.base import Backbone
-from karma_dagster.defs.assets.batching import per_document
-from karma_dagster.defs.assets.common import StageTimer, agent_errors, finish_stage, stage_asset_kwargs
+from karma_dagster.assets.batching import per_document
+from karma_dagster.assets.common import StageTimer, agent_errors, finish_stage, stage_asset_kwargs
 from karma_dagster.params import KarmaParams
 from karma_dagster.resources.backbones import BackbonesResource
 from karma_dagster.resources.params import KarmaParamsResource

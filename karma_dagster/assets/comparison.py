@@ -13,7 +13,7 @@ import dagster as dg
 import pandas as pd
 
 from karma_dagster.backbones.registry import BackboneStatus
-from karma_dagster.defs.assets.common import STAGE_ORDER, stage_key
+from karma_dagster.assets.common import STAGE_ORDER, stage_key
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.kg.store import KGStore
 from karma_dagster.metrics import comparison as cmp

@@ -1,7 +1,7 @@
 """EA: confidence, clarity and relevance per triple; accepted for the KG when their mean >= Theta."""
 
 from karma_dagster.agents.evaluator import evaluate_triples
-from karma_dagster.defs.assets.stage_factory import StageCall, StageSpec, stage_asset
+from karma_dagster.assets.stage_factory import StageCall, StageSpec, stage_asset
 from karma_dagster.schemas.records import EvaluatedRow, ResolvedRow
 
 SPEC = StageSpec(

@@ -5,7 +5,7 @@ import datetime as dt
 import dagster as dg
 
 from karma_dagster.agents.integration import StageTableInvalid, collect_document
-from karma_dagster.defs.assets.common import stage_key
+from karma_dagster.assets.common import stage_key
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.kg.merge import IncrementStats, TripleValidationError
 from karma_dagster.kg.store import KGStore

@@ -1,7 +1,7 @@
 """SA: kept segments -> condensed summaries that keep entities, numbers and relation words."""
 
 from karma_dagster.agents.summarizer import summarize_segments
-from karma_dagster.defs.assets.stage_factory import StageCall, StageSpec, stage_asset
+from karma_dagster.assets.stage_factory import StageCall, StageSpec, stage_asset
 from karma_dagster.schemas.records import SegmentRow, SummaryRow
 
 SPEC = StageSpec(

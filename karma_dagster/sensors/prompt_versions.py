@@ -18,7 +18,7 @@ import dagster as dg
 from dagster._core.definitions.assets.graph.asset_graph_subset import AssetGraphSubset
 from dagster._core.definitions.partitions.subset.default import DefaultPartitionsSubset
 
-from karma_dagster.defs.assets.common import STAGE_ORDER, stage_key
+from karma_dagster.assets.common import STAGE_ORDER, stage_key
 from karma_dagster.prompts import PromptStore
 from karma_dagster.runtime import prompts_of_stage
 

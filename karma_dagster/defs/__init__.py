@@ -1,1 +1,0 @@
-"""Everything Dagster sees: assets (orchestration only), sensors and the definitions builder."""

@@ -1,0 +1,77 @@
+"""Where things live: the project's shipped files (prompts/, data/, backbones.yaml) and the run-time data.
+
+The one module that computes a path from `__file__`. Shipped files are found in the project checkout (an
+editable install or a run from the repo) or, in a wheel, in the copy `setup.py` bundles as package data under
+`karma_dagster/_bundled/`, so a non-editable install finds them too. Run-time data goes under `$DAGSTER_HOME`.
+Nothing here runs at import time beyond resolving this file's folder.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+BUNDLED = "_bundled"  # the folder name inside the package that a wheel carries the shipped files in
+SHIPPED = ("prompts", "data", "backbones.yaml")  # what setup.py copies into the wheel
+
+
+def _checkout_root() -> Path | None:
+    root = PACKAGE_DIR.parent
+    return root if (root / "pyproject.toml").is_file() and (root / "prompts").is_dir() else None
+
+
+def project_root() -> Path:
+    """The folder that holds prompts/, data/ and backbones.yaml: the checkout, else the wheel's bundled copy."""
+    checkout = _checkout_root()
+    if checkout is not None:
+        return checkout
+    bundled = PACKAGE_DIR / BUNDLED
+    if (bundled / "prompts").is_dir():
+        return bundled
+    raise FileNotFoundError(
+        f"karma_dagster finds neither a project checkout nor its bundled files ({BUNDLED}/): reinstall the package"
+    )
+
+
+def shipped(*parts: str) -> Path:
+    """A shipped project file, e.g. shipped('data', 'seed_kg', 'nodes.tsv')."""
+    return project_root().joinpath(*parts)
+
+
+def data_file(*parts: str) -> Path:
+    return shipped("data", *parts)
+
+
+def prompts_dir() -> Path:
+    return shipped("prompts")
+
+
+def backbones_file() -> Path:
+    return shipped("backbones.yaml")
+
+
+def dagster_home() -> Path:
+    """$DAGSTER_HOME; else the checkout's dagster_home/ (README), else ./dagster_home."""
+    if os.environ.get("DAGSTER_HOME"):
+        return Path(os.environ["DAGSTER_HOME"])
+    checkout = _checkout_root()
+    return (checkout if checkout is not None else Path.cwd()) / "dagster_home"
+
+
+def default_data_dir() -> Path:
+    return dagster_home() / "karma"
+
+
+def display_path(path: Path | str, base: Path | None = None) -> str:
+    """A path as it may appear in logs and metadata: relative to a known base, never absolute."""
+    p = Path(path)
+    roots = [base, default_data_dir(), dagster_home(), _checkout_root(), PACKAGE_DIR / BUNDLED]
+    for root in roots:
+        if root is None:
+            continue
+        try:
+            return str(p.resolve().relative_to(Path(root).resolve()))
+        except ValueError:
+            continue
+    return p.name
