@@ -16,7 +16,8 @@ from karma_dagster.agents.ingestion import build_document_row, sections_of
 from karma_dagster.backbones.local.cleanup import clean_document, clean_text
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.ingest.inbox import load_document, scan_inbox
-from karma_dagster.ingest.parse import IngestError, heading_kind, parse_file
+from karma_dagster.ingest.headings import heading_kind
+from karma_dagster.ingest.parse import IngestError, parse_file
 from karma_dagster.ingest.pdf import parse_pdf
 from karma_dagster.schemas.records import DocumentRow, ParsedDocument
 

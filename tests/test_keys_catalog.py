@@ -12,7 +12,7 @@ import pytest
 
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.ingest.inbox import load_document, scan_inbox
-from karma_dagster.ingest.keys import KEY_RE, content_hash, document_key, slug
+from karma_dagster.ingest.keys import KEY_RE, content_hash, date_of_document_key, document_key, slug
 from karma_dagster.ingest.parse import parse_file
 from karma_dagster.schemas.records import ParsedDocument
 
@@ -38,6 +38,13 @@ def test_key_prefers_pmcid_then_pmid_then_doi_then_hash() -> None:
     assert content_hash(_doc(sections=[{"kind": "body", "text": "SOME\n  text ."}])) == content_hash(_doc())
     long = slug("10.1002/(SICI)1097-4636(199" + "x" * 200 + ")")
     assert len(long) <= 80 and KEY_RE.match(f"2016-01-01_{long}")
+
+
+def test_date_of_document_key_is_the_date_part() -> None:
+    assert date_of_document_key("2016-02-12_pmc4745298") == "2016-02-12"
+    assert date_of_document_key("2026-01-02_doi-10.1155-2016-2860645") == "2026-01-02"
+    with pytest.raises(ValueError, match="notadate"):
+        date_of_document_key("notadate_pmc1")
 
 
 def _catalog(tmp_path: Path) -> Catalog:

@@ -257,9 +257,3 @@ class Catalog:
     def all_keys(self) -> list[str]:
         with self._connect() as con:
             return [r[0] for r in con.execute("SELECT doc_key FROM documents ORDER BY doc_key").fetchall()]
-
-    def keys_for_path(self, source_path: str) -> list[str]:
-        with self._connect() as con:
-            rows = con.execute("SELECT DISTINCT doc_key FROM sources WHERE source_path=? ORDER BY doc_key",
-                               (source_path,)).fetchall()
-        return [r[0] for r in rows]

@@ -14,7 +14,9 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from karma_dagster.ingest.catalog import Catalog, Registration
-from karma_dagster.ingest.parse import IngestError, parse_file, relative_name, source_format_of
+from karma_dagster.ingest.errors import IngestError
+from karma_dagster.ingest.files import relative_name
+from karma_dagster.ingest.parse import parse_file, source_format_of
 from karma_dagster.ingest.sidecar import sidecar_path
 from karma_dagster.schemas.records import ParsedDocument
 

@@ -12,7 +12,8 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from karma_dagster.ingest.parse import IngestError, heading_kind
+from karma_dagster.ingest.errors import IngestError
+from karma_dagster.ingest.headings import heading_kind
 from karma_dagster.ingest.text import clean_doi
 from karma_dagster.schemas.records import ParsedDocument, RawSection, SectionKind
 
@@ -196,7 +197,8 @@ def _ref_list(el: ET.Element, out: list[RawSection]) -> None:
         out.append(RawSection(heading=_text(_child(el, "title")) or "References", kind="references", text="\n".join(refs)))
 
 
-def parse_jats(path: Path, rel: str) -> ParsedDocument:
+def _read_article(path: Path, rel: str) -> tuple[ET.Element, ET.Element | None, ET.Element]:
+    """The root <article>, its <front> and <article-meta>: without them there is no JATS article to read."""
     try:
         root = ET.parse(path).getroot()
     except ET.ParseError as exc:
@@ -209,16 +211,44 @@ def parse_jats(path: Path, rel: str) -> ParsedDocument:
     meta = _child(front, "article-meta")
     if meta is None:
         raise IngestError(rel, "JATS article without <front>/<article-meta>")
+    return root, front, meta
 
-    ids = {a.get("pub-id-type", ""): _text(a) for a in _children(meta, "article-id")}
+
+def _pmcid(ids: dict[str, str]) -> str | None:
+    """PMC files write the PMCID with or without its 'PMC' prefix; the catalog wants it with."""
     pmcid = ids.get("pmcid") or ids.get("pmc")
     if pmcid:
         pmcid = pmcid.upper() if pmcid.upper().startswith("PMC") else f"PMC{pmcid}"
-    title = _text(_child(_child(meta, "title-group"), "article-title"))
+    return pmcid or None
+
+
+def _journal(front: ET.Element | None) -> str | None:
     journal_meta = _child(front, "journal-meta")
-    journal = _text(_child(_child(journal_meta, "journal-title-group"), "journal-title")) or _text(
+    return _text(_child(_child(journal_meta, "journal-title-group"), "journal-title")) or _text(
         _child(journal_meta, "journal-title")) or None
 
+
+def _text_after_title(el: ET.Element) -> str:
+    """Text of an element's children except its title and label (those become the section heading)."""
+    return " ".join(_text(c) for c in el if _local(c.tag) not in ("title", "label"))
+
+
+def _abstract_text(abstract: ET.Element) -> str:
+    """A structured abstract's parts ('Background. ...') as paragraphs."""
+    parts = []
+    for child in abstract:
+        name = _local(child.tag)
+        if name == "sec":
+            sub_title = _text(_child(child, "title"))
+            body = _text_after_title(child)
+            parts.append(f"{sub_title}. {body}".strip() if sub_title else body)
+        elif name not in ("title", "label"):
+            parts.append(_text(child))
+    return "\n\n".join(p for p in parts if p)
+
+
+def _front_sections(meta: ET.Element, title: str) -> list[RawSection]:
+    """Title, affiliations and abstracts; graphical abstracts, teasers and highlights are not the abstract."""
     sections: list[RawSection] = []
     if title:
         sections.append(RawSection(heading="Title", kind="title", text=title))
@@ -228,56 +258,75 @@ def parse_jats(path: Path, rel: str) -> ParsedDocument:
     for abstract in _children(meta, "abstract"):
         if abstract.get("abstract-type") in ("graphical", "teaser", "toc", "author-highlights"):
             continue
-        parts = []
-        for child in abstract:
-            name = _local(child.tag)
-            if name == "sec":
-                sub_title = _text(_child(child, "title"))
-                body = " ".join(_text(p) for p in child if _local(p.tag) not in ("title", "label"))
-                parts.append(f"{sub_title}. {body}".strip() if sub_title else body)
-            elif name not in ("title", "label"):
-                parts.append(_text(child))
-        text = "\n\n".join(p for p in parts if p)
+        text = _abstract_text(abstract)
         if text:
             sections.append(RawSection(heading="Abstract", kind="abstract", text=text))
+    return sections
 
-    body = _child(root, "body")
-    if body is not None:
-        loose = [_text(c) for c in body if _local(c.tag) not in ("sec",) and _local(c.tag) not in _FLOATS]
-        if any(loose):
-            sections.append(RawSection(heading="", kind="body", text="\n\n".join(t for t in loose if t)))
-        for fl in _floats_within(body):
-            sections.extend(_float_section(fl))
-        for sec in _children(body, "sec"):
-            _sections_of(sec, None, sections)
-    back = _child(root, "back")
-    if back is not None:
-        for child in back:
-            name = _local(child.tag)
-            if name == "ref-list":
-                _ref_list(child, sections)
-            elif name == "ack":
-                text = " ".join(_text(c) for c in child if _local(c.tag) not in ("title", "label"))
-                if text:
-                    sections.append(RawSection(heading=_text(_child(child, "title")) or "Acknowledgments",
-                                               kind="acknowledgements", text=_ws(text)))
-            elif name == "sec":
-                _sections_of(child, None, sections)
-            elif name == "fn-group":
-                for fn in _children(child, "fn"):
-                    fn_title = _text(_child(fn, "title"))
-                    fn_kind: SectionKind = {"conflict": "conflicts", "COI-statement": "conflicts",
-                                            "financial-disclosure": "funding"}.get(fn.get("fn-type", ""), "other")
-                    if fn_kind == "other" and fn_title:
-                        fn_kind = heading_kind(fn_title) or "other"
-                    text = _text(fn, skip=_SKIP_IN_TEXT | {"title"})
-                    if text:
-                        sections.append(RawSection(heading=fn_title, kind=fn_kind, text=text))
-    floats_group = _child(root, "floats-group")
-    if floats_group is not None:
-        for fl in floats_group:
-            if _local(fl.tag) in _FLOATS:
-                sections.extend(_float_section(fl))
+
+def _body_sections(body: ET.Element | None) -> list[RawSection]:
+    """Text outside any <sec> first, then the floats it cites, then the sections in order."""
+    out: list[RawSection] = []
+    if body is None:
+        return out
+    loose = [_text(c) for c in body if _local(c.tag) not in ("sec",) and _local(c.tag) not in _FLOATS]
+    if any(loose):
+        out.append(RawSection(heading="", kind="body", text="\n\n".join(t for t in loose if t)))
+    for fl in _floats_within(body):
+        out.extend(_float_section(fl))
+    for sec in _children(body, "sec"):
+        _sections_of(sec, None, out)
+    return out
+
+
+def _footnote_sections(fn_group: ET.Element) -> list[RawSection]:
+    """Back-matter footnotes: conflicts and funding statements often live here rather than in a <sec>."""
+    out: list[RawSection] = []
+    for fn in _children(fn_group, "fn"):
+        fn_title = _text(_child(fn, "title"))
+        fn_kind: SectionKind = {"conflict": "conflicts", "COI-statement": "conflicts",
+                                "financial-disclosure": "funding"}.get(fn.get("fn-type", ""), "other")
+        if fn_kind == "other" and fn_title:
+            fn_kind = heading_kind(fn_title) or "other"
+        text = _text(fn, skip=_SKIP_IN_TEXT | {"title"})
+        if text:
+            out.append(RawSection(heading=fn_title, kind=fn_kind, text=text))
+    return out
+
+
+def _back_sections(back: ET.Element | None) -> list[RawSection]:
+    """References, acknowledgements, back-matter sections and footnotes, in document order."""
+    out: list[RawSection] = []
+    for child in back if back is not None else []:
+        name = _local(child.tag)
+        if name == "ref-list":
+            _ref_list(child, out)
+        elif name == "ack":
+            text = _text_after_title(child)
+            if text:
+                out.append(RawSection(heading=_text(_child(child, "title")) or "Acknowledgments",
+                                      kind="acknowledgements", text=_ws(text)))
+        elif name == "sec":
+            _sections_of(child, None, out)
+        elif name == "fn-group":
+            out.extend(_footnote_sections(child))
+    return out
+
+
+def _floats_group_sections(floats_group: ET.Element | None) -> list[RawSection]:
+    """Floats PMC moved out of the text into a trailing <floats-group>."""
+    if floats_group is None:
+        return []
+    return [s for fl in floats_group if _local(fl.tag) in _FLOATS for s in _float_section(fl)]
+
+
+def parse_jats(path: Path, rel: str) -> ParsedDocument:
+    """One JATS article: metadata from <article-meta>, sections from front, body, back and floats in that order."""
+    root, front, meta = _read_article(path, rel)
+    ids = {a.get("pub-id-type", ""): _text(a) for a in _children(meta, "article-id")}
+    title = _text(_child(_child(meta, "title-group"), "article-title"))
+    sections = (_front_sections(meta, title) + _body_sections(_child(root, "body"))
+                + _back_sections(_child(root, "back")) + _floats_group_sections(_child(root, "floats-group")))
     if not any(s.kind not in ("title", "affiliations") for s in sections):
         raise IngestError(rel, "JATS article with neither abstract nor body text")
     doi = ids.get("doi")
@@ -286,11 +335,11 @@ def parse_jats(path: Path, rel: str) -> ParsedDocument:
         source_format="jats",
         title=title,
         authors=_authors(meta),
-        journal=journal,
+        journal=_journal(front),
         pub_date=_pub_date(meta),
         doi=clean_doi(doi) if doi else None,
         pmid=ids.get("pmid") or None,
-        pmcid=pmcid or None,
+        pmcid=_pmcid(ids),
         license=_license(meta),
         sections=sections,
     )

@@ -63,6 +63,8 @@ def document_key(doc: ParsedDocument, arrival_date: dt.date, text_hash: str | No
     return key
 
 
-def key_date(doc_key: str) -> dt.date:
-    """The date a key leads with."""
-    return dt.date.fromisoformat(doc_key[:10])
+def date_of_document_key(doc_key: str) -> str:
+    """The date a key leads with (`2016-02-12_pmc4745298` -> '2016-02-12'): the KG increment it feeds."""
+    head = doc_key.split("_", 1)[0]
+    dt.date.fromisoformat(head)  # raises a ValueError naming the bad key's date part
+    return head

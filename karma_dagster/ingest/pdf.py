@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pymupdf
 
-from karma_dagster.ingest.parse import IngestError, heading_depth, heading_kind
+from karma_dagster.ingest.errors import IngestError
+from karma_dagster.ingest.headings import heading_depth, heading_kind
 from karma_dagster.ingest.text import PMCID_RE, PMID_RE, find_doi, join_lines, word_vocabulary
 from karma_dagster.schemas.records import ParsedDocument, RawSection, SectionKind
 
@@ -246,7 +247,44 @@ def _pdf_title(meta: dict) -> str:
     return title if len(title.split()) >= 3 and not re.search(r"\.(dvi|docx?|tex|pdf|indd)$", title, re.I) else ""
 
 
-def parse_pdf(path: Path, rel: str, *, max_pages: int = DEFAULT_MAX_PAGES) -> ParsedDocument:
+@dataclass
+class _Layout:
+    """What the phases after reading share: the cleaned blocks and where title, headings and body start."""
+
+    blocks: list[_Block]
+    body: float  # the body font size
+    vocab: set[str]  # the document's own words, to undo line-end hyphenation
+    title_idx: int
+    title: str
+    headings: list[int]
+    first_heading: int  # index of the block that starts the body
+    front: list[int]  # front-matter block indices, ascending
+
+    def text_of(self, i: int) -> str:
+        return join_lines([ln.text for ln in self.blocks[i].lines], self.vocab)
+
+
+@dataclass
+class _Front:
+    """Page-1 blocks sorted by role; `candidates` are the unclaimed ones, where an unlabelled abstract hides."""
+
+    authors: list[str] = field(default_factory=list)
+    license: str | None = None
+    others: list[str] = field(default_factory=list)
+    affiliations: list[str] = field(default_factory=list)
+    abstract_parts: list[str] = field(default_factory=list)
+    candidates: list[int] = field(default_factory=list)
+
+
+@dataclass
+class _Float:
+    heading: str
+    kind: SectionKind
+    lines: list[str]
+
+
+def _read_pdf(path: Path, rel: str, max_pages: int) -> tuple[dict, list[_Block], list[float]]:
+    """Info dictionary, text blocks and page heights; the file is closed before any layout work."""
     doc = _open(path, rel, max_pages)
     try:
         meta = dict(doc.metadata or {})
@@ -254,179 +292,253 @@ def parse_pdf(path: Path, rel: str, *, max_pages: int = DEFAULT_MAX_PAGES) -> Pa
         n_pages = doc.page_count
     finally:
         doc.close()
-    total_chars = sum(len(b.text) for b in blocks)
-    if total_chars < 50:
+    _refuse_scans(blocks, image_only, n_pages, rel)
+    return meta, blocks, heights
+
+
+def _refuse_scans(blocks: list[_Block], image_only: list[int], n_pages: int, rel: str) -> None:
+    """Scanned pages need OCR, which is not done here: say so instead of returning a near-empty document."""
+    if sum(len(b.text) for b in blocks) < 50:
         what = "its pages hold only images (a scan?)" if image_only else "its pages hold no text"
         raise IngestError(rel, f"no text layer: {what}; OCR is not done here ({n_pages} page(s))")
     if len(image_only) * 2 > n_pages:
         raise IngestError(rel, f"{len(image_only)} of {n_pages} pages have no text layer, only images (scanned "
                                "pages?); OCR is not done here")
-    _drop_running_lines(blocks, heights)
-    body = _body_size(blocks)
-    vocab = word_vocabulary("\n".join(ln.text for ln in b.lines) for b in blocks)
-    page0_text = "\n".join(b.text for b in blocks if b.page == 0)
 
-    # ---- front matter: page-1 blocks before the first heading, plus page-1 blocks printed above the title
-    title_idx, title = _title_of(blocks)
-    headings = [i for i, b in enumerate(blocks) if i != title_idx and _is_heading(b, body)]
+
+def _first_heading(blocks: list[_Block], headings: list[int], title_idx: int) -> int:
+    """Where the body starts: the first structural heading after the title (bold author lines are not headings)."""
     after_title = [i for i in headings if i > title_idx]
     structural = [i for i in after_title if heading_kind(blocks[i].text) or re.match(r"^\d+\.?\s", blocks[i].text)]
-    first_heading = next(iter(structural or after_title), len(blocks))  # bold author lines are not headings
-    if first_heading != len(blocks) and blocks[first_heading].page > 1:
-        first_heading = title_idx + 1  # no structure on the first pages: only the title is front matter
+    first = next(iter(structural or after_title), len(blocks))
+    if first != len(blocks) and blocks[first].page > 1:
+        return title_idx + 1  # no structure on the first pages: only the title is front matter
+    return first
+
+
+def _front_indices(blocks: list[_Block], title_idx: int, first_heading: int) -> list[int]:
+    """Page-1 blocks before the first heading, plus page-1 blocks printed above the title (journal banners)."""
     title_top = blocks[title_idx].bbox[1] if title_idx >= 0 else 0.0
     front = [i for i in range(first_heading) if blocks[i].page == 0]
     front += [i for i, b in enumerate(blocks) if i >= first_heading and b.page == 0 and b.bbox[3] <= title_top]
-    front_set = set(front)
+    return sorted(front)
 
-    sections: list[RawSection] = []
-    if title:
-        sections.append(RawSection(heading="Title", kind="title", text=title))
-    authors: list[str] = []
-    license_text: str | None = None
-    others: list[str] = []
-    affiliations: list[str] = []
-    abstract_parts: list[str] = []
-    candidates: list[int] = []
-    for i in sorted(front):
-        b = blocks[i]
-        text = join_lines([ln.text for ln in b.lines], vocab)
-        if i == title_idx:
-            rest = [ln.text for ln in b.lines if ln.text not in title]
+
+def _layout(blocks: list[_Block]) -> _Layout:
+    """Body font, title, headings and the front/body boundary: the structure the font sizes reveal."""
+    body = _body_size(blocks)
+    vocab = word_vocabulary("\n".join(ln.text for ln in b.lines) for b in blocks)
+    title_idx, title = _title_of(blocks)
+    headings = [i for i, b in enumerate(blocks) if i != title_idx and _is_heading(b, body)]
+    first_heading = _first_heading(blocks, headings, title_idx)
+    return _Layout(blocks=blocks, body=body, vocab=vocab, title_idx=title_idx, title=title, headings=headings,
+                   first_heading=first_heading, front=_front_indices(blocks, title_idx, first_heading))
+
+
+def _sort_front(lay: _Layout) -> _Front:
+    """Tell abstract, notes and licence, the author line and affiliations apart among the front-matter blocks."""
+    front = _Front()
+    for i in lay.front:
+        b = lay.blocks[i]
+        text = lay.text_of(i)
+        if i == lay.title_idx:
+            rest = [ln.text for ln in b.lines if ln.text not in lay.title]
             if rest:
-                others.append(" ".join(rest))
+                front.others.append(" ".join(rest))
             continue
         if re.match(r"^abstract\b", text, re.I):
-            abstract_parts.append(re.sub(r"^abstract[\s.:—-]*", "", text, flags=re.I))
+            front.abstract_parts.append(re.sub(r"^abstract[\s.:—-]*", "", text, flags=re.I))
         elif _FRONT_OTHER.match(text) or re.search(r"creative commons|this is an open access", text, re.I):
             if re.search(r"creative commons|licen[cs]e", text, re.I):
-                license_text = license_text or _license_of(text)
-            others.append(text)
-        elif (not authors and i > title_idx and b.size >= body and b.bold and len(text) < 600
+                front.license = front.license or _license_of(text)
+            front.others.append(text)
+        elif (not front.authors and i > lay.title_idx and b.size >= lay.body and b.bold and len(text) < 600
               and not re.search(r"\.\s+[A-Z][a-z]+\s+[a-z]+", text)):
-            authors = _authors_of(b)
-            others.append(text)
+            front.authors = _authors_of(b)
+            front.others.append(text)
         elif _INSTITUTION.search(text[:80]) and len(re.findall(r"\.\s+[A-Z][a-z]", text)) < 3 and len(text) < 1500:
-            affiliations.append(text)
+            front.affiliations.append(text)
         else:
-            candidates.append(i)
-    if not abstract_parts and candidates:
-        best = max(candidates, key=lambda i: len(blocks[i].text))
-        if len(blocks[best].text.split()) >= 40:
-            abstract_parts.append(join_lines([ln.text for ln in blocks[best].lines], vocab))
-            candidates.remove(best)
-    others += [join_lines([ln.text for ln in blocks[i].lines], vocab) for i in candidates]
-    if affiliations:
-        sections.append(RawSection(heading="Affiliations", kind="affiliations", text="\n".join(affiliations)))
+            front.candidates.append(i)
+    return front
+
+
+def _front_sections(lay: _Layout, front: _Front) -> list[RawSection]:
+    """Title, affiliations, other front matter and abstract; without an 'Abstract' label the longest
+    unclaimed block of 40+ words is taken for it (many case reports print the abstract unlabelled)."""
+    if not front.abstract_parts and front.candidates:
+        best = max(front.candidates, key=lambda i: len(lay.blocks[i].text))
+        if len(lay.blocks[best].text.split()) >= 40:
+            front.abstract_parts.append(lay.text_of(best))
+            front.candidates.remove(best)
+    others = front.others + [lay.text_of(i) for i in front.candidates]
+    sections: list[RawSection] = []
+    if lay.title:
+        sections.append(RawSection(heading="Title", kind="title", text=lay.title))
+    if front.affiliations:
+        sections.append(RawSection(heading="Affiliations", kind="affiliations", text="\n".join(front.affiliations)))
     if others:
         sections.append(RawSection(heading="Front matter", kind="other", text="\n".join(others)))
-    if abstract_parts:
-        sections.append(RawSection(heading="Abstract", kind="abstract", text="\n\n".join(abstract_parts)))
+    if front.abstract_parts:
+        sections.append(RawSection(heading="Abstract", kind="abstract", text="\n\n".join(front.abstract_parts)))
+    return sections
 
-    # ---- body
-    heading, kind, parent_kind = "", "body", "body"
-    top_size = max((blocks[i].size for i in headings if i >= first_heading), default=body + 2)
-    paragraphs: list[str] = []
-    floats: list[RawSection] = []
-    open_float: dict | None = None
 
-    def flush() -> None:
-        nonlocal open_float
-        if paragraphs:
-            sections.append(RawSection(heading=heading, kind=kind, text="\n\n".join(paragraphs)))
-            paragraphs.clear()
-        for fl in floats:
-            sections.append(fl)
-        floats.clear()
-        open_float = None
-
-    def close_float() -> None:
-        nonlocal open_float
-        if open_float is not None:
-            floats.append(RawSection(heading=open_float["heading"], kind=open_float["kind"],
-                                     text="\n".join(open_float["lines"])))
-            open_float = None
-
-    for i, b in enumerate(blocks):
-        if i in front_set:
-            continue
-        text = join_lines([ln.text for ln in b.lines], vocab)
-        if i in headings and i >= first_heading:
-            close_float()
-            flush()
-            heading = re.sub(r"\s+", " ", b.text)
-            found = heading_kind(heading)
-            depth = heading_depth(heading)
-            if depth == 1 and b.size < top_size - 0.5 and not re.match(r"^\d", heading):
-                depth = 2
-            kind = found or (parent_kind if depth > 1 else "body")
-            if depth == 1:
-                parent_kind = kind
-            continue
-        cap = _CAPTION.match(text)
-        if cap and kind != "references":
-            close_float()
-            fkind: SectionKind = "table" if cap.group(1).lower().startswith("tab") else "figure"
-            open_float = {"heading": f"{cap.group(1).rstrip('.').capitalize()} {cap.group(2)}", "kind": fkind,
-                          "lines": [text]}
-            continue
-        if open_float is not None and open_float["kind"] == "table" and b.size < body - 0.25:
-            open_float["lines"].append(" | ".join(ln.text for ln in b.lines))
-            continue
-        close_float()
-        if kind != "references" and b.size < body - 1.5:
-            continue  # labels and legends inside figures
-        first = b.lines[0].spans
-        if _RUN_IN.match(text) and first and (first[0]["flags"] & 2 or _span_bold(first[0])):
-            style = (first[0]["flags"] & 2, _span_bold(first[0]))
-            lead = ""
-            for ln in b.lines:
-                for s in ln.spans:
-                    if (s["flags"] & 2, _span_bold(s)) != style:
-                        break
-                    lead += s["text"]
-                else:
-                    lead += " "
-                    continue
+def _run_in_lead(b: _Block, text: str) -> str | None:
+    """The bold or italic lead of a paragraph opening with '2.1.': a run-in subsection heading."""
+    first = b.lines[0].spans
+    if not (_RUN_IN.match(text) and first and (first[0]["flags"] & 2 or _span_bold(first[0]))):
+        return None
+    style = (first[0]["flags"] & 2, _span_bold(first[0]))
+    lead = ""
+    for ln in b.lines:
+        for s in ln.spans:
+            if (s["flags"] & 2, _span_bold(s)) != style:
                 break
-            lead = re.sub(r"\s+", " ", lead).strip()
-            if 3 <= len(lead) <= 150:
-                flush()
-                heading = lead.rstrip(".")
-                kind = heading_kind(heading) or parent_kind
-                text = text[len(lead):].strip() if text.startswith(lead) else text.split(lead, 1)[-1].strip()
-                if not text:
-                    continue
-        if paragraphs and (re.match(r"^[a-z(]", text) or not re.search(r"[.!?:)\]\"”]$", paragraphs[-1])):
-            paragraphs[-1] = join_lines([paragraphs[-1], text], vocab)
+            lead += s["text"]
         else:
-            paragraphs.append(text)
-    close_float()
-    flush()
+            lead += " "
+            continue
+        break
+    lead = re.sub(r"\s+", " ", lead).strip()
+    return lead if 3 <= len(lead) <= 150 else None
 
-    if not any(s.kind not in ("title", "other", "affiliations") for s in sections):
-        raise IngestError(rel, "no body text found in the PDF")
-    doi = find_doi(page0_text)
-    pmid = PMID_RE.search(page0_text)
-    pmcid = PMCID_RE.search(page0_text)
+
+class _BodyWriter:
+    """Collects body paragraphs under the current heading; figures and tables wait until the section ends,
+    so the running text stays unbroken."""
+
+    def __init__(self, vocab: set[str], body: float) -> None:
+        self.vocab = vocab
+        self.body = body
+        self.heading = ""
+        self.kind: SectionKind = "body"
+        self.parent_kind: SectionKind = "body"
+        self.paragraphs: list[str] = []
+        self.floats: list[RawSection] = []
+        self.open_float: _Float | None = None
+        self.sections: list[RawSection] = []
+
+    def flush(self) -> None:
+        """End the current section: its paragraphs, then the figures and tables met inside it."""
+        if self.paragraphs:
+            self.sections.append(RawSection(heading=self.heading, kind=self.kind, text="\n\n".join(self.paragraphs)))
+            self.paragraphs.clear()
+        self.sections.extend(self.floats)
+        self.floats.clear()
+        self.open_float = None
+
+    def close_float(self) -> None:
+        if self.open_float is not None:
+            fl = self.open_float
+            self.floats.append(RawSection(heading=fl.heading, kind=fl.kind, text="\n".join(fl.lines)))
+            self.open_float = None
+
+    def start_section(self, b: _Block, top_size: float) -> None:
+        """A heading block; an unnumbered heading smaller than the top-level ones is a subsection."""
+        self.close_float()
+        self.flush()
+        self.heading = re.sub(r"\s+", " ", b.text)
+        found = heading_kind(self.heading)
+        depth = heading_depth(self.heading)
+        if depth == 1 and b.size < top_size - 0.5 and not re.match(r"^\d", self.heading):
+            depth = 2
+        self.kind = found or (self.parent_kind if depth > 1 else "body")
+        if depth == 1:
+            self.parent_kind = self.kind
+
+    def add_block(self, b: _Block, text: str) -> None:
+        """A non-heading block: a caption opens a float, small text under a table is its rows, the rest is prose."""
+        cap = _CAPTION.match(text)
+        if cap and self.kind != "references":
+            self.close_float()
+            fkind: SectionKind = "table" if cap.group(1).lower().startswith("tab") else "figure"
+            self.open_float = _Float(f"{cap.group(1).rstrip('.').capitalize()} {cap.group(2)}", fkind, [text])
+            return
+        if self.open_float is not None and self.open_float.kind == "table" and b.size < self.body - 0.25:
+            self.open_float.lines.append(" | ".join(ln.text for ln in b.lines))
+            return
+        self.close_float()
+        if self.kind != "references" and b.size < self.body - 1.5:
+            return  # labels and legends inside figures
+        prose = self._after_run_in_heading(b, text)
+        if prose is not None:
+            self._add_paragraph(prose)
+
+    def _after_run_in_heading(self, b: _Block, text: str) -> str | None:
+        """Start a subsection at a run-in heading; the text after it, None when the heading stands alone."""
+        lead = _run_in_lead(b, text)
+        if lead is None:
+            return text
+        self.flush()
+        self.heading = lead.rstrip(".")
+        self.kind = heading_kind(self.heading) or self.parent_kind
+        rest = text[len(lead):].strip() if text.startswith(lead) else text.split(lead, 1)[-1].strip()
+        return rest or None
+
+    def _add_paragraph(self, text: str) -> None:
+        """A block continues the last paragraph when it starts in lower case or that one did not end a sentence
+        (paragraphs split across columns and pages)."""
+        if self.paragraphs and (re.match(r"^[a-z(]", text) or not re.search(r"[.!?:)\]\"”]$", self.paragraphs[-1])):
+            self.paragraphs[-1] = join_lines([self.paragraphs[-1], text], self.vocab)
+        else:
+            self.paragraphs.append(text)
+
+
+def _body_sections(lay: _Layout) -> list[RawSection]:
+    """The blocks after the front matter as sections under their headings, figures and tables after each."""
+    top_size = max((lay.blocks[i].size for i in lay.headings if i >= lay.first_heading), default=lay.body + 2)
+    writer = _BodyWriter(lay.vocab, lay.body)
+    front = set(lay.front)
+    for i, b in enumerate(lay.blocks):
+        if i in front:
+            continue
+        if i in lay.headings and i >= lay.first_heading:
+            writer.start_section(b, top_size)
+        else:
+            writer.add_block(b, lay.text_of(i))
+    writer.close_float()
+    writer.flush()
+    return writer.sections
+
+
+def _published_date(page0_text: str) -> dt.date | None:
     published = _PUBLISHED.search(page0_text)
-    pub_date = None
     if published:
         for fmt in ("%d %B %Y", "%B %d, %Y"):
             try:
-                pub_date = dt.datetime.strptime(published.group(1), fmt).date()
-                break
+                return dt.datetime.strptime(published.group(1), fmt).date()
             except ValueError:
                 continue
+    return None
+
+
+def _document(rel: str, meta: dict, lay: _Layout, front: _Front, sections: list[RawSection]) -> ParsedDocument:
+    """Identifiers printed on page 1 win; the PDF info dictionary only fills a missing title or author list."""
+    page0_text = "\n".join(b.text for b in lay.blocks if b.page == 0)
+    pmid = PMID_RE.search(page0_text)
+    pmcid = PMCID_RE.search(page0_text)
     return ParsedDocument(
         source_path=rel,
         source_format="pdf",
-        title=title or _pdf_title(meta),
-        authors=authors or [a.strip() for a in re.split(r";|,", meta.get("author") or "") if a.strip()],
-        doi=doi,
+        title=lay.title or _pdf_title(meta),
+        authors=front.authors or [a.strip() for a in re.split(r";|,", meta.get("author") or "") if a.strip()],
+        doi=find_doi(page0_text),
         pmid=pmid.group(1) if pmid else None,
         pmcid=pmcid.group(1) if pmcid else None,
-        pub_date=pub_date,
-        license=license_text,
+        pub_date=_published_date(page0_text),
+        license=front.license,
         sections=sections,
     )
+
+
+def parse_pdf(path: Path, rel: str, *, max_pages: int = DEFAULT_MAX_PAGES) -> ParsedDocument:
+    """One PDF article as labelled sections: read, strip page furniture, find the layout, then front and body."""
+    meta, blocks, heights = _read_pdf(path, rel, max_pages)
+    _drop_running_lines(blocks, heights)
+    lay = _layout(blocks)
+    front = _sort_front(lay)
+    sections = _front_sections(lay, front) + _body_sections(lay)
+    if not any(s.kind not in ("title", "other", "affiliations") for s in sections):
+        raise IngestError(rel, "no body text found in the PDF")
+    return _document(rel, meta, lay, front, sections)

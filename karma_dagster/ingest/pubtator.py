@@ -2,7 +2,7 @@
 
 Format: `PMID|t|title`, `PMID|a|abstract`, tab-separated mention lines `PMID start end text type id`
 and relation lines `PMID relation id1 id2 [Novel]`; a blank line ends a document. Offsets index into
-`title + " " + abstract`.
+`title + " " + abstract`. `parse_pubtator` turns each abstract into a `ParsedDocument` for the inbox.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from karma_dagster.schemas.records import GoldMention, GoldRelation
+from karma_dagster.ingest.errors import IngestError
+from karma_dagster.schemas.records import GoldMention, GoldRelation, ParsedDocument, RawSection
 
 
 class PubTatorError(ValueError):
@@ -88,3 +89,27 @@ def read_pubtator(path: Path) -> list[PubTatorDoc]:
         return list(parse_pubtator_lines(_open_text(path), source=path.name))
     except UnicodeDecodeError as exc:
         raise PubTatorError(f"{path.name}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+
+
+def parse_pubtator(path: Path, rel: str) -> list[ParsedDocument]:
+    """Each abstract of a PubTator file becomes its own document; gold annotations travel with it."""
+    try:
+        items = read_pubtator(path)
+    except PubTatorError as exc:
+        raise IngestError(rel, f"malformed PubTator file: {str(exc).split(': ', 1)[-1]}") from exc
+    except (OSError, EOFError) as exc:  # unreadable or a damaged .gz
+        raise IngestError(rel, f"cannot read PubTator file ({exc})") from exc
+    if not items:
+        raise IngestError(rel, "no PubTator documents found (expected 'PMID|t|title' lines)")
+    docs = []
+    for item in items:
+        sections = [RawSection(heading="Title", kind="title", text=item.title)] if item.title else []
+        if item.abstract:
+            sections.append(RawSection(heading="Abstract", kind="abstract", text=item.abstract))
+        if not sections:
+            raise IngestError(rel, f"PubTator document {item.pmid} has neither title nor abstract")
+        docs.append(ParsedDocument(
+            source_path=rel, source_format="pubtator", title=item.title, pmid=item.pmid,
+            sections=sections, gold_mentions=item.mentions, gold_relations=item.relations,
+        ))
+    return docs

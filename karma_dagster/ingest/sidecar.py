@@ -15,7 +15,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from karma_dagster.ingest.parse import IngestError, relative_name
+from karma_dagster.ingest.errors import IngestError
+from karma_dagster.ingest.files import relative_name
 from karma_dagster.ingest.text import clean_doi
 from karma_dagster.schemas.records import ParsedDocument
 

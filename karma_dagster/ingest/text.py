@@ -14,7 +14,8 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from karma_dagster.ingest.parse import IngestError, heading_depth, heading_kind
+from karma_dagster.ingest.errors import IngestError
+from karma_dagster.ingest.headings import heading_depth, heading_kind
 from karma_dagster.schemas.records import ParsedDocument, RawSection, SectionKind
 
 DOI_RE = re.compile(r"\b(10\.\d{4,9}/[^\s\"<>]+)", re.IGNORECASE)
