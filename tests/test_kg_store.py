@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 import gzip
+import hashlib
 import multiprocessing as mp
+import shutil
 from pathlib import Path
 
 import pytest
@@ -67,15 +69,78 @@ def test_reimport_replaces_seed_only_and_keeps_evidence(tmp_path: Path) -> None:
     import_hetionet(store, SEED / "nodes.tsv", SEED / "edges.sif.gz", 0.9)
     t = {"triple_id": "t1", "head_id": METFORMIN, "relation": "treats", "tail_id": T2DM, "score": 0.7,
          "segment_id": "d#1", "evidence": "Metformin lowers glucose in type 2 diabetes."}
+    fingerprint = store.seed_fingerprint()
     merge_increment(store, dt.date(2016, 1, 5), "local", {"d": ([t], [])}, "run1")
+    assert store.seed_fingerprint() == fingerprint  # merges leave the seed (and what is built from it) alone
     first = _counts(store)
     stats = import_hetionet(store, SEED / "nodes.tsv", SEED / "edges.sif.gz", 0.5, node_filter=lambda n: n.kind != "Symptom")
     assert stats.n_nodes < 4000 and stats.n_edges_filtered > 0
+    assert store.seed_fingerprint() != fingerprint
     after = _counts(store)
     assert after[2] == first[2] == 1
     assert after[:2] == (stats.n_nodes, stats.n_edges)
     import_hetionet(store, SEED / "nodes.tsv", SEED / "edges.sif.gz", 0.9)
     assert _counts(store) == first  # back to the full seed, evidence untouched
+    assert store.seed_fingerprint() == fingerprint
+
+
+NEW_DRUG, GPT = "new::Compound::ipilimumab", "openai/gpt-4o"
+
+
+@pytest.fixture(scope="module")
+def merged(seeded, tmp_path_factory: pytest.TempPathFactory) -> KGStore:
+    """The seed plus two small merges: one in GPT (a new entity, a new edge, a reinforced seed edge), one in local."""
+    path = tmp_path_factory.mktemp("merged") / "kg.duckdb"
+    shutil.copy(seeded[0].path, path)
+    store = KGStore(path)
+
+    def row(doc: str, tid: str, head: str) -> dict:
+        return {"triple_id": tid, "head_id": head, "relation": "treats", "tail_id": T2DM, "score": 0.7,
+                "segment_id": f"{doc}#1", "evidence": "It lowers glucose in type 2 diabetes."}
+
+    drug = NodeIn(id=NEW_DRUG, name="ipilimumab", kind="Compound")
+    d1 = ([row("d1", "t1", METFORMIN), row("d1", "t2", NEW_DRUG)], [drug])
+    merge_increment(store, dt.date(2016, 1, 5), GPT, {"d1": d1}, "r1")
+    merge_increment(store, dt.date(2016, 1, 5), "local", {"d2": ([row("d2", "t1", METFORMIN)], [])}, "r2")
+    return store
+
+
+def test_seed_fingerprint_formula_and_missing_file(seeded, tmp_path: Path) -> None:
+    store, _ = seeded
+    with store.connect(read_only=True) as con:
+        digest = con.execute("SELECT coalesce(sum(hash(id)), 0)::VARCHAR FROM seed_nodes").fetchall()[0][0]
+    assert store.seed_fingerprint() == hashlib.sha256(f"4000:10000:{digest}".encode()).hexdigest()[:16]
+    missing = KGStore(tmp_path / "absent.duckdb")
+    assert missing.seed_fingerprint() == "no-kg" and not missing.path.exists()  # asking does not create the file
+
+
+def test_node_kinds_cover_seed_and_extracted_nodes(seeded, merged) -> None:
+    kinds = seeded[0].node_kinds()
+    assert len(kinds) == 4000 and kinds[SNAP25] == "Gene" and kinds[METFORMIN] == "Compound"
+    kinds = merged.node_kinds()
+    assert len(kinds) == 4001 and kinds[NEW_DRUG] == "Compound" and kinds[T2DM] == "Disease"
+
+
+def test_merged_evidence_is_per_namespace(merged) -> None:
+    assert merged.merged_evidence(GPT) == {("d1", "t1"), ("d1", "t2")}
+    assert merged.merged_evidence("local") == {("d2", "t1")}
+    assert merged.merged_evidence("never-used") == set()
+
+
+def test_seed_and_namespace_edge_triples(merged) -> None:
+    seed = merged.seed_edge_triples()
+    assert len(seed) == len(set(seed)) == 10000 and (METFORMIN, "treats", T2DM) in seed
+    assert (NEW_DRUG, "treats", T2DM) not in seed
+    gpt = merged.edge_triples(GPT)
+    assert len(gpt) == 10001 and set(gpt) == set(seed) | {(NEW_DRUG, "treats", T2DM)}
+    assert sorted(merged.edge_triples("local")) == sorted(seed)  # reinforcing a seed edge adds none
+
+
+def test_seed_node_ids_and_extracted_node_count(merged) -> None:
+    ids = merged.seed_node_ids()
+    assert len(ids) == 4000 and SNAP25 in ids and NEW_DRUG not in ids
+    assert (merged.count_extracted_nodes(GPT), merged.count_extracted_nodes("local")) == (1, 0)
+    assert merged.count_extracted_nodes("never-used") == 0
 
 
 def test_generic_format_with_synonyms_and_relation_names(tmp_path: Path) -> None:

@@ -12,7 +12,9 @@ import datetime as dt
 import math
 import numbers
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -130,6 +132,20 @@ def _validate_node(node: NodeIn | Mapping[str, Any], doc_key: str, kinds: tuple[
     return n
 
 
+Prepared = dict[str, tuple[list[dict[str, Any]], list[NodeIn]]]  # doc_key -> (evidence rows, new nodes)
+
+
+@dataclass(frozen=True)
+class _Stamp:
+    """What every row of one merge carries besides its own values."""
+
+    ns: str
+    date: dt.date
+    backbone: str
+    run_id: str
+    merged_at: dt.datetime
+
+
 def merge_increment(
     store: KGStore,
     date: dt.date,
@@ -151,11 +167,33 @@ def merge_increment(
     t0 = time.perf_counter()
     if not backbone or not run_id:
         raise TripleValidationError(f"merge of {date}: backbone and run_id must be non-empty")
-    ns = namespace or backbone
-    kinds = load_schema()[0]
+    prepared = _prepare(docs, prompt_version)
+    stamp = _Stamp(namespace or backbone, date, backbone, run_id, dt.datetime.now(dt.UTC).replace(tzinfo=None))
+    with store.connect() as con, _transaction(con):
+        _delete_previous(con, stamp, list(prepared))
+        nodes_before, edges_before = _sizes(con, stamp.ns)
+        new_ids = {n.id for _, nodes in prepared.values() for n in nodes}
+        known, seed_ids = _known_ids(con, stamp.ns, prepared, new_ids)
+        _check_endpoints(prepared, known | new_ids, prompt_version)
+        keys = {(r["head_id"], r["relation"], r["tail_id"]) for rows, _ in prepared.values() for r in rows}
+        n_reinforced = _count_existing_edges(con, stamp.ns, keys)
+        _insert_documents(con, prepared, seed_ids, stamp, on_doc)
+        nodes_after, edges_after = _sizes(con, stamp.ns)
+        stats = IncrementStats(
+            date=date, namespace=stamp.ns, backbone=backbone, run_id=run_id, n_docs=len(prepared),
+            n_evidence=sum(len(rows) for rows, _ in prepared.values()), nodes_before=nodes_before,
+            nodes_after=nodes_after, edges_before=edges_before, edges_after=edges_after,
+            n_new_nodes=len(new_ids - known), n_new_edges=len(keys) - n_reinforced, n_reinforced=n_reinforced,
+            seconds=0.0,
+        )
+        _record_increment(con, stats, stamp)
+    return stats.model_copy(update={"seconds": round(time.perf_counter() - t0, 4)})
 
-    # Pure checks first, outside the lock: a bad row never opens a transaction.
-    prepared: dict[str, tuple[list[dict[str, Any]], list[NodeIn]]] = {}
+
+def _prepare(docs: Mapping[str, DocInput], prompt_version: str) -> Prepared:
+    """Validate every row and entity before opening the store: a bad row never opens a transaction."""
+    kinds = load_schema()[0]
+    prepared: Prepared = {}
     for doc_key, (triples, new_nodes) in docs.items():
         rows = [validate_triple(t, doc_key, prompt_version=prompt_version) for t in triples]
         seen: set[str] = set()
@@ -165,90 +203,106 @@ def merge_increment(
             seen.add(row["triple_id"])
         nodes = list({n.id: n for n in (_validate_node(n, doc_key, kinds) for n in new_nodes)}.values())
         prepared[doc_key] = (rows, nodes)
+    return prepared
 
-    doc_keys = list(prepared)
-    new_ids = {n.id for _, nodes in prepared.values() for n in nodes}
-    ref_ids = {row[e] for rows, _ in prepared.values() for row in rows for e in ("head_id", "tail_id")}
-    merged_at = dt.datetime.now(dt.UTC).replace(tzinfo=None)
 
-    with store.connect() as con:
-        con.execute("BEGIN TRANSACTION")
+@contextmanager
+def _transaction(con: Any) -> Iterator[None]:
+    """BEGIN .. COMMIT, ROLLBACK on any error or interrupt: a failed merge leaves the file as it was."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield
+        con.execute("COMMIT")
+    except BaseException:
         try:
-            con.execute("CREATE TEMP TABLE _docs(doc_key VARCHAR)")
-            if doc_keys:
-                con.executemany("INSERT INTO _docs VALUES (?)", [(k,) for k in doc_keys])
-            con.execute("DELETE FROM evidence WHERE namespace = ? AND doc_key IN (SELECT doc_key FROM _docs)", [ns])
-            con.execute(
-                "DELETE FROM extracted_nodes WHERE namespace = ? AND doc_key IN (SELECT doc_key FROM _docs)", [ns]
-            )
-            con.execute("DELETE FROM increments WHERE namespace = ? AND date = ?", [ns, date])
+            con.execute("ROLLBACK")
+        except Exception:  # noqa: BLE001 - the transaction is already gone; keep the original error
+            pass
+        raise
 
-            nodes_before, edges_before = _sizes(con, ns)
-            con.execute("CREATE TEMP TABLE _ids(id VARCHAR)")
-            if ref_ids | new_ids:
-                con.executemany("INSERT INTO _ids VALUES (?)", [(i,) for i in sorted(ref_ids | new_ids)])
-            known = {r[0] for r in con.execute(
-                "SELECT id FROM kg_nodes(?) WHERE id IN (SELECT id FROM _ids)", [ns]).fetchall()}
-            seed_ids = {r[0] for r in con.execute(
-                "SELECT id FROM seed_nodes WHERE id IN (SELECT id FROM _ids)").fetchall()}
-            allowed = known | new_ids
-            for doc_key, (rows, _) in prepared.items():
-                for row in rows:
-                    validate_triple(row, doc_key, allowed, prompt_version=prompt_version)
 
-            keys = {(r["head_id"], r["relation"], r["tail_id"]) for rows, _ in prepared.values() for r in rows}
-            con.execute("CREATE TEMP TABLE _keys(head_id VARCHAR, relation VARCHAR, tail_id VARCHAR)")
-            if keys:
-                con.executemany("INSERT INTO _keys VALUES (?, ?, ?)", sorted(keys))
-            (n_reinforced,) = con.execute(
-                "SELECT count(*) FROM kg_edges(?) JOIN _keys USING (head_id, relation, tail_id)", [ns]
-            ).fetchall()[0]
-            n_new_nodes = len(new_ids - known)
+def _temp_table(con: Any, name: str, columns: str, rows: Sequence[tuple]) -> None:
+    """A temp table of bound values, for joins against large key sets (the values are never SQL text)."""
+    con.execute(f"CREATE TEMP TABLE {name}({columns})")
+    if rows:
+        con.executemany(f"INSERT INTO {name} VALUES ({', '.join('?' * len(rows[0]))})", rows)
 
-            pending_nodes: list[dict[str, Any]] = []
-            pending_rows: list[dict[str, Any]] = []
-            pending_docs: list[str] = []
-            for i, (doc_key, (rows, nodes)) in enumerate(prepared.items(), start=1):
-                pending_nodes += [
-                    {"id": n.id, "name": n.name, "kind": n.kind, "vocab_id": n.vocab_id, "synonyms": list(n.synonyms),
-                     "doc_key": doc_key} for n in nodes if n.id not in seed_ids
-                ]
-                pending_rows += rows
-                pending_docs.append(doc_key)
-                if len(pending_rows) + len(pending_nodes) >= _BATCH_ROWS or i == len(prepared):
-                    _insert(con, pending_nodes, pending_rows, ns, date, backbone, run_id, merged_at)
-                    if on_doc is not None:
-                        for j, key in enumerate(pending_docs, start=i - len(pending_docs) + 1):
-                            on_doc(key, j, len(prepared))
-                    pending_nodes, pending_rows, pending_docs = [], [], []
 
-            nodes_after, edges_after = _sizes(con, ns)
-            n_evidence = sum(len(rows) for rows, _ in prepared.values())
-            n_new_edges = len(keys) - n_reinforced
-            con.execute(
-                "INSERT INTO increments VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [ns, date, len(doc_keys), n_new_nodes, n_new_edges, n_reinforced, n_evidence, nodes_before,
-                 nodes_after, edges_before, edges_after, run_id, backbone, merged_at],
-            )
-            con.execute("COMMIT")
-        except BaseException:
-            try:
-                con.execute("ROLLBACK")
-            except Exception:  # noqa: BLE001 - the transaction is already gone; keep the original error
-                pass
-            raise
-    return IncrementStats(
-        date=date, namespace=ns, backbone=backbone, run_id=run_id, n_docs=len(doc_keys), n_evidence=n_evidence,
-        nodes_before=nodes_before, nodes_after=nodes_after, edges_before=edges_before, edges_after=edges_after,
-        n_new_nodes=n_new_nodes, n_new_edges=n_new_edges, n_reinforced=n_reinforced,
-        seconds=round(time.perf_counter() - t0, 4),
+def _delete_previous(con: Any, stamp: _Stamp, doc_keys: list[str]) -> None:
+    """Drop what these documents (and this date's increments row) contributed before: reruns replace, not add."""
+    _temp_table(con, "_docs", "doc_key VARCHAR", [(k,) for k in doc_keys])
+    con.execute("DELETE FROM evidence WHERE namespace = ? AND doc_key IN (SELECT doc_key FROM _docs)", [stamp.ns])
+    con.execute(
+        "DELETE FROM extracted_nodes WHERE namespace = ? AND doc_key IN (SELECT doc_key FROM _docs)", [stamp.ns]
+    )
+    con.execute("DELETE FROM increments WHERE namespace = ? AND date = ?", [stamp.ns, stamp.date])
+
+
+def _known_ids(con: Any, ns: str, prepared: Prepared, new_ids: set[str]) -> tuple[set[str], set[str]]:
+    """(ids already in the namespace's graph, ids in the seed) among the ids this merge mentions.
+
+    Read after the deletes, so an entity only these documents introduced counts as new again on a rerun.
+    """
+    ref_ids = {row[e] for rows, _ in prepared.values() for row in rows for e in ("head_id", "tail_id")}
+    _temp_table(con, "_ids", "id VARCHAR", [(i,) for i in sorted(ref_ids | new_ids)])
+    known = {r[0] for r in con.execute("SELECT id FROM kg_nodes(?) WHERE id IN (SELECT id FROM _ids)", [ns]).fetchall()}
+    seed_ids = {r[0] for r in con.execute("SELECT id FROM seed_nodes WHERE id IN (SELECT id FROM _ids)").fetchall()}
+    return known, seed_ids
+
+
+def _check_endpoints(prepared: Prepared, allowed: set[str], prompt_version: str) -> None:
+    """Every head and tail must be a KG node or a new entity of this merge (needs the store, so inside)."""
+    for doc_key, (rows, _) in prepared.items():
+        for row in rows:
+            validate_triple(row, doc_key, allowed, prompt_version=prompt_version)
+
+
+def _count_existing_edges(con: Any, ns: str, keys: set[tuple[str, str, str]]) -> int:
+    """How many of the merged (head, relation, tail) the graph holds already: those are reinforced, not new."""
+    _temp_table(con, "_keys", "head_id VARCHAR, relation VARCHAR, tail_id VARCHAR", sorted(keys))
+    (n,) = con.execute(
+        "SELECT count(*) FROM kg_edges(?) JOIN _keys USING (head_id, relation, tail_id)", [ns]
+    ).fetchall()[0]
+    return int(n)
+
+
+def _insert_documents(
+    con: Any, prepared: Prepared, seed_ids: set[str], stamp: _Stamp,
+    on_doc: Callable[[str, int, int], None] | None,
+) -> None:
+    """Insert the documents' nodes and evidence in batches of ~_BATCH_ROWS rows, reporting each document.
+
+    A new entity that is a seed node is not stored again: the seed row already describes it.
+    """
+    pending_nodes: list[dict[str, Any]] = []
+    pending_rows: list[dict[str, Any]] = []
+    pending_docs: list[str] = []
+    for i, (doc_key, (rows, nodes)) in enumerate(prepared.items(), start=1):
+        pending_nodes += [
+            {"id": n.id, "name": n.name, "kind": n.kind, "vocab_id": n.vocab_id, "synonyms": list(n.synonyms),
+             "doc_key": doc_key} for n in nodes if n.id not in seed_ids
+        ]
+        pending_rows += rows
+        pending_docs.append(doc_key)
+        if len(pending_rows) + len(pending_nodes) >= _BATCH_ROWS or i == len(prepared):
+            _insert(con, pending_nodes, pending_rows, stamp)
+            if on_doc is not None:
+                for j, key in enumerate(pending_docs, start=i - len(pending_docs) + 1):
+                    on_doc(key, j, len(prepared))
+            pending_nodes, pending_rows, pending_docs = [], [], []
+
+
+def _record_increment(con: Any, stats: IncrementStats, stamp: _Stamp) -> None:
+    """Store the date's increment statistics (the row _delete_previous removed), in the same transaction."""
+    con.execute(
+        "INSERT INTO increments VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [stamp.ns, stamp.date, stats.n_docs, stats.n_new_nodes, stats.n_new_edges, stats.n_reinforced,
+         stats.n_evidence, stats.nodes_before, stats.nodes_after, stats.edges_before, stats.edges_after,
+         stamp.run_id, stamp.backbone, stamp.merged_at],
     )
 
 
-def _insert(
-    con: Any, nodes: list[dict[str, Any]], rows: list[dict[str, Any]], ns: str, date: dt.date, backbone: str,
-    run_id: str, merged_at: dt.datetime,
-) -> None:
+def _insert(con: Any, nodes: list[dict[str, Any]], rows: list[dict[str, Any]], stamp: _Stamp) -> None:
     """Insert a batch through registered frames: values are data, never SQL text."""
     if nodes:
         nf = pd.DataFrame(nodes)
@@ -256,7 +310,7 @@ def _insert(
         con.execute(
             "INSERT INTO extracted_nodes SELECT ?, id, name, kind, vocab_id::VARCHAR, synonyms::VARCHAR[], doc_key, "
             "?::DATE, ?, ?::TIMESTAMP FROM _nf",
-            [ns, date, run_id, merged_at],
+            [stamp.ns, stamp.date, stamp.run_id, stamp.merged_at],
         )
         con.unregister("_nf")
     if rows:
@@ -265,7 +319,7 @@ def _insert(
         con.execute(
             "INSERT INTO evidence SELECT ?, doc_key, ?::DATE, triple_id, head_id, relation, tail_id, "
             "metaedge::VARCHAR, score, segment_id, evidence, ?, prompt_version, ?, ?::TIMESTAMP FROM _ev",
-            [ns, date, backbone, run_id, merged_at],
+            [stamp.ns, stamp.date, stamp.backbone, stamp.run_id, stamp.merged_at],
         )
         con.unregister("_ev")
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import hashlib
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -339,7 +340,46 @@ class KGStore:
         ]
         return rows
 
-    def merge_increment(self, *args, **kwargs):  # noqa: ANN002, ANN003 - thin alias, see merge.merge_increment
-        from karma_dagster.kg.merge import merge_increment
+    # ------------------------------------------------------------ named queries (callers write no SQL on these tables)
+    def _fetch(self, sql: str, params: list[object] | None = None) -> list[tuple]:
+        """Rows of one read-only query, under the lock for that query only."""
+        with self.connect(read_only=True) as con:
+            return con.execute(sql, params or []).fetchall()
 
-        return merge_increment(self, *args, **kwargs)
+    def seed_fingerprint(self) -> str:
+        """Changes whenever the seed is re-imported (seed row counts + id hash); cache key of seed-derived builds.
+
+        "no-kg" when the file does not exist yet, without creating it.
+        """
+        if not self.path.exists():
+            return "no-kg"
+        with self.connect(read_only=True) as con:
+            n_nodes, n_edges = con.execute(
+                "SELECT (SELECT count(*) FROM seed_nodes), (SELECT count(*) FROM seed_edges)"
+            ).fetchall()[0]
+            digest = con.execute("SELECT coalesce(sum(hash(id)), 0)::VARCHAR FROM seed_nodes").fetchall()[0][0]
+        return hashlib.sha256(f"{n_nodes}:{n_edges}:{digest}".encode()).hexdigest()[:16]
+
+    def node_kinds(self) -> dict[str, str]:
+        """id -> kind of every node of every namespace, loaded at once (one query instead of one per triple)."""
+        return dict(self._fetch("SELECT id, kind FROM nodes"))
+
+    def merged_evidence(self, namespace: str) -> set[tuple[str, str]]:
+        """(doc_key, triple_id) of every triple merged into the namespace: which accepted triples the KG holds."""
+        return set(self._fetch("SELECT doc_key, triple_id FROM evidence WHERE namespace = ?", [namespace]))
+
+    def seed_edge_triples(self) -> list[tuple[str, str, str]]:
+        """(head_id, relation, tail_id) of the imported seed edges: the graph before any merge."""
+        return self._fetch("SELECT head_id, relation, tail_id FROM seed_edges")
+
+    def edge_triples(self, namespace: str) -> list[tuple[str, str, str]]:
+        """(head_id, relation, tail_id) of the namespace's current graph (seed plus its extracted edges)."""
+        return self._fetch("SELECT head_id, relation, tail_id FROM kg_edges(?)", [namespace])
+
+    def seed_node_ids(self) -> set[str]:
+        """Ids of the imported seed nodes: the entities that existed before any merge."""
+        return {r[0] for r in self._fetch("SELECT id FROM seed_nodes")}
+
+    def count_extracted_nodes(self, namespace: str) -> int:
+        """How many nodes the namespace's merges added to the seed (its coverage gain)."""
+        return int(self._fetch("SELECT count(*) FROM kg_nodes(?) WHERE source = 'extracted'", [namespace])[0][0])
