@@ -11,10 +11,10 @@ import resource
 import time
 from pathlib import Path
 
-from karma_dagster.backbones.local.lexicon import Lexicon
-from karma_dagster.backbones.local.ner import LocalNER
-from karma_dagster.evaluation.mentions import format_table, score_mentions
+from karma_dagster.dictionary.lexicon import Lexicon
+from karma_dagster.dictionary.ner import DictionaryNER
 from karma_dagster.ingest.pubtator import read_pubtator
+from karma_dagster.metrics.gold_mentions import format_table, score_mentions
 
 
 def main() -> None:
@@ -25,7 +25,7 @@ def main() -> None:
     t0 = time.perf_counter()
     lexicon = Lexicon.build(cache_dir=args.cache)
     t1 = time.perf_counter()
-    ner = LocalNER(lexicon)
+    ner = DictionaryNER(lexicon)
     t2 = time.perf_counter()
     print(f"lexicon {len(lexicon)} terms in {t1 - t0:.1f}s; NER build {t2 - t1:.1f}s; "
           f"max RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")

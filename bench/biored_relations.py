@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 from karma_dagster.backbones.local.relations import DEFAULT_CDR, RELATION_TYPES, LocalRelationModel
-from karma_dagster.evaluation.relations import evaluate, format_table
 from karma_dagster.ingest.pubtator import read_pubtator
+from karma_dagster.metrics.gold_relations import evaluate, format_table
 from karma_dagster.params import KarmaParams
 
 

@@ -118,7 +118,7 @@ def saturation(url: str, responder: Latency, concurrencies: list[int], latency: 
 def chain(url: str, responder: Latency, concurrencies: list[int], inbox_files: list[str]) -> tuple[list, list, dict]:
     import dagster as dg
 
-    from karma_dagster import main_job
+    from karma_dagster import runner
     from karma_dagster.definitions import build_definitions
     from karma_dagster.ledger import Ledger, ledger_path
     from karma_dagster.resources.backbones import BackboneConfig
@@ -139,16 +139,16 @@ def chain(url: str, responder: Latency, concurrencies: list[int], inbox_files: l
                                  concurrency=c, timeout=30)
             defs = build_definitions(backbones={f"c{c}": cfg}, storage=storage)
             if i == 0:
-                assert main_job.import_kg(defs, instance), "seed import failed"
-            new_keys, _ = main_job.register_inbox(defs, instance)
+                assert runner.import_kg(defs, instance), "seed import failed"
+            new_keys, _ = runner.register_inbox(defs, instance)
             keys = keys or sorted(new_keys)  # later registrations find nothing new: same documents
             if i == 0:  # warm the process-wide builders (lexicon, index, litellm import) off the clock
                 warm = BackboneConfig(kind="litellm", model="openai/bench-warm", api_base=url, api_key="bench")
-                main_job.run_documents(build_definitions(backbones={"warm": warm}, storage=storage), instance,
+                runner.run_documents(build_definitions(backbones={"warm": warm}, storage=storage), instance,
                                        keys[:1], log=lambda _m: None)
             for key in keys:
                 started = time.perf_counter()
-                failed = main_job.run_documents(defs, instance, [key], log=lambda _m: None)
+                failed = runner.run_documents(defs, instance, [key], log=lambda _m: None)
                 walls[(key, c)] = time.perf_counter() - started
                 if failed:
                     raise SystemExit(f"c={c}: {failed}")
@@ -159,7 +159,7 @@ def chain(url: str, responder: Latency, concurrencies: list[int], inbox_files: l
             storage=storage)
         before = responder.count
         started = time.perf_counter()
-        main_job.run_documents(defs, instance, keys, log=lambda _m: None)
+        runner.run_documents(defs, instance, keys, log=lambda _m: None)
         rerun = {"calls": responder.count - before, "seconds": time.perf_counter() - started}
         ledger = Ledger(ledger_path(storage.root()))
         base = f"c{concurrencies[0]}"

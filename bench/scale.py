@@ -32,17 +32,20 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import dagster as dg  # noqa: E402
 from dagster_graphql.test.utils import execute_dagster_graphql  # noqa: E402
 
-from karma_dagster import main_job, runtime  # noqa: E402
-from karma_dagster.definitions import DOCUMENT_JOB, build_definitions  # noqa: E402
-from karma_dagster.assets.common import STAGE_ORDER, stage_key  # noqa: E402
+from karma_dagster import runner, services  # noqa: E402
+from karma_dagster.definitions import build_definitions  # noqa: E402
+from karma_dagster.jobs import DOCUMENT_JOB  # noqa: E402
+from karma_dagster.assets.chain import stage_key  # noqa: E402
 from karma_dagster.ingest.catalog import Catalog  # noqa: E402
 from karma_dagster.ingest.pubtator import read_pubtator  # noqa: E402
 from karma_dagster.partitions import documents_partitions  # noqa: E402
 from karma_dagster.resources.backbones import BackboneConfig  # noqa: E402
 from karma_dagster.resources.storage import KarmaStorageResource  # noqa: E402
-from karma_dagster.scheduling import daemon  # noqa: E402
+from karma_dagster.stages import STAGE_NAMES  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))  # the in-process daemon harness lives with the tests
+import daemon_harness as daemon  # noqa: E402
 BATCH = 10_000
 START = dt.date(2016, 1, 1)
 DAYS = 3653  # ten years
@@ -180,19 +183,19 @@ def scale(sizes: list[int], workdir: Path, materialized: int, cache_dir: Path) -
                     from karma_dagster.scheduling.plan import _matcher_and_names
 
                     storage = KarmaStorageResource(**storage_cfg)
-                    _, s = timed(_matcher_and_names, storage.cache_path(), storage.kg_path(), "local")
+                    _, s = timed(_matcher_and_names, storage.paths(), "local")
                     record(label, "controller: load the lexicon (once per process)", s, "cached table under --cache-dir")
                 month_start = dt.date(2020, 3, 1)
                 month_end = dt.date(2020, 3, 31)
-                docs = main_job.documents_in_range(defs, month_start, month_end)
-                stage_assets = [stage_key("local", s) for s in STAGE_ORDER]
+                docs = runner.documents_in_range(defs, month_start, month_end)
+                stage_assets = [stage_key("local", s) for s in STAGE_NAMES]
                 t0 = time.perf_counter()
-                tiers = main_job.controller_tiers(defs, inst, docs, "local")
+                tiers = runner.backfill_tiers(defs, inst, docs, "local")
                 t_cca = time.perf_counter() - t0
                 for i, (tier_keys, tags) in enumerate(tiers):
-                    main_job.launch_backfill(defs, inst, stage_assets, tier_keys, f"bench {size} tier {i}", tags)
+                    runner.launch_backfill(defs, inst, stage_assets, tier_keys, f"bench {size} tier {i}", tags)
                 dates = sorted({k.split("_", 1)[0] for k in docs})
-                main_job.launch_backfill(defs, inst, [dg.AssetKey(["local", "knowledge_graph"])], dates, "bench kg")
+                runner.launch_backfill(defs, inst, [dg.AssetKey(["local", "knowledge_graph"])], dates, "bench kg")
                 s = time.perf_counter() - t0
                 record(label, "launch one-month backfill (CCA + documents + KG)", s,
                        f"{len(docs):,} docs in {len(tiers)} tiers, {len(dates)} dates; controller {t_cca:.2f} s")
@@ -204,7 +207,7 @@ def scale(sizes: list[int], workdir: Path, materialized: int, cache_dir: Path) -
 
 def per_document(workdir: Path, n_docs: int, cache_dir: Path) -> None:
     """Local backbone on real abstracts: one in-process run per document vs one run over all of them."""
-    runtime.clear()
+    services.clear()
     inbox = workdir / "inbox-docs"
     inbox.mkdir()
     shutil.copy(REPO / "data" / "inbox" / "abstracts.pubtator", inbox / "abstracts.pubtator")
@@ -212,17 +215,17 @@ def per_document(workdir: Path, n_docs: int, cache_dir: Path) -> None:
     defs = build_definitions(backbones={"local": BackboneConfig()}, storage=storage)
     (workdir / "home-docs").mkdir()
     with dg.instance_for_test(temp_dir=str(workdir / "home-docs")) as inst:
-        assert main_job.import_kg(defs, inst), "seed import failed"
-        keys, _ = main_job.register_inbox(defs, inst)
+        assert runner.import_kg(defs, inst), "seed import failed"
+        keys, _ = runner.register_inbox(defs, inst)
         keys = sorted(keys)[: n_docs + 1]
-        main_job.run_documents(defs, inst, keys[:1], log=lambda _: None)  # warm-up: lexicon, models, index
+        runner.run_documents(defs, inst, keys[:1], log=lambda _: None)  # warm-up: lexicon, models, index
         work = keys[1:]
-        failed, s_each = timed(main_job.run_documents, defs, inst, work, lambda _: None)
+        failed, s_each = timed(runner.run_documents, defs, inst, work, lambda _: None)
         record(f"{len(work)} docs", "per document: one run per document", s_each / len(work), f"{len(failed)} failed")
         job = defs.resolve_job_def(DOCUMENT_JOB)
         ordered = [k for k in inst.get_dynamic_partitions(documents_partitions.name) if k in set(work)]
         tags = {"dagster/asset_partition_range_start": ordered[0], "dagster/asset_partition_range_end": ordered[-1]}
-        result, s_multi = timed(job.execute_in_process, instance=inst, tags=tags, run_config=main_job.QUIET, raise_on_error=False)
+        result, s_multi = timed(job.execute_in_process, instance=inst, tags=tags, run_config=runner.QUIET, raise_on_error=False)
         record(f"{len(work)} docs", "per document: one run for all (multi-partition)", s_multi / len(work),
                f"success={result.success}; saves {(s_each - s_multi) / len(work):.2f} s/doc in process")
 
@@ -241,9 +244,9 @@ def daemon_variant(workdir: Path, n_docs: int, cache_dir: Path) -> None:
     (workdir / "home").mkdir()
     with dg.instance_for_test(temp_dir=str(workdir / "home"), synchronous_run_launcher=True,
                               synchronous_run_coordinator=True) as inst:
-        assert main_job.import_kg(defs, inst), "seed import failed"
-        keys = sorted(main_job.register_inbox(defs, inst)[0])[:n_docs]
-        bid = main_job.launch_backfill(defs, inst, [stage_key("local", s) for s in STAGE_ORDER], keys, "per-doc")
+        assert runner.import_kg(defs, inst), "seed import failed"
+        keys = sorted(runner.register_inbox(defs, inst)[0])[:n_docs]
+        bid = runner.launch_backfill(defs, inst, [stage_key("local", s) for s in STAGE_NAMES], keys, "per-doc")
         with daemon.workspace(inst, code) as ws:
             status, s = timed(daemon.run_backfill, ws, bid)
         runs = len(inst.get_runs())

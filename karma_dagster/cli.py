@@ -12,7 +12,8 @@ import sys
 
 
 def _defs(args: argparse.Namespace):
-    from karma_dagster.definitions import backbone_configs_from_file, build_definitions
+    from karma_dagster.definitions import build_definitions
+    from karma_dagster.resources.backbones import backbone_configs_from_file
     from karma_dagster.resources.storage import KarmaStorageResource
 
     configs = backbone_configs_from_file()
@@ -26,11 +27,11 @@ def _defs(args: argparse.Namespace):
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from karma_dagster import main_job
+    from karma_dagster import runner
 
-    inst = main_job.instance()
+    inst = runner.instance()
     defs_ = _defs(args)
-    report = main_job.run_main(defs_, inst)
+    report = runner.run_main(defs_, inst)
     print("\n# karma-dagster run report\n")
     print(report.markdown())
     _print_comparison(defs_, inst)
@@ -38,43 +39,44 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _print_comparison(defs, inst) -> bool:  # noqa: ANN001
-    from karma_dagster.backbones.registry import backbone_statuses
-    from karma_dagster.compare_job import enable_hint, run_comparison
+    from karma_dagster import runner
+    from karma_dagster.config import read_backbones
 
-    ok, table = run_comparison(defs, inst)
+    ok, table = runner.run_comparison(defs, inst)
     print("\n# backbones side by side (backbone_comparison; CSV and PNG under <data_dir>/metrics/)\n")
     print(table)
-    hint = enable_hint(backbone_statuses())
+    hint = runner.enable_hint(read_backbones().statuses())
     if hint:
         print("\n" + hint)
     return ok
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from karma_dagster import main_job
+    from karma_dagster import runner
 
-    return 0 if _print_comparison(_defs(args), main_job.instance()) else 1
+    return 0 if _print_comparison(_defs(args), runner.instance()) else 1
 
 
 def cmd_gold_eval(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from karma_dagster import main_job, runtime
+    from karma_dagster import services
     from karma_dagster.metrics.gold_run import evaluate_file
     from karma_dagster.params import KarmaParams
-    from karma_dagster.resources.paths import repo_data
+    from karma_dagster.paths import data_file
 
     defs = _defs(args)
     storage = defs.resources["storage"]  # type: ignore[index]
-    if not main_job.seed_present(storage):  # type: ignore[arg-type]
+    data = storage.paths()  # type: ignore[union-attr]
+    if not services.seed_present(data):
         print("importing the seed KG ...", file=sys.stderr)
-        runtime.import_seed_kg(storage.root(), repo_data("seed_kg", "nodes.tsv"), repo_data("seed_kg", "edges.sif.gz"),  # type: ignore[union-attr]
-                               "hetionet", KarmaParams().seed_edge_confidence)
+        services.import_seed_kg(data, data_file("seed_kg", "nodes.tsv"), data_file("seed_kg", "edges.sif.gz"),
+                                "hetionet", KarmaParams().seed_edge_confidence)
     name = args.backbone[0]
     backbone = defs.resources["backbones"].get(name, storage)  # type: ignore[index, union-attr]
     scores, seconds = evaluate_file(
-        Path(args.pubtator), backbone, runtime.dictionary(storage.cache_path(), storage.kg_path()),  # type: ignore[union-attr]
-        runtime.entity_index(storage.index_uri()), KarmaParams(), limit=args.limit,  # type: ignore[union-attr]
+        Path(args.pubtator), backbone, services.dictionary(data), services.entity_index(data), KarmaParams(),
+        limit=args.limit,
         log=lambda m: print(m, file=sys.stderr),
     )
     print(f"{name} on {Path(args.pubtator).name}: {scores.one_line()} | {seconds:.1f} s")
@@ -85,32 +87,32 @@ def cmd_gold_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_import_kg(args: argparse.Namespace) -> int:
-    from karma_dagster import main_job
+    from karma_dagster import runner
 
-    ok = main_job.import_kg(_defs(args), main_job.instance(), args.nodes or "", args.edges or "", args.format)
+    ok = runner.import_kg(_defs(args), runner.instance(), args.nodes or "", args.edges or "", args.format)
     print("seed KG imported and indexed" if ok else "seed KG import FAILED (see the import_kg run in the UI)")
     return 0 if ok else 1
 
 
 def cmd_backfill(args: argparse.Namespace) -> int:
-    from karma_dagster import main_job
+    from karma_dagster import runner
 
     defs = _defs(args)
-    inst = main_job.instance()
-    main_job.setup_pools(inst, defs.resources["backbones"])  # type: ignore[index, arg-type]
-    keys, _ = main_job.register_inbox(defs, inst)
+    inst = runner.instance()
+    runner.setup_pools(inst, defs.resources["backbones"])  # type: ignore[index, arg-type]
+    keys, _ = runner.register_inbox(defs, inst)
     namespaces = list(defs.resources["backbones"].names())  # type: ignore[index, union-attr]
     if args.here:
-        from karma_dagster.partitions import date_of_document_key
+        from karma_dagster.ingest.keys import date_of_document_key
 
-        docs = main_job.documents_in_range(defs, args.start, args.end)
-        failed = main_job.run_documents(defs, inst, docs)
+        docs = runner.documents_in_range(defs, args.start, args.end)
+        failed = runner.run_documents(defs, inst, docs)
         dates = sorted({date_of_document_key(k) for k in docs})
         for ns in namespaces:
-            main_job.run_increments(defs, inst, ns, dates)
+            runner.run_increments(defs, inst, ns, dates)
         print(f"{len(docs)} documents, {len(failed)} failed; increments: {', '.join(dates) or 'none'}")
         return 1 if failed else 0
-    status = main_job.backfill_dates(defs, inst, args.start, args.end, namespaces, timeout_s=args.timeout)
+    status = runner.backfill_dates(defs, inst, args.start, args.end, namespaces, timeout_s=args.timeout)
     print(status)
     return 0 if all(s in ("COMPLETED", "COMPLETED_SUCCESS") for s in status.values()) else 1
 

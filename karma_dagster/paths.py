@@ -75,3 +75,61 @@ def display_path(path: Path | str, base: Path | None = None) -> str:
         except ValueError:
             continue
     return p.name
+
+
+class DataPaths:
+    """The run-time data of one pipeline: stage tables, catalog, KG, entity index, caches, ledger, metrics.
+
+    Built from the storage resource's settings (or the CLI's flags); plain paths, so agents, services,
+    metrics and tests use it without Dagster. Empty settings mean: data under $DAGSTER_HOME/karma, the
+    shipped sample inbox, rebuildable caches in <data>/cache.
+    """
+
+    def __init__(self, data_dir: Path | str = "", inbox: Path | str = "", cache_dir: Path | str = "") -> None:
+        self.root = Path(data_dir) if str(data_dir) else default_data_dir()
+        self.inbox = Path(inbox) if str(inbox) else data_file("inbox")
+        self._cache = Path(cache_dir) if str(cache_dir) else self.root / "cache"
+
+    def __repr__(self) -> str:
+        return f"DataPaths(root={display_path(self.root)!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, DataPaths) and (self.root, self.inbox, self._cache) == (other.root, other.inbox, other._cache)
+
+    def __hash__(self) -> int:
+        return hash((self.root, self.inbox, self._cache))
+
+    @property
+    def stages_dir(self) -> Path:
+        return self.root / "stages"
+
+    @property
+    def catalog(self) -> Path:
+        return self.root / "catalog.sqlite"
+
+    @property
+    def kg(self) -> Path:
+        return self.root / "kg.duckdb"
+
+    @property
+    def index(self) -> Path:
+        return self.root / "entity_index.lance"
+
+    @property
+    def llm_cache(self) -> Path:
+        """Run data, not a derived file: what the models answered."""
+        return self.root / "llm_cache"
+
+    @property
+    def controller(self) -> Path:
+        return self.root / "controller.sqlite"
+
+    def cache(self) -> Path:
+        """Derived, rebuildable files (lexicon, trained models); created on first use."""
+        self._cache.mkdir(parents=True, exist_ok=True)
+        return self._cache
+
+    def metrics_dir(self, namespace: str | None = None) -> Path:
+        path = self.root / "metrics" / (namespace or "")
+        path.mkdir(parents=True, exist_ok=True)
+        return path

@@ -20,6 +20,8 @@ import jinja2
 import jinja2.meta
 import yaml
 
+from karma_dagster import paths
+
 _FILE_RE = re.compile(r"^(?P<agent>[a-z][a-z0-9_]*)\.v(?P<version>\d+)\.jinja$")
 _FRONT_RE = re.compile(r"\A---[ \t]*\n(?P<meta>.*?)\n---[ \t]*\n", re.S)
 _PART_RE = re.compile(r"^===[ \t]*(system|user)[ \t]*===[ \t]*$", re.M)
@@ -30,8 +32,8 @@ class PromptError(ValueError):
 
 
 def default_prompt_root() -> Path:
-    """The repository's `prompts/` folder (beside the package in a checkout or an editable install)."""
-    return Path(__file__).resolve().parent.parent / "prompts"
+    """The project's `prompts/` folder (the checkout's, or the copy bundled in a wheel)."""
+    return paths.prompts_dir()
 
 
 def _json_filter(value: Any) -> str:

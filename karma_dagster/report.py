@@ -1,31 +1,33 @@
-"""The main job's report: what the chain did to the papers and to the KG, per backbone."""
+"""The main job's report: what the chain did to the papers and to the KG, per backbone.
+
+Its rows come from the stage registry (each stage says what it adds: segments kept/dropped, mentions
+linked/new, triples proposed/accepted, ...) followed by the KG's size before and after, so a new stage shows
+up here without an edit.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import pandas as pd
 from pydantic import BaseModel
 
 from karma_dagster.kg.store import KGStore
 from karma_dagster.stage_store import StageStore
+from karma_dagster.stages import STAGES, Stage
+
+KG_FIGURES = ("kg_nodes_before", "kg_edges_before", "kg_nodes_after", "kg_edges_after", "kg_evidence")
 
 
 class BackboneReport(BaseModel):
     backbone: str
-    documents: int = 0
-    segments_kept: int = 0
-    segments_dropped: int = 0
-    summaries: int = 0
-    mentions: int = 0
-    mentions_linked: int = 0
-    mentions_new: int = 0
-    triples_proposed: int = 0
-    triples_schema_review: int = 0
-    triples_contradicting: int = 0
-    triples_accepted: int = 0
-    kg_nodes_before: int = 0
-    kg_edges_before: int = 0
-    kg_nodes_after: int = 0
-    kg_edges_after: int = 0
-    kg_evidence: int = 0
+    figures: dict[str, int] = {}  # insertion order = the report's row order
+
+    def __getattr__(self, name: str) -> int:
+        figures = self.__dict__.get("figures") or {}
+        if name in figures:
+            return figures[name]
+        raise AttributeError(name)
 
 
 class RunReport(BaseModel):
@@ -34,10 +36,11 @@ class RunReport(BaseModel):
     wall_time_s: float | None = None
 
     def markdown(self) -> str:
-        fields = [f for f in BackboneReport.model_fields if f != "backbone"]
+        names = list(dict.fromkeys(f for b in self.backbones for f in b.figures))
         head = "| figure | " + " | ".join(b.backbone for b in self.backbones) + " |"
         sep = "|---|" + "---|" * len(self.backbones)
-        rows = [f"| {f.replace('_', ' ')} | " + " | ".join(str(getattr(b, f)) for b in self.backbones) + " |" for f in fields]
+        rows = [f"| {f.replace('_', ' ')} | " + " | ".join(str(b.figures.get(f, 0)) for b in self.backbones) + " |"
+                for f in names]
         out = [head, sep, *rows]
         if self.documents_failed:
             out += ["", "Documents that failed (their partitions only; the KG is unchanged by them):"]
@@ -47,35 +50,28 @@ class RunReport(BaseModel):
         return "\n".join(out)
 
 
-def build_report(stages: StageStore, kg: KGStore, namespaces: list[str], documents: list[str] | None = None) -> RunReport:
+def _stage_figures(stages: StageStore, ns: str, stage: Stage, keys: list[str]) -> dict[str, int]:
+    empty = pd.DataFrame(columns=list(stage.row_model.model_fields))
+    totals: dict[str, int] = {name: int(value) for name, value in stage.report(empty).items()}  # zeros, in order
+    for key in keys:
+        if stages.exists(ns, stage.name, key):
+            for name, value in stage.report(stages.read(ns, stage.name, key)).items():
+                totals[name] = totals.get(name, 0) + int(value)
+    return totals
+
+
+def build_report(stages: StageStore, kg: KGStore, namespaces: list[str], documents: list[str] | None = None,
+                 registry: Sequence[Stage] = STAGES) -> RunReport:
     reports = []
     for ns in namespaces:
-        r = BackboneReport(backbone=ns)
-        keys = documents if documents is not None else stages.partitions(ns, "documents")
-        for key in keys:
-            if not stages.exists(ns, "documents", key):
-                continue
-            r.documents += 1
-            if stages.exists(ns, "segments", key):
-                seg = stages.read(ns, "segments", key)
-                r.segments_kept += int(seg["kept"].sum())
-                r.segments_dropped += int((~seg["kept"]).sum())
-            if stages.exists(ns, "summaries", key):
-                r.summaries += len(stages.read(ns, "summaries", key))
-            if stages.exists(ns, "entities", key):
-                ent = stages.read(ns, "entities", key)
-                r.mentions += len(ent)
-                r.mentions_linked += int((ent["status"] == "linked").sum())
-                r.mentions_new += int((ent["status"] == "new").sum())
-            if stages.exists(ns, "evaluated", key):
-                ev = stages.read(ns, "evaluated", key)
-                r.triples_proposed += len(ev)
-                r.triples_schema_review += int((ev["schema_status"] == "review").sum())
-                r.triples_contradicting += int(ev["conflict"].sum())
-                r.triples_accepted += int(ev["accepted"].sum())
+        first = registry[0].name
+        keys = [k for k in (documents if documents is not None else stages.partitions(ns, first))
+                if stages.exists(ns, first, k)]
+        figures: dict[str, int] = {}
+        for stage in registry:
+            figures.update(_stage_figures(stages, ns, stage, keys))
         seed = kg.seed_counts()
         now = kg.snapshot_counts(as_of=None, namespace=ns)
-        r.kg_nodes_before, r.kg_edges_before = seed.n_nodes, seed.n_edges
-        r.kg_nodes_after, r.kg_edges_after, r.kg_evidence = now.n_nodes, now.n_edges, now.n_evidence
-        reports.append(r)
+        figures.update(zip(KG_FIGURES, (seed.n_nodes, seed.n_edges, now.n_nodes, now.n_edges, now.n_evidence)))
+        reports.append(BackboneReport(backbone=ns, figures=figures))
     return RunReport(backbones=reports)

@@ -6,6 +6,7 @@ across tests saves ~30 s of building without letting one test's KG leak into ano
 
 from __future__ import annotations
 
+import gzip
 import os
 import shutil
 from collections.abc import Iterator
@@ -17,7 +18,7 @@ import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from karma_dagster import runtime  # noqa: E402
+from karma_dagster import services  # noqa: E402
 from karma_dagster.definitions import build_definitions  # noqa: E402
 from karma_dagster.kg.store import KGStore  # noqa: E402
 from karma_dagster.resources.backbones import BackboneConfig  # noqa: E402
@@ -25,6 +26,22 @@ from karma_dagster.resources.storage import KarmaStorageResource  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE_INBOX = REPO / "data" / "inbox"
+
+
+@pytest.fixture(scope="session")
+def count_hits():
+    """A dictionary hit counter over MeSH disease/chemical names and Hetionet gene/compound/disease names."""
+    from karma_dagster.dictionary.cues import lexicon_hit_counter
+
+    names: set[str] = set()
+    with gzip.open(REPO / "data" / "vocab" / "mesh-tree-numbers.tsv.gz", "rt", encoding="utf-8") as fh:
+        next(fh)
+        names |= {line.split("\t")[1] for line in fh if line.split("\t")[2][:1] in "CD"}
+    with gzip.open(REPO / "data" / "vocab" / "hetionet-nodes.tsv.gz", "rt", encoding="utf-8") as fh:
+        next(fh)
+        names |= {line.split("\t")[1] for line in fh if line.rstrip("\n").split("\t")[2] in {"Gene", "Compound", "Disease"}}
+    return lexicon_hit_counter(names)
+
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +92,7 @@ class PipelineFactory:
         self, backbones: dict[str, BackboneConfig] | None = None, inbox_files: tuple[str, ...] = ()
     ) -> Pipeline:
         tmp_path, shared_cache = self.tmp_path, self.shared_cache
-        runtime.clear()
+        services.clear()
         inbox = tmp_path / "inbox"
         inbox.mkdir(exist_ok=True)
         storage = KarmaStorageResource(
@@ -93,7 +110,7 @@ class PipelineFactory:
     def close(self) -> None:
         for ctx in self.instances:
             ctx.__exit__(None, None, None)
-        runtime.clear()
+        services.clear()
 
 
 @pytest.fixture

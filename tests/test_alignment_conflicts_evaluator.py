@@ -13,9 +13,9 @@ from karma_dagster.agents.schema_alignment import align_triples
 from karma_dagster.backbones.base import Backbone, TripleQuery
 from karma_dagster.backbones.local.judge import LocalJudge
 from karma_dagster.backbones.local.relations import DEFAULT_BIORED
+from karma_dagster.dictionary.sentences import count_tokens, split_sentences
 from karma_dagster.ingest.pubtator import read_pubtator
 from karma_dagster.kg.schema import KGSchema, SchemaError
-from karma_dagster.nlp import count_tokens, split_sentences
 from karma_dagster.params import EvaluatorWeights, KarmaParams
 from karma_dagster.schemas.records import MentionRow, TripleRow
 

@@ -14,11 +14,11 @@ import pandas as pd
 import pytest
 from fake_openai_server import FakeOpenAIServer, agent_of, karma_responder
 
-from karma_dagster import main_job
-from karma_dagster.compare_job import run_comparison
+from karma_dagster import runner
+
 from karma_dagster.definitions import build_definitions
 from karma_dagster.params import KarmaParams
-from karma_dagster.partitions import date_of_document_key
+from karma_dagster.ingest.keys import date_of_document_key
 from karma_dagster.resources.backbones import BackboneConfig
 from karma_dagster.resources.judge import JudgeResource
 
@@ -74,14 +74,14 @@ def compared(make_module_pipeline, tmp_path_factory):
         qfile.write_text(QUESTIONS)
         defs = build_definitions(backbones=backbones, storage=p.storage,
                                  judge=JudgeResource(name="scripted", backbone=scripted, qa_questions=str(qfile)))
-        assert main_job.import_kg(defs, p.instance)
-        keys, failed = main_job.register_inbox(defs, p.instance)
+        assert runner.import_kg(defs, p.instance)
+        keys, failed = runner.register_inbox(defs, p.instance)
         assert keys == ["%s_pmid-900001" % keys[0].split("_")[0]] and not failed
-        assert not main_job.run_documents(defs, p.instance, keys, log=lambda _m: None)
+        assert not runner.run_documents(defs, p.instance, keys, log=lambda _m: None)
         dates = [date_of_document_key(keys[0])]
         for ns in backbones:
-            assert all(main_job.run_increments(defs, p.instance, ns, dates).values())
-        ok, table = run_comparison(defs, p.instance)
+            assert all(runner.run_increments(defs, p.instance, ns, dates).values())
+        ok, table = runner.run_comparison(defs, p.instance)
         asked = {agent_of(r) for r in srv.requests}
         yield p, defs, keys[0], ok, table, asked
 

@@ -10,13 +10,14 @@ from pathlib import Path
 
 import dagster as dg
 
-from karma_dagster import main_job, runtime
-from karma_dagster.assets.common import STAGE_ORDER
+from karma_dagster import runner, services
+from karma_dagster.kg.store import KGStore
+from karma_dagster.stages import STAGE_NAMES
 from karma_dagster.definitions import build_definitions
-from karma_dagster.partitions import date_of_document_key
+from karma_dagster.ingest.keys import date_of_document_key
 from karma_dagster.resources.backbones import BackboneConfig
 from karma_dagster.resources.storage import KarmaStorageResource
-from karma_dagster.scheduling import daemon
+import daemon_harness as daemon
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -27,7 +28,7 @@ def _run_partitions(run: dg.DagsterRun) -> list[str]:
 
 
 def test_backfill_of_two_dates_runs_only_their_documents_then_their_increments_in_order(tmp_path, shared_cache):
-    runtime.clear()
+    services.clear()
     inbox = tmp_path / "inbox"
     inbox.mkdir()
     for name in ("abstracts.pubtator", "PMC4686705.xml", "PMC4686705.json", "PMC4736972.pdf", "PMC4736972.json",
@@ -39,8 +40,8 @@ def test_backfill_of_two_dates_runs_only_their_documents_then_their_increments_i
     (tmp_path / "home").mkdir()
     with dg.instance_for_test(temp_dir=str(tmp_path / "home"), synchronous_run_launcher=True,
                            synchronous_run_coordinator=True) as inst:
-        assert main_job.import_kg(defs, inst)
-        keys, failed = main_job.register_inbox(defs, inst)
+        assert runner.import_kg(defs, inst)
+        keys, failed = runner.register_inbox(defs, inst)
         assert not failed and len(keys) == 14
         by_date: dict[str, list[str]] = defaultdict(list)
         for key in keys:
@@ -56,7 +57,7 @@ def test_backfill_of_two_dates_runs_only_their_documents_then_their_increments_i
                 backfill_ids.append(backfill_id)
                 return daemon.run_backfill(ws, backfill_id)
 
-            status = main_job.backfill_dates(
+            status = runner.backfill_dates(
                 defs, inst, dt.date.fromisoformat(start), dt.date.fromisoformat(end), ["local"], wait=wait, log=lambda _: None
             )
         assert status == {"documents": "COMPLETED_SUCCESS", "increments": "COMPLETED_SUCCESS"}
@@ -68,7 +69,7 @@ def test_backfill_of_two_dates_runs_only_their_documents_then_their_increments_i
         for backfill in docs_backfills:
             for akpk in backfill.asset_backfill_data.target_subset.iterate_asset_partitions():
                 targeted[akpk.asset_key.to_user_string()].append(akpk.partition_key)
-        assert {k: sorted(v) for k, v in targeted.items()} == {f"local/{s}": chosen for s in STAGE_ORDER}
+        assert {k: sorted(v) for k, v in targeted.items()} == {f"local/{s}": chosen for s in STAGE_NAMES}
         priorities = [int(b.tags["dagster/priority"]) for b in docs_backfills]
         assert priorities == sorted(priorities, reverse=True)
 
@@ -76,7 +77,7 @@ def test_backfill_of_two_dates_runs_only_their_documents_then_their_increments_i
         doc_runs = [r for b in backfill_ids[:-1] for r in inst.get_runs(filters=dg.RunsFilter(tags={"dagster/backfill": b}))]
         assert doc_runs and all(r.status == dg.DagsterRunStatus.SUCCESS for r in doc_runs)
         assert all(r.tags.get("dagster/priority") and r.tags.get("karma/cca_tier") for r in doc_runs)
-        assert len(doc_runs) <= len(docs_backfills) < len(chosen) * len(STAGE_ORDER)
+        assert len(doc_runs) <= len(docs_backfills) < len(chosen) * len(STAGE_NAMES)
         assert any(r.tags.get("dagster/asset_partition_range_start") != r.tags.get("dagster/asset_partition_range_end")
                    for r in doc_runs)  # a multi-document run
         stages = KarmaStorageResource(**storage).stage_store()
@@ -93,6 +94,6 @@ def test_backfill_of_two_dates_runs_only_their_documents_then_their_increments_i
         assert inst.get_run_record_by_id(kg_runs[0].run_id).start_time >= last_doc_end
         merged = [d for r in kg_runs for d in _run_partitions(r)]
         assert merged == sorted(merged) and set(merged) == {start, end}
-        with main_job.KGStore(KarmaStorageResource(**storage).kg_path()).connect(read_only=True) as con:
+        with KGStore(KarmaStorageResource(**storage).kg_path()).connect(read_only=True) as con:
             rows = con.execute("SELECT date::VARCHAR FROM increments WHERE namespace = 'local' ORDER BY merged_at").fetchall()
         assert [r[0] for r in rows] == sorted({start, end})

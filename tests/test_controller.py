@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from karma_dagster.sensors.new_papers import plan_runs
-from karma_dagster.scheduling.controller import Candidate, ControllerParams, DispatchLedger, exploration_bonus, order
+from karma_dagster.scheduling.controller import Candidate, ControllerParams, DispatchHistory, exploration_bonus, order
 
 P = ControllerParams(alpha=0.5, w_novelty=0.7, w_recency=0.3)
 FIXTURE = [
@@ -54,13 +54,13 @@ def test_order_follows_the_formula_and_exploration_lets_other_types_in():
 
 
 def test_history_counts_shift_the_order_to_under_served_types(tmp_path):
-    ledger = DispatchLedger(tmp_path / "controller.sqlite")
+    dispatched = DispatchHistory(tmp_path / "controller.sqlite")
     history = Counter({"Gene": 40, "Disease": 2, "Chemical": 0})
     assert order(FIXTURE, P, history)[0].doc_key == _brute_force(FIXTURE, history)[0]
     assert [d.doc_key for d in order(FIXTURE, P, history)] == _brute_force(FIXTURE, history)
     assert order(FIXTURE, P, history)[0].tau != "Gene"  # 40 Gene papers done: exploration favours the rest
-    ledger.record(order(FIXTURE, P))
-    assert ledger.counts() == Counter({"Gene": 3, "Disease": 1, "Chemical": 1})
+    dispatched.record(order(FIXTURE, P))
+    assert dispatched.counts() == Counter({"Gene": 3, "Disease": 1, "Chemical": 1})
     assert exploration_bonus(0.5, 1, 0) == 0.0
     with pytest.raises(ValueError, match="t >= 1"):
         exploration_bonus(0.5, 0, 0)

@@ -7,32 +7,36 @@ from pathlib import Path
 import dagster as dg
 import yaml
 
-from karma_dagster.assets.common import STAGE_ORDER, STAGES
-from karma_dagster.definitions import backbone_configs_from_file, build_definitions
-from karma_dagster.resources.backbones import BackboneConfig
+from karma_dagster.definitions import build_definitions
+from karma_dagster.config import BackboneSettings
+from karma_dagster.params import KarmaParams
+from karma_dagster.resources.backbones import BackboneConfig, BackbonesResource, backbone_configs_from_file, settings_of
+from karma_dagster.resources.params import KarmaParamsResource
+from karma_dagster.stages import STAGE_NAMES, by_name
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 def test_module_definitions_load_with_every_stage_grouped_and_partitioned():
-    from karma_dagster.definitions import defs
+    from karma_dagster.definitions import defs as load_defs
 
+    defs = load_defs()  # lazy (@dg.definitions): importing the module built nothing
     dg.Definitions.validate_loadable(defs)
     graph = defs.resolve_asset_graph()
     groups = set()
-    for stage in STAGE_ORDER:
+    for stage in STAGE_NAMES:
         node = graph.get(dg.AssetKey(["local", stage]))
         assert isinstance(node.partitions_def, dg.DynamicPartitionsDefinition)
         assert node.partitions_def.name == "documents"
-        assert node.group_name == STAGES[stage][0]
+        assert node.group_name == by_name(stage).group
         assert node.description and node.kinds
         groups.add(node.group_name)
-    assert len(groups) == len(STAGE_ORDER), "a group per stage"
+    assert len(groups) == len(STAGE_NAMES), "a group per stage"
     kg = graph.get(dg.AssetKey(["local", "knowledge_graph"]))
     assert isinstance(kg.partitions_def, dg.DailyPartitionsDefinition)
     assert dg.AssetKey(["local", "evaluated"]) in kg.parent_keys
     checks = {k.name for k in graph.asset_check_keys}
-    assert {f"{s}_table_schema" for s in STAGE_ORDER} <= checks
+    assert {f"{s}_table_schema" for s in STAGE_NAMES} <= checks
     assert all(graph.get_check_spec(k).blocking for k in graph.asset_check_keys)
     assert {s.name for s in defs.sensors} == {"new_papers", "kg_increments"}
 
@@ -63,11 +67,29 @@ def test_dagster_home_config_is_a_valid_instance(tmp_path):
 
 
 def test_each_llm_backbone_gets_its_own_pool_limited_to_its_concurrency():
-    from karma_dagster import main_job
+    from karma_dagster import runner
 
     backbones = {"local": BackboneConfig(), "gpt-4o": BackboneConfig(kind="litellm", model="openai/gpt-4o", concurrency=3)}
     defs = build_definitions(backbones=backbones)
     with dg.instance_for_test() as instance:
-        main_job.setup_pools(instance, defs.resources["backbones"])
+        runner.setup_pools(instance, defs.resources["backbones"])
         assert instance.event_log_storage.get_concurrency_info("llm_gpt-4o").slot_count == 3
         assert instance.event_log_storage.get_concurrency_info("kg_writer").slot_count == 1
+
+
+def test_resources_carry_the_cores_defaults_into_a_run():
+    """The resources mirror KarmaParams and BackboneSettings (defaults declared once); inside a run Dagster
+    builds them from its config schema, nested evaluator weights included."""
+    seen = {}
+
+    @dg.asset(required_resource_keys={"karma_params", "backbones"})
+    def probe(context) -> None:  # noqa: ANN001 - unannotated: this module uses string annotations
+        res = context.resources
+        seen["params"], seen["settings"] = res.karma_params.params(), settings_of(res.backbones.backbones["local"])
+
+    assert dg.materialize([probe], resources={"karma_params": KarmaParamsResource(),
+                                              "backbones": BackbonesResource()}).success
+    assert seen["params"] == KarmaParams() and seen["params"].llm_weights != seen["params"].weights
+    assert seen["settings"] == BackboneSettings()
+    tuned = KarmaParamsResource(delta=0.5).params()
+    assert tuned.delta == 0.5 and tuned.llm_weights == KarmaParams().llm_weights

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from karma_dagster.agents.entity_extraction import extract_entities, filter_proposals, mention_id
-from karma_dagster.backbones.local.lexicon import Lexicon, LexiconError, hetionet_to_vocab_id
-from karma_dagster.backbones.local.ner import LocalNER
-from karma_dagster.evaluation.mentions import score_mentions
+from karma_dagster.dictionary.lexicon import Lexicon, LexiconError, hetionet_to_vocab_id
+from karma_dagster.dictionary.ner import DictionaryNER
 from karma_dagster.ingest.pubtator import read_pubtator
 from karma_dagster.kg.entity_index import EntityIndex, KGEntity
+from karma_dagster.metrics.gold_mentions import score_mentions
 from karma_dagster.params import KarmaParams
 from karma_dagster.schemas.records import MentionSpan, SummaryRow
 
@@ -26,8 +26,8 @@ def lexicon() -> Lexicon:
 
 
 @pytest.fixture(scope="module")
-def ner(lexicon) -> LocalNER:
-    return LocalNER(lexicon)
+def ner(lexicon) -> DictionaryNER:
+    return DictionaryNER(lexicon)
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +96,7 @@ def test_mention_f1_floor_on_train_abstracts(ner, train_docs):
 class _Proposer:
     """A backbone stand-in that proposes what an LLM might: real entities plus a generic phrase."""
 
-    def __init__(self, ner: LocalNER, extra: list[str]):
+    def __init__(self, ner: DictionaryNER, extra: list[str]):
         self.ner, self.extra = ner, extra
 
     def recognize(self, text: str) -> list[MentionSpan]:

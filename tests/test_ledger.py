@@ -11,7 +11,8 @@ import pytest
 
 from karma_dagster import cli
 from karma_dagster.backbones.base import Usage
-from karma_dagster.assets.common import StageError, agent_errors, record_ledger
+from karma_dagster.assets.chain import StageError, agent_errors, record_ledger
+from karma_dagster.stages import by_name
 from karma_dagster.ledger import Ledger, LedgerRow, format_totals, ledger_path
 from karma_dagster.stage_store import StageStore
 
@@ -63,7 +64,7 @@ def test_agent_failure_names_backbone_agent_and_partition_and_is_booked(tmp_path
     store = StageStore(tmp_path / "stages")
     context = dg.build_asset_context(partition_key="2016-01-10__pmc4736972")
     with pytest.raises(StageError) as err:
-        with agent_errors(context, store, "relations", _Failing()):  # type: ignore[arg-type]
+        with agent_errors(context, store, by_name("relations"), _Failing()):  # type: ignore[arg-type]
             raise RuntimeError("LLM call failed after 5 attempt(s): RateLimitError")
     message = str(err.value)
     assert "backbone 'gpt'" in message and "agent 'relation_extraction'" in message
@@ -72,7 +73,7 @@ def test_agent_failure_names_backbone_agent_and_partition_and_is_booked(tmp_path
     assert (row.status, row.agent, row.partition, row.calls, row.cost_usd) == (
         "failed", "relation_extraction", "2016-01-10__pmc4736972", 3, None)
 
-    record_ledger(context, store, "relations", _Failing())  # type: ignore[arg-type]
+    record_ledger(context, store, by_name("relations"), _Failing())  # type: ignore[arg-type]
     assert Ledger(ledger_path(tmp_path)).rows()[0].status == "materialized"  # the retry's row replaces it
 
 

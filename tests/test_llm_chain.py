@@ -8,9 +8,9 @@ import duckdb
 import pytest
 from fake_openai_server import FakeOpenAIServer, agent_of
 
-from karma_dagster import main_job
+from karma_dagster import runner
 from karma_dagster.ledger import Ledger, ledger_path
-from karma_dagster.partitions import date_of_document_key
+from karma_dagster.ingest.keys import date_of_document_key
 from karma_dagster.resources.backbones import BackboneConfig
 
 PAPER = ("PMC4736972.pdf", "PMC4736972.json")  # Notch signalling, tamoxifen, breast cancer (2016-01-10)
@@ -26,13 +26,13 @@ def server():
 def test_llm_backbone_runs_every_stage_through_litellm_and_grows_its_namespace(make_pipeline, server):
     backbone = BackboneConfig(kind="litellm", model="openai/karma-scripted", api_base=server.url, api_key=FAKE_KEY)
     p = make_pipeline(backbones={"scripted": backbone}, inbox_files=PAPER)
-    assert main_job.import_kg(p.defs, p.instance)
-    keys, _ = main_job.register_inbox(p.defs, p.instance)
-    assert not main_job.run_documents(p.defs, p.instance, keys, log=lambda _m: None)
+    assert runner.import_kg(p.defs, p.instance)
+    keys, _ = runner.register_inbox(p.defs, p.instance)
+    assert not runner.run_documents(p.defs, p.instance, keys, log=lambda _m: None)
     asked = {agent_of(r) for r in server.requests}
     assert {"reader", "summarizer", "entity_extraction", "relation_extraction", "evaluator_confidence",
             "evaluator_clarity", "evaluator_relevance"} <= asked
-    assert all(main_job.run_increments(p.defs, p.instance, "scripted", [date_of_document_key(keys[0])]).values())
+    assert all(runner.run_increments(p.defs, p.instance, "scripted", [date_of_document_key(keys[0])]).values())
 
     con = duckdb.connect(str(p.storage.kg_path()), read_only=True)
     rows = con.execute("SELECT namespace, backbone, prompt_version, evidence FROM evidence").fetchall()
@@ -58,7 +58,7 @@ def test_llm_backbone_runs_every_stage_through_litellm_and_grows_its_namespace(m
 
     # Re-materializing with unchanged inputs is answered from the response cache: zero requests.
     before = len(server.requests)
-    assert not main_job.run_documents(p.defs, p.instance, keys, log=lambda _m: None)
+    assert not runner.run_documents(p.defs, p.instance, keys, log=lambda _m: None)
     assert len(server.requests) == before
     runs = {t.group["run_id"]: t for t in ledger.totals(["run_id"], backbone="scripted")}
     assert len(runs) == 2 and sorted(t.calls for t in runs.values())[0] == 0  # the rerun: 0 calls, all cache hits

@@ -2,18 +2,28 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 
+import dagster as dg
 import pandas as pd
 import pytest
 
 from karma_dagster.backbones.base import TripleQuery
-from karma_dagster.backbones.registry import backbone_statuses, judge_config
+from karma_dagster.config import read_backbones
 from karma_dagster.ingest.pubtator import parse_pubtator_lines
+from karma_dagster.kg.store import KGStore
 from karma_dagster.metrics import comparison as cmp
 from karma_dagster.metrics.gold import PredictedMention, PredictedTriple, kg_to_vocab, raw_id, score_gold
 from karma_dagster.metrics.judge import NoJudge, RuleJudge
-from karma_dagster.metrics.kg_metrics import connectivity_gain, correctness, judge_triples, triple_quality
+from karma_dagster.metrics.kg_metrics import (
+    compute_kg_metrics,
+    connectivity_gain,
+    correctness,
+    judge_triples,
+    triple_quality,
+)
+from karma_dagster.stage_store import StageStore
 
 
 def evaluated_fixture() -> pd.DataFrame:
@@ -68,6 +78,52 @@ def test_rule_judge_and_correctness_by_hand():
     assert RuleJudge().judge(TripleQuery(head_name="x", head_type="", relation="binds", tail_name="y", tail_type="",
                                          evidence="x was measured together with y."))[0] == "uncertain"
 
+
+
+def test_compute_kg_metrics_from_plain_stores_by_hand(tmp_path):
+    stages = StageStore(tmp_path / "stages")
+    stages.write("local", "documents", "d1", pd.DataFrame({"doc_key": ["d1"]}))
+    stages.write("local", "evaluated", "d1", evaluated_fixture())
+    kg = KGStore(tmp_path / "kg.duckdb")
+    day, now = dt.date(2024, 1, 2), dt.datetime(2024, 1, 2, 12)
+    with kg.connect() as con:
+        con.executemany("INSERT INTO seed_nodes VALUES (?, ?, ?, NULL)",
+                        [("Compound::A", "A", "Compound"), ("Disease::B", "B", "Disease"), ("Disease::C", "C", "Disease")])
+        con.execute("INSERT INTO seed_edges VALUES ('Compound::A', 'treats', 'Disease::C', 'CtD', 1.0)")
+        con.executemany(  # t1 and t2 merged (one edge A-treats-B); t4 accepted but not merged; t3 rejected
+            "INSERT INTO evidence VALUES ('local', 'd1', ?, ?, 'Compound::A', 'treats', 'Disease::B', 'CtD', 0.8, "
+            "'s1', 'ev', 'local', 'v1', 'r1', ?)", [(day, "t1", now), (day, "t2", now)])
+        con.execute("INSERT INTO extracted_nodes VALUES ('local', 'Gene::X', 'X', 'Gene', NULL, [], 'd1', ?, 'r1', ?)",
+                    [day, now])
+    questions = tmp_path / "questions.v1.yaml"
+    questions.write_text("version: 1\nquestions:\n"
+                         "  - {id: a, question: 'What does A treat?', entity: A, relations: [treats], plausible: [B]}\n"
+                         "  - {id: z, question: 'What does Z treat?', entity: Z, relations: [treats], plausible: [B]}\n")
+    m, verdicts, answers = compute_kg_metrics(stages, kg, "local", RuleJudge(), questions)
+    # new triples t1, t2: MC (0.9+0.6)/2, MCl (0.8+0.4)/2, MR (0.7+0.5)/2, conflict t2 -> CR 1/2
+    assert (m.documents, m.triples_proposed, m.new_triples, m.conflicts) == (1, 4, 2, 1)
+    assert (m.mean_confidence, m.mean_clarity, m.mean_relevance) == pytest.approx((0.75, 0.6, 0.6))
+    assert m.conflict_ratio == pytest.approx(0.5)
+    # existing {A, B, C}: degree before A1 B0 C1, after A2 B1 C1 -> net 2, per entity 2/3; one extracted node
+    assert (m.coverage_gain, m.net_degree_increase, m.existing_entities) == (1, 2, 3)
+    assert m.connectivity_gain == pytest.approx(2 / 3)
+    assert list(verdicts["triple_id"]) == ["t1", "t2"] and m.llm_correctness == pytest.approx(0.5)
+    assert (m.qa_questions, m.qa_answered, m.qa_plausible, m.qa_coherence) == (2, 1, 1, 0.5)
+    assert answers[0].answers == ["B", "C"] and m.qa_judge == "curated key questions.v1.yaml"
+
+
+def test_chain_cost_counts_the_latest_materialization_of_each_stage_partition():
+    documents = [  # newest first
+        ("d1", {"cost_usd": dg.MetadataValue.float(0.5), "llm_calls": dg.MetadataValue.int(2),
+                "tokens_in": dg.MetadataValue.int(10), "tokens_out": dg.MetadataValue.int(5)}),
+        ("d1", {"cost_usd": dg.MetadataValue.text("unpriced model (tokens only)"), "llm_calls": dg.MetadataValue.int(9)}),
+        ("d2", {"cost_usd": 0.25, "llm_calls": 1}),
+    ]
+    segments = [("d1", {"cost_usd": 0.0}), ("d2", {})]
+    assert cmp.chain_cost([documents, segments]) == (pytest.approx(0.75), 3, 15)
+    unpriced = [("d1", {"cost_usd": "unpriced model (tokens only)", "llm_calls": 1, "tokens_in": 3})]
+    assert cmp.chain_cost([documents, unpriced]) == (None, 4, 18), "one unpriced stage: no total, counts kept"
+    assert cmp.chain_cost([]) == (0.0, 0, 0)
 
 GOLD = """\
 1|t|Aspirin and asthma.
@@ -156,12 +212,12 @@ def test_missing_key_means_not_configured_never_a_crash(tmp_path, monkeypatch):
     f = tmp_path / "backbones.yaml"
     f.write_text("judge: llm\nbackbones:\n  local: {kind: local}\n  llm: {kind: litellm, model: openai/x, "
                  "api_key_env: KARMA_TEST_ABSENT_KEY, mode: single_agent}\n  spare: {kind: local, enabled: false}\n")
-    statuses = {s.name: s for s in backbone_statuses(f)}
+    statuses = {s.name: s for s in read_backbones(f).statuses()}
     assert statuses["llm"].status == "NOT CONFIGURED: set KARMA_TEST_ABSENT_KEY" and not statuses["llm"].runnable
     assert statuses["spare"].status == "disabled" and statuses["local"].runnable
-    name, raw, why = judge_config(f)
+    name, raw, why = read_backbones(f).judge_entry()
     assert name == "llm" and raw is None and "set KARMA_TEST_ABSENT_KEY" in why
-    from karma_dagster.definitions import backbone_configs_from_file
+    from karma_dagster.resources.backbones import backbone_configs_from_file
 
     assert set(backbone_configs_from_file(f)) == {"local"}
     monkeypatch.setenv("KARMA_TEST_ABSENT_KEY", "sk-test")

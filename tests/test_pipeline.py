@@ -7,8 +7,8 @@ import duckdb
 import pandas as pd
 import pytest
 
-from karma_dagster import main_job
-from karma_dagster.partitions import date_of_document_key
+from karma_dagster import runner
+from karma_dagster.ingest.keys import date_of_document_key
 
 JATS = ("PMC4686705.xml", "PMC4686705.json")  # Snap25 / type 2 diabetes, published 2015-12-08
 PDF = ("PMC4738914.pdf", "PMC4738914.json")  # levofloxacin thrombocytopenia case report, 2016-01-14
@@ -32,13 +32,13 @@ def kg_tables(path) -> dict[str, pd.DataFrame]:
 @pytest.fixture(scope="module")
 def grown(make_module_pipeline):
     p = make_module_pipeline(inbox_files=JATS + PDF)
-    assert main_job.import_kg(p.defs, p.instance)
+    assert runner.import_kg(p.defs, p.instance)
     before = p.kg.snapshot_counts(namespace="local")
-    keys, failed = main_job.register_inbox(p.defs, p.instance)
+    keys, failed = runner.register_inbox(p.defs, p.instance)
     assert not failed and len(keys) == 2
-    assert not main_job.run_documents(p.defs, p.instance, keys, log=lambda _m: None)
+    assert not runner.run_documents(p.defs, p.instance, keys, log=lambda _m: None)
     dates = sorted({date_of_document_key(k) for k in keys})
-    assert all(main_job.run_increments(p.defs, p.instance, "local", dates).values())
+    assert all(runner.run_increments(p.defs, p.instance, "local", dates).values())
     return p, keys, dates, before
 
 
@@ -90,8 +90,8 @@ def test_every_stage_materialized_with_metadata_and_passing_checks(grown):
 def test_rematerializing_a_partition_leaves_the_kg_unchanged(grown):
     p, keys, dates, _ = grown
     before = kg_tables(p.storage.kg_path())
-    assert not main_job.run_documents(p.defs, p.instance, keys[:1], log=lambda _m: None)
-    assert all(main_job.run_increments(p.defs, p.instance, "local", dates).values())
+    assert not runner.run_documents(p.defs, p.instance, keys[:1], log=lambda _m: None)
+    assert all(runner.run_increments(p.defs, p.instance, "local", dates).values())
     after = kg_tables(p.storage.kg_path())
     pd.testing.assert_frame_equal(before["evidence"], after["evidence"])
     pd.testing.assert_frame_equal(before["nodes"], after["nodes"])
@@ -100,7 +100,7 @@ def test_rematerializing_a_partition_leaves_the_kg_unchanged(grown):
 
 def test_report_counts_what_the_stores_hold(grown):
     p, keys, _dates, before = grown
-    report = main_job.run_report(p.defs, p.instance, wall_time_s=1.0, failed={})
+    report = runner.run_report(p.defs, p.instance, wall_time_s=1.0, failed={})
     (local,) = report.backbones
     after = p.kg.snapshot_counts(namespace="local")
     assert local.documents == 2

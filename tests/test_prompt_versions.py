@@ -11,7 +11,7 @@ from dagster._core.definitions.data_version import CachingStaleStatusResolver, S
 from dagster._time import get_current_datetime
 
 from karma_dagster.definitions import build_definitions
-from karma_dagster.assets.common import STAGE_ORDER
+from karma_dagster.stages import STAGE_NAMES
 from karma_dagster.partitions import documents_partitions
 from karma_dagster.resources.backbones import BackboneConfig
 from karma_dagster.resources.storage import KarmaStorageResource
@@ -62,7 +62,7 @@ def test_prompt_edit_requests_exactly_the_affected_stages_where_they_ran(tmp_pat
         instance.add_dynamic_partitions(documents_partitions.name, DOCS)
         # docs 0 and 1 ran the whole chain on both backbones; doc 2 stopped after `summaries`.
         for doc in DOCS:
-            for stage in STAGE_ORDER if doc != DOCS[2] else STAGE_ORDER[:3]:
+            for stage in STAGE_NAMES if doc != DOCS[2] else STAGE_NAMES[:3]:
                 for ns in ("llm", "local"):
                     key = dg.AssetKey([ns, stage])
                     instance.report_runless_asset_event(dg.AssetMaterialization(
@@ -77,14 +77,14 @@ def test_prompt_edit_requests_exactly_the_affected_stages_where_they_ran(tmp_pat
         path = prompts / "entity_extraction" / "entity_extraction.v1.jinja"
         path.write_text(path.read_text() + "\nBe precise.\n")
         edited = _tick(defs, instance, first.cursor)
-        llm_from_entities = {f"llm/{s}" for s in STAGE_ORDER[STAGE_ORDER.index("entities"):]}
+        llm_from_entities = {f"llm/{s}" for s in STAGE_NAMES[STAGE_NAMES.index("entities"):]}
         assert _requested(edited) == {key: set(DOCS[:2]) for key in llm_from_entities}
         assert "entity_extraction" in edited.run_requests[0].tags["karma/prompt_change"]
 
         # The reloaded code location: a new code version on `entities` only; the UI shows it stale for that
         # reason and the stages after it stale through it; no code-version cause before it or on local/*.
         reloaded = _defs(tmp_path, prompts).resolve_asset_graph()
-        for stage in STAGE_ORDER:
+        for stage in STAGE_NAMES:
             key = dg.AssetKey(["llm", stage])
             assert (reloaded.get(key).code_version != graph.get(key).code_version) == (stage == "entities")
         resolver = CachingStaleStatusResolver(instance, reloaded, _graph_view(instance, reloaded))
@@ -105,7 +105,7 @@ def test_prompt_edit_requests_exactly_the_affected_stages_where_they_ran(tmp_pat
         new_version = _requested(reader_tick)
         assert new_version["llm/segments"] == set(DOCS) and new_version["llm/summaries"] == set(DOCS)
         assert new_version["llm/evaluated"] == set(DOCS[:2])
-        assert set(new_version) == {f"llm/{s}" for s in STAGE_ORDER[1:]}  # never documents, never local/*
+        assert set(new_version) == {f"llm/{s}" for s in STAGE_NAMES[1:]}  # never documents, never local/*
 
         # One of the evaluator's prompts (it renders several): only the last stage.
         clarity = next((prompts / "evaluator_clarity").glob("evaluator_clarity.v*.jinja"))

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import gzip
 import os
 import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from stub_backbones import LexiconBackbone
 
 from karma_dagster.agents.reader import BELOW_DELTA, ReaderError, clean_text, read_document, segment_text
 from karma_dagster.backbones.local.reader import boilerplate_share, score_sections
+from karma_dagster.dictionary.sentences import split_sentences
 from karma_dagster.ingest.pubtator import read_pubtator
-from karma_dagster.nlp import lexicon_hit_counter, split_sentences
 from karma_dagster.params import KarmaParams
 from karma_dagster.schemas.records import RawSection
 
@@ -74,31 +74,6 @@ def jats_sections(pmcid: str) -> list[RawSection]:
     return out
 
 
-@pytest.fixture(scope="module")
-def count_hits():
-    """A dictionary hit counter over MeSH disease/chemical names and Hetionet gene/compound/disease names."""
-    names: set[str] = set()
-    with gzip.open(REPO / "data" / "vocab" / "mesh-tree-numbers.tsv.gz", "rt", encoding="utf-8") as fh:
-        next(fh)
-        names |= {line.split("\t")[1] for line in fh if line.split("\t")[2][:1] in "CD"}
-    with gzip.open(REPO / "data" / "vocab" / "hetionet-nodes.tsv.gz", "rt", encoding="utf-8") as fh:
-        next(fh)
-        names |= {line.split("\t")[1] for line in fh if line.rstrip("\n").split("\t")[2] in {"Gene", "Compound", "Disease"}}
-    return lexicon_hit_counter(names)
-
-
-class LexiconBackbone:
-    """The local R(s) over the test lexicon; duck-types the one Backbone method the reader calls."""
-
-    name = "test-lexicon"
-
-    def __init__(self, count_hits):
-        self.count_hits = count_hits
-        self.calls: list[int] = []
-
-    def score_relevance(self, sections, kg_context):
-        self.calls.append(len(sections))
-        return score_sections(sections, self.count_hits, kg_context)
 
 
 # ---------------------------------------------------------------- sentence splitting

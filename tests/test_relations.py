@@ -17,8 +17,8 @@ from karma_dagster.backbones.local.relations import (
     DEFAULT_BIORED, DEFAULT_CDR, RELATION_TYPES, LocalRelationModel, RelationTrainingError,
 )
 from karma_dagster.agents.relation_extraction import RelationInputError, extract_relations
-from karma_dagster.evaluation.relations import evaluate
 from karma_dagster.ingest.pubtator import PubTatorDoc, read_pubtator
+from karma_dagster.metrics.gold_relations import evaluate
 from karma_dagster.params import KarmaParams
 from karma_dagster.schemas.records import MentionRow, MentionSpan, SummaryRow
 

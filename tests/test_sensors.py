@@ -6,7 +6,7 @@ import json
 
 import dagster as dg
 
-from karma_dagster import main_job
+from karma_dagster import runner
 from karma_dagster.partitions import documents_partitions
 
 JATS = ("PMC4686705.xml", "PMC4686705.json")
@@ -53,12 +53,12 @@ def test_new_papers_registers_partitions_requests_runs_once_and_again_on_change(
 
 def test_kg_increments_requests_the_dates_of_newly_evaluated_documents(make_pipeline):
     p = make_pipeline(inbox_files=JATS)
-    assert main_job.import_kg(p.defs, p.instance)
-    keys, _ = main_job.register_inbox(p.defs, p.instance)
+    assert runner.import_kg(p.defs, p.instance)
+    keys, _ = runner.register_inbox(p.defs, p.instance)
     quiet = tick(p, "kg_increments")
     assert not quiet.run_requests
 
-    assert not main_job.run_documents(p.defs, p.instance, keys, log=lambda _m: None)
+    assert not runner.run_documents(p.defs, p.instance, keys, log=lambda _m: None)
     result = tick(p, "kg_increments", quiet.cursor)
     assert [(r.partition_key, r.job_name) for r in result.run_requests] == [("2015-12-08", "kg_increment__local")]
     again = tick(p, "kg_increments", result.cursor)
@@ -82,9 +82,9 @@ def test_a_tick_that_died_after_registering_loses_no_paper(make_pipeline):
 
 def test_papers_already_processed_by_karma_run_are_not_requested_again(make_pipeline):
     p = make_pipeline(inbox_files=JATS)
-    assert main_job.import_kg(p.defs, p.instance)
-    keys, _ = main_job.register_inbox(p.defs, p.instance)  # `karma run` registers (outbox) and processes
-    assert not main_job.run_documents(p.defs, p.instance, keys, log=lambda _m: None)
+    assert runner.import_kg(p.defs, p.instance)
+    keys, _ = runner.register_inbox(p.defs, p.instance)  # `karma run` registers (outbox) and processes
+    assert not runner.run_documents(p.defs, p.instance, keys, log=lambda _m: None)
     first = tick(p, "new_papers")
     assert not first.run_requests, "same content already evaluated by every backbone"
     xml = p.inbox / "PMC4686705.xml"

@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-import gzip
 import os
 import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from stub_backbones import LexiconBackbone
 
 from karma_dagster.agents.summarizer import SummarizerError, summarize_segments
 from karma_dagster.backbones.local.summarizer import (
     DOSE_RE, MEASURE_RE, STAT_RE, must_keep, sentence_signals, summarize,
 )
+from karma_dagster.dictionary.sentences import split_sentences
 from karma_dagster.ingest.pubtator import read_pubtator
-from karma_dagster.nlp import lexicon_hit_counter, split_sentences
 from karma_dagster.params import KarmaParams
 from karma_dagster.schemas.records import RawSection, SegmentRow
 
@@ -25,18 +25,6 @@ PAPERS = ["PMC4707348", "PMC4737013", "PMC4736972"]
 
 needs_papers = pytest.mark.skipif(not (SHARED / "papers").is_dir(), reason="sample papers not available")
 
-
-@pytest.fixture(scope="module")
-def count_hits():
-    """A dictionary hit counter over MeSH disease/chemical names and Hetionet gene/compound/disease names."""
-    names: set[str] = set()
-    with gzip.open(REPO / "data" / "vocab" / "mesh-tree-numbers.tsv.gz", "rt", encoding="utf-8") as fh:
-        next(fh)
-        names |= {line.split("\t")[1] for line in fh if line.split("\t")[2][:1] in "CD"}
-    with gzip.open(REPO / "data" / "vocab" / "hetionet-nodes.tsv.gz", "rt", encoding="utf-8") as fh:
-        next(fh)
-        names |= {line.split("\t")[1] for line in fh if line.rstrip("\n").split("\t")[2] in {"Gene", "Compound", "Disease"}}
-    return lexicon_hit_counter(names)
 
 
 def body_paragraph_blocks(pmcid: str) -> list[str]:
@@ -49,15 +37,6 @@ def body_paragraph_blocks(pmcid: str) -> list[str]:
             out.append(" ".join(paras))
     return out
 
-
-class LexiconBackbone:
-    name = "test-lexicon"
-
-    def __init__(self, count_hits):
-        self.count_hits = count_hits
-
-    def summarize(self, section: RawSection, max_sentences: int) -> str:
-        return summarize(section.text, max_sentences, self.count_hits)[0]
 
 
 def _positions(summary: str, text: str) -> list[int]:

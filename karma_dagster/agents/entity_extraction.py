@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 
 from karma_dagster.backbones.base import Backbone, backbone_map
-from karma_dagster.backbones.local.ner import LocalNER
+from karma_dagster.dictionary.ner import DictionaryNER
 from karma_dagster.kg.embeddings import normalize_name
 from karma_dagster.kg.entity_index import EntityIndex
 from karma_dagster.params import KarmaParams
@@ -27,7 +27,7 @@ def mention_id(doc_key: str, summary_id: str, start: int, end: int, text: str) -
     return "m_" + hashlib.sha256(raw.encode("utf-8")).hexdigest()[:16]
 
 
-def filter_proposals(text: str, proposals: list[MentionSpan], dictionary: LocalNER) -> list[MentionSpan]:
+def filter_proposals(text: str, proposals: list[MentionSpan], dictionary: DictionaryNER) -> list[MentionSpan]:
     """Keep proposals the dictionary supports; fill vocab id / long form from the dictionary's matching span."""
     dict_spans = dictionary.recognize(text)
     exact = {(d.start, d.end): d for d in dict_spans}
@@ -53,7 +53,7 @@ def filter_proposals(text: str, proposals: list[MentionSpan], dictionary: LocalN
 def extract_entities(
     summaries: list[SummaryRow],
     backbone: Backbone,
-    dictionary: LocalNER,
+    dictionary: DictionaryNER,
     index: EntityIndex,
     params: KarmaParams,
 ) -> list[MentionRow]:

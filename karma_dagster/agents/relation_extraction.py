@@ -15,8 +15,8 @@ from karma_dagster.params import KarmaParams
 from karma_dagster.schemas.records import MentionRow, MentionSpan, SummaryRow, TripleRow
 
 try:  # the shared sentence splitter (helper A2's); the fallback keeps this module usable on its own
-    from karma_dagster.nlp import split_sentences
-except ImportError:  # pragma: no cover - only when nlp.py is absent
+    from karma_dagster.dictionary.sentences import split_sentences
+except ImportError:  # pragma: no cover - only when dictionary/sentences.py is absent
     import re
 
     def split_sentences(text: str) -> list[tuple[int, int, str]]:

@@ -5,14 +5,17 @@ import datetime as dt
 import dagster as dg
 
 from karma_dagster.agents.integration import StageTableInvalid, collect_document
-from karma_dagster.assets.common import stage_key
+from karma_dagster.assets.chain import stage_key
 from karma_dagster.ingest.catalog import Catalog
+from karma_dagster.jobs import KG_WRITER_POOL
+from karma_dagster.kg import merge
 from karma_dagster.kg.merge import IncrementStats, TripleValidationError
 from karma_dagster.kg.store import KGStore
 from karma_dagster.partitions import dates_partitions
 from karma_dagster.resources.backbones import BackbonesResource
 from karma_dagster.resources.storage import KarmaStorageResource
 from karma_dagster.stage_store import StageStore
+from karma_dagster.stages import FINAL_STAGE, SEED_KG, chain_version
 
 DESCRIPTION = (
     "The KG increment of one day: new entities and the accepted triples of that day's documents, merged into "
@@ -29,12 +32,12 @@ def _collect(
     docs: dict = {}
     skipped: dict[str, str] = {}
     for doc_key in catalog.documents_for_dates(day, day):
-        if not stages.exists(ns, "evaluated", doc_key):
+        if not stages.exists(ns, FINAL_STAGE, doc_key):
             skipped[doc_key] = "not evaluated yet"
             continue
         try:
             docs[doc_key] = collect_document(
-                doc_key, stages.read(ns, "evaluated", doc_key), stages.read(ns, "entities", doc_key), prompt_version
+                doc_key, stages.read(ns, FINAL_STAGE, doc_key), stages.read(ns, "entities", doc_key), prompt_version
             )
         except StageTableInvalid as exc:
             skipped[doc_key] = str(exc)
@@ -76,13 +79,13 @@ def build(ns: str) -> dg.AssetsDefinition:
         key=key,
         partitions_def=dates_partitions,
         deps=[
-            dg.AssetDep(stage_key(ns, "evaluated"), partition_mapping=dg.AllPartitionMapping()),
+            dg.AssetDep(stage_key(ns, FINAL_STAGE), partition_mapping=dg.AllPartitionMapping()),
             dg.AssetDep(key, partition_mapping=dg.TimeWindowPartitionMapping(start_offset=-1, end_offset=-1)),
-            dg.AssetDep("seed_kg"),
+            dg.AssetDep(SEED_KG),
         ],
         group_name="knowledge_graph",
         kinds={"duckdb"},
-        pool="kg_writer",
+        pool=KG_WRITER_POOL,
         description=DESCRIPTION,
         tags={"karma/stage": "knowledge_graph", "karma/backbone": ns},
         backfill_policy=dg.BackfillPolicy.single_run(),
@@ -90,10 +93,8 @@ def build(ns: str) -> dg.AssetsDefinition:
     def knowledge_graph(
         context: dg.AssetExecutionContext, storage: KarmaStorageResource, backbones: BackbonesResource
     ) -> dg.MaterializeResult:
-        from karma_dagster import runtime
-
         stages, catalog, kg = storage.stage_store(), Catalog(storage.catalog_path()), KGStore(storage.kg_path())
-        prompt_version = runtime.chain_version(backbones.get(ns, storage))
+        prompt_version = chain_version(backbones.get(ns, storage))
         merged: list[tuple[IncrementStats, dict[str, str]]] = []
         for date in sorted(context.partition_keys):  # a single-run backfill carries many days: merge in date order
             day = dt.date.fromisoformat(date)
@@ -101,7 +102,7 @@ def build(ns: str) -> dg.AssetsDefinition:
             for doc_key, why in skipped.items():
                 context.log.warning(f"{date}: document {doc_key} not merged: {why}")
             try:
-                stats = kg.merge_increment(day, ns, docs, run_id=context.run_id, prompt_version=prompt_version)
+                stats = merge.merge_increment(kg, day, ns, docs, run_id=context.run_id, prompt_version=prompt_version)
             except TripleValidationError as exc:
                 raise dg.Failure(description=f"KG increment {date} ({ns}) rejected, KG unchanged: {exc}") from exc
             merged.append((stats, skipped))

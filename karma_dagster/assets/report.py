@@ -36,10 +36,10 @@ def build(namespaces: list[str]) -> dg.AssetsDefinition:
         context.log.info("\n" + report.markdown())
         metadata: dict[str, object] = {"report": dg.MetadataValue.md(report.markdown())}
         for b in report.backbones:
-            for field, value in b.model_dump().items():
-                if field != "backbone":
-                    metadata[f"{b.backbone}/{field}"] = value
+            for field, value in b.figures.items():
+                metadata[f"{b.backbone}/{field}"] = value
         metadata["documents_failed"] = len(report.documents_failed)
+        metadata["report_json"] = dg.MetadataValue.json(report.model_dump(mode="json"))  # what `karma run` prints
         if report.wall_time_s is not None:
             metadata["wall_time_s"] = round(report.wall_time_s, 2)
         return dg.MaterializeResult(metadata=metadata)

@@ -5,8 +5,10 @@ import dagster as dg
 from pydantic import Field
 
 from karma_dagster.resources.params import KarmaParamsResource
-from karma_dagster.resources.paths import display_path, repo_data
+from karma_dagster import services
+from karma_dagster.paths import data_file, display_path
 from karma_dagster.resources.storage import KarmaStorageResource
+from karma_dagster.stages import SEED_KG
 
 
 class SeedKGConfig(dg.Config):
@@ -16,7 +18,7 @@ class SeedKGConfig(dg.Config):
 
 
 @dg.asset(
-    key="seed_kg",
+    key=SEED_KG,
     group_name="existing_kg",
     kinds={"duckdb", "lancedb"},
     description="The KG you start from (Hetionet format first; your own node/edge tables with format=generic): "
@@ -29,14 +31,12 @@ def seed_kg(
     storage: KarmaStorageResource,
     karma_params: KarmaParamsResource,
 ) -> dg.MaterializeResult:
-    from karma_dagster import runtime
-
-    stats, index_rows = runtime.import_seed_kg(
-        storage.root(),
-        config.nodes or repo_data("seed_kg", "nodes.tsv"),
-        config.edges or repo_data("seed_kg", "edges.sif.gz"),
+    stats, index_rows = services.import_seed_kg(
+        storage.paths(),
+        config.nodes or data_file("seed_kg", "nodes.tsv"),
+        config.edges or data_file("seed_kg", "edges.sif.gz"),
         config.format,
-        karma_params.seed_edge_confidence,
+        karma_params.params().seed_edge_confidence,
     )
     return dg.MaterializeResult(
         metadata={
@@ -47,7 +47,7 @@ def seed_kg(
             "indexed_names": index_rows,
             "nodes_by_kind": dg.MetadataValue.json(stats.nodes_by_kind),
             "edges_by_metaedge": dg.MetadataValue.json(stats.edges_by_metaedge),
-            "source_nodes": display_path(config.nodes or repo_data("seed_kg", "nodes.tsv")),
+            "source_nodes": display_path(config.nodes or data_file("seed_kg", "nodes.tsv")),
             "seconds": stats.seconds,
         }
     )

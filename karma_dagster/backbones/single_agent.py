@@ -28,7 +28,7 @@ from karma_dagster.backbones.base import (
     Usage,
 )
 from karma_dagster.backbones.local.judge import LocalJudge
-from karma_dagster.backbones.local.lexicon import CORPUS_TYPE
+from karma_dagster.dictionary.lexicon import CORPUS_TYPE
 from karma_dagster.schemas.records import MentionSpan, ParsedDocument, RawSection
 
 SINGLE_AGENT_VERSION = "single-agent-v1"

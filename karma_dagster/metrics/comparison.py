@@ -7,10 +7,16 @@ enabled but not configured (its key variable is missing) gets a row saying which
 from __future__ import annotations
 
 import io
+import json
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    from karma_dagster.config import BackboneStatus
 
 # column -> (header, higher is better, format)
 COLUMNS: dict[str, tuple[str, bool, str]] = {
@@ -50,6 +56,67 @@ def cost_figures(cost_usd: float | None, documents: int, accepted: int) -> dict[
         "cost_per_document": cost_usd / documents if cost_usd is not None and documents else None,
         "cost_per_triple": cost_usd / accepted if cost_usd is not None and accepted else None,
     }
+
+
+def metrics_dir(data_root: Path, namespace: str | None = None) -> Path:
+    """<data_root>/metrics[/<namespace>], created: where the metric files of a backbone (or the table) go."""
+    path = Path(data_root) / "metrics" / (namespace or "")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _value(entry: object) -> object:
+    """The plain value of a metadata entry (a Dagster MetadataValue carries it in `.value`)."""
+    return getattr(entry, "value", entry)
+
+
+def chain_cost(stages: Iterable[Iterable[tuple[str | None, Mapping[str, Any]]]]) -> tuple[float | None, int, int]:
+    """(cost in USD, LLM calls, tokens) of a chain, None cost = unpriced.
+
+    `stages` holds, per stage, the (partition, metadata) of its materializations newest first: only the first
+    (latest) of each partition counts. A stage partition whose `cost_usd` is not a number ("unpriced model
+    (tokens only)") makes the whole cost None; calls and tokens are summed all the same.
+    """
+    total: float | None = 0.0
+    calls = tokens = 0
+    for materializations in stages:
+        seen: set[str | None] = set()
+        for partition, meta in materializations:
+            if partition in seen:
+                continue
+            seen.add(partition)
+            value = _value(meta.get("cost_usd"))
+            if isinstance(value, (int, float)):
+                total = None if total is None else total + float(value)
+            elif value is not None:
+                total = None
+            calls += int(_value(meta.get("llm_calls")) or 0)
+            tokens += int(_value(meta.get("tokens_in")) or 0) + int(_value(meta.get("tokens_out")) or 0)
+    return total, calls, tokens
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def comparison_rows(metrics_root: Path, namespaces: list[str], statuses: list[BackboneStatus],
+                    cost_of: Callable[[str], float | None]) -> list[ComparisonRow]:
+    """A row per namespace from its metric files under `metrics_root` (cost from `cost_of(namespace)`), then a
+    status row per enabled backbone without a namespace (not configured, ...)."""
+    rows = []
+    for ns in namespaces:
+        km = _read_json(metrics_root / ns / "kg_metrics.json")
+        gold = _read_json(metrics_root / ns / "gold.json")
+        values: dict[str, float | None] = {c: km.get(c) for c in COLUMNS if c in km}
+        for c in ("mention_f1", "id_f1", "pair_f1", "pair_type_f1"):
+            values[f"gold_{c}"] = gold.get(f"gold_{c}")
+        values.update(cost_figures(cost_of(ns), int(km.get("documents") or 0), int(km.get("new_triples") or 0)))
+        rows.append(ComparisonRow(backbone=ns, status="ok" if km else "no kg_metrics yet",
+                                  judge=km.get("judge", ""), values=values))
+    for s in statuses:
+        if s.name not in namespaces and s.enabled:
+            rows.append(ComparisonRow(backbone=s.name, status=s.status))
+    return rows
 
 
 def frame(rows: list[ComparisonRow]) -> pd.DataFrame:

@@ -1,7 +1,7 @@
 """Scores of a backbone's mentions, identifiers and relations against PubTator gold (BioRED, BC5CDR).
 
-Reuses evaluation/mentions.py (span + type, document-level id sets; micro and per type) and
-evaluation/relations.py (document-level id pairs: the pair, and the pair with its type).
+Reuses gold_mentions.py (span + type, document-level id sets; micro and per type) and
+gold_relations.py (document-level id pairs: the pair, and the pair with its type).
 
 The identifier mapping is explicit, because gold and KG speak different namespaces:
 
@@ -23,10 +23,10 @@ from collections.abc import Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from karma_dagster.backbones.local.lexicon import CORPUS_TYPE, corpus_vocab_id
-from karma_dagster.evaluation.mentions import MentionScores, score_mentions
-from karma_dagster.evaluation.relations import PairKey, RelationScores, score_documents
+from karma_dagster.dictionary.lexicon import CORPUS_TYPE, corpus_vocab_id
 from karma_dagster.ingest.pubtator import PubTatorDoc
+from karma_dagster.metrics.gold_mentions import MentionScores, score_mentions
+from karma_dagster.metrics.gold_relations import PairKey, RelationScores, score_documents
 from karma_dagster.schemas.records import MentionSpan
 
 KG_TO_VOCAB = {"Gene": "NCBIGene:", "Symptom": "MESH:"}  # Hetionet kinds whose ids are a gold namespace

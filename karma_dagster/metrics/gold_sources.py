@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from karma_dagster.dictionary.sentences import split_sentences
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.ingest.parse import IngestError, parse_file
 from karma_dagster.ingest.pubtator import PubTatorDoc
 from karma_dagster.metrics.gold import PredictedMention, PredictedTriple, comparable_id
-from karma_dagster.nlp import split_sentences
 
 
 def gold_document(doc_key: str, inbox: Path, catalog: Catalog) -> PubTatorDoc | None:

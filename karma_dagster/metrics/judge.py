@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Literal, Protocol
 
 from karma_dagster.backbones.base import TripleQuery
-from karma_dagster.backbones.local.judge import hedge_cue, negation_cue, relation_cue
+from karma_dagster.dictionary.cues import hedge_cue, negation_cue, relation_cue
 
 Verdict = Literal["likely_correct", "uncertain", "likely_incorrect", "not_judged"]
 VERDICTS: tuple[str, ...] = ("likely_correct", "uncertain", "likely_incorrect", "not_judged")

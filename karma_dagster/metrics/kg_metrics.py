@@ -19,12 +19,16 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
+from pathlib import Path
 
 import pandas as pd
 from pydantic import BaseModel
 
 from karma_dagster.backbones.base import TripleQuery
+from karma_dagster.kg.store import KGStore
 from karma_dagster.metrics.judge import VERDICTS, TripleJudge
+from karma_dagster.metrics.qa import QAAnswer, answer_questions, load_questions
+from karma_dagster.stage_store import StageStore
 
 Edge = tuple[str, str, str]  # head, relation, tail
 
@@ -105,3 +109,41 @@ def correctness(verdicts: pd.DataFrame) -> tuple[dict[str, int], float | None]:
     counts = {v: int((verdicts["verdict"] == v).sum()) if len(verdicts) else 0 for v in VERDICTS}
     judged = len(verdicts) - counts["not_judged"]
     return counts, (counts["likely_correct"] / judged if judged else None)
+
+
+def stage_frame(stages: StageStore, namespace: str, stage: str) -> pd.DataFrame:
+    """Every document's table of one stage, concatenated (empty tables skipped; no table = empty frame)."""
+    frames = [stages.read(namespace, stage, k) for k in stages.partitions(namespace, stage)]
+    frames = [f for f in frames if len(f)]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def compute_kg_metrics(stages: StageStore, kg: KGStore, namespace: str, judge: TripleJudge,
+                       questions_path: Path) -> tuple[KGMetrics, pd.DataFrame, list[QAAnswer]]:
+    """The namespace's metrics, one verdict per new triple, and the answers to the curated questions."""
+    docs = stages.partitions(namespace, "documents")
+    evaluated = stage_frame(stages, namespace, "evaluated")
+    with kg.connect(read_only=True):  # one lock, one snapshot for the five reads
+        merged = kg.merged_evidence(namespace)
+        seed_edges = kg.seed_edge_triples()
+        after = kg.edge_triples(namespace)
+        existing = kg.seed_node_ids()
+        coverage = kg.count_extracted_nodes(namespace)
+    if len(evaluated):  # new triples = the accepted triples the KG integrated
+        in_kg = [(d, t) in merged for d, t in zip(evaluated["doc_key"], evaluated["triple_id"])]
+        evaluated = evaluated.assign(accepted=evaluated["accepted"].astype(bool) & pd.Series(in_kg, index=evaluated.index))
+    quality = triple_quality(evaluated)
+    new = evaluated[evaluated["accepted"]] if len(evaluated) else evaluated
+    net, ratio = connectivity_gain(seed_edges, after, existing)
+    verdicts = judge_triples(new, judge)
+    counts, lc = correctness(verdicts)
+    answers = answer_questions(kg, namespace, load_questions(questions_path), judge)
+    metrics = KGMetrics(
+        backbone=namespace, documents=len(docs), **quality, coverage_gain=coverage, net_degree_increase=net,
+        existing_entities=len(existing), connectivity_gain=ratio, judge=judge.label, verdicts=counts,
+        llm_correctness=lc, qa_questions=len(answers), qa_answered=sum(bool(a.answers) for a in answers),
+        qa_plausible=sum(a.plausible for a in answers),
+        qa_coherence=(sum(a.plausible for a in answers) / len(answers)) if answers else None,
+        qa_judge=f"curated key {Path(questions_path).name}" + (f" + {judge.label}" if judge.is_llm else ""),
+    )
+    return metrics, verdicts, answers

@@ -16,9 +16,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from karma_dagster.backbones.base import TripleQuery
 from karma_dagster.kg.store import KGStore
 from karma_dagster.metrics.judge import TripleJudge
-from karma_dagster.resources.paths import REPO_ROOT
+from karma_dagster.paths import data_file
 
-DEFAULT_QUESTIONS = REPO_ROOT / "data" / "qa" / "sample_questions.v1.yaml"
+
+def default_questions() -> Path:
+    """The versioned curated question set shipped with the project."""
+    return data_file("qa", "sample_questions.v1.yaml")
 
 
 class Question(BaseModel):
@@ -46,7 +49,7 @@ class QAAnswer(BaseModel):
 
 
 def load_questions(path: Path | None = None) -> QuestionSet:
-    path = Path(path or DEFAULT_QUESTIONS)
+    path = Path(path or default_questions())
     if not path.is_file():
         raise FileNotFoundError(f"QA question set {path} not found")
     try:

@@ -1,1 +1,5 @@
-"""Dagster resources: thin, configurable wrappers around the plain-Python stores, indexes and backbones."""
+"""Dagster resources: thin, configurable look-ups of the plain-Python stores, backbones and parameters.
+
+They hold settings (editable in the launchpad, secrets through EnvVar) and hand out what `services` built;
+no logic of their own.
+"""

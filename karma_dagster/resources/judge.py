@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import dagster as dg
 from pydantic import Field
 
+from karma_dagster.config import read_backbones
 from karma_dagster.metrics.judge import LLMJudge, NoJudge, RuleJudge, TripleJudge
-from karma_dagster.resources.backbones import BackboneConfig, BackbonesResource
+from karma_dagster.resources.backbones import BackboneConfig, BackbonesResource, config_of
 from karma_dagster.resources.storage import KarmaStorageResource
 
 
 class JudgeResource(dg.ConfigurableResource):
     name: str = Field("local", description="'local' = the rule-based judge; else an LLM backbone's name")
-    backbone: BackboneConfig | None = Field(None, description="the LLM judge's config (key through EnvVar)")
+    backbone: BackboneConfig | None = Field(None, description="the LLM judge's config (key through EnvVar)")  # type: ignore[valid-type]
     unavailable: str = Field("", description="why the named judge cannot run (e.g. its key variable is unset)")
     prompts_dir: str = ""
     qa_questions: str = Field("", description="QA-coherence question set; empty = data/qa/sample_questions.v1.yaml")
@@ -26,3 +29,15 @@ class JudgeResource(dg.ConfigurableResource):
             self.name, storage)
         base = getattr(built, "base", built)  # a single-agent wrapper judges with its LLM
         return LLMJudge(self.name, base)
+
+    @property
+    def label(self) -> str:
+        return self.name + (f" ({self.unavailable})" if self.unavailable else "")
+
+
+def judge_from_file(prompts_dir: str = "", path: Path | None = None) -> JudgeResource:
+    """The `judge:` of backbones.yaml; an LLM judge whose key is missing judges nothing and says why."""
+    name, entry, why = read_backbones(path).judge_entry()
+    if entry is None:
+        return JudgeResource(name=name, unavailable=why, prompts_dir=prompts_dir)
+    return JudgeResource(name=name, backbone=config_of(entry), prompts_dir=prompts_dir)

@@ -163,7 +163,7 @@ def candidates_from_titles(
 
 
 # ---------------------------------------------------------------- what was dispatched (n_tau, t)
-class DispatchLedger:
+class DispatchHistory:
     """SQLite table of the documents dispatched per type: the controller's n_tau and t across ticks."""
 
     def __init__(self, path: Path) -> None:

@@ -1,4 +1,4 @@
-"""The controller's view of real pending documents: features from the catalog + KG, decisions, the ledger.
+"""The controller's view of real pending documents: features from the catalog + KG, decisions, the dispatch history.
 
 Before a paper is ingested only its catalog row is known (date, title), so novelty and the task type come
 from its title: every 1-5 word n-gram is looked up in the dictionary lexicon (KG + MeSH + Hetionet +
@@ -11,22 +11,20 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-import threading
 from dataclasses import dataclass
-from pathlib import Path
 
+from karma_dagster import services
 from karma_dagster.ingest.catalog import Catalog
+from karma_dagster.paths import DataPaths
 from karma_dagster.scheduling.controller import (
     ControllerParams,
     Decision,
-    DispatchLedger,
+    DispatchHistory,
     candidates_from_titles,
     order,
 )
 
 _TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9\-]*")
-_LOCK = threading.Lock()
-_MATCHERS: dict[tuple, "TitleMatcher"] = {}
 
 
 @dataclass(frozen=True)
@@ -57,48 +55,44 @@ class TitleMatcher:
         return out
 
 
-def _matcher_and_names(cache_dir: Path, kg_path: Path, namespace: str) -> tuple[TitleMatcher, set[str]]:
-    from karma_dagster import runtime
-    from karma_dagster.backbones.local.lexicon import Lexicon
+def _matcher_and_names(data: DataPaths, namespace: str) -> tuple[TitleMatcher, set[str]]:
+    """Built once per process, KG seed and KG file state (services owns the cache)."""
+    from karma_dagster.dictionary.lexicon import Lexicon
     from karma_dagster.kg.store import KGStore
 
-    fingerprint = runtime.seed_fingerprint(kg_path)
-    stamp = Path(kg_path).stat().st_mtime_ns if Path(kg_path).exists() else 0
-    key = (str(cache_dir), str(kg_path), namespace, fingerprint, stamp)
-    with _LOCK:
-        if key not in _MATCHERS:
-            lexicon = Lexicon.build(runtime.seed_lexicon_rows(kg_path), cache_dir=Path(cache_dir) / "lexicon")
-            names: set[str] = set()
-            if Path(kg_path).exists():
-                for row in KGStore(kg_path).lexicon_rows(namespace=namespace):
-                    names.add(row.name.lower())
-                    names.update(s.lower() for s in row.synonyms)
-            _MATCHERS.clear()
-            _MATCHERS[key] = TitleMatcher(lexicon)
-            _MATCHERS[key].kg_names = names  # type: ignore[attr-defined]
-        m = _MATCHERS[key]
-    return m, m.kg_names  # type: ignore[attr-defined]
+    def build() -> tuple[TitleMatcher, set[str]]:
+        lexicon = Lexicon.build(services.seed_lexicon_rows(data), cache_dir=data.cache() / "lexicon")
+        names: set[str] = set()
+        if data.kg.exists():
+            for row in KGStore(data.kg).lexicon_rows(namespace=namespace):
+                names.add(row.name.lower())
+                names.update(s.lower() for s in row.synonyms)
+        return TitleMatcher(lexicon), names
+
+    stamp = data.kg.stat().st_mtime_ns if data.kg.exists() else 0
+    key = ("title_matcher", str(data.cache()), str(data.kg), namespace, services.seed_fingerprint(data), stamp)
+    return services.cached(key, build)
 
 
 def decide(
-    keys: list[str], catalog_path: Path, cache_dir: Path, kg_path: Path, ledger_path: Path, namespace: str = "local",
+    keys: list[str], data: DataPaths, namespace: str = "local",
     params: ControllerParams = ControllerParams(), today: dt.date | None = None, record: bool = True,
 ) -> list[Decision]:
     """The controller's order of `keys` (pending documents), counting what it dispatched before; the decisions
-    are recorded in the ledger (n_tau, t of the next call) unless `record` is False."""
+    are recorded in the dispatch history (n_tau, t of the next call) unless `record` is False."""
     if not keys:
         return []
-    matcher, kg_names = _matcher_and_names(cache_dir, kg_path, namespace)
-    catalog = Catalog(catalog_path)
+    matcher, kg_names = _matcher_and_names(data, namespace)
+    catalog = Catalog(data.catalog)
     rows = []
     for key in keys:
         entry = catalog.lookup(key)
         if entry is None:
-            raise KeyError(f"controller: document {key!r} is not in the catalog {catalog_path}")
+            raise KeyError(f"controller: document {key!r} is not in the catalog")
         rows.append((key, entry.date, entry.title or ""))
     candidates = candidates_from_titles(rows, matcher, kg_names, today or dt.date.today(), params)
-    ledger = DispatchLedger(ledger_path)
-    decisions = order(candidates, params, ledger.counts())
+    history = DispatchHistory(data.controller)
+    decisions = order(candidates, params, history.counts())
     if record:
-        ledger.record(decisions)
+        history.record(decisions)
     return decisions

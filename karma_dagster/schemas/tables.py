@@ -153,15 +153,3 @@ class EvaluatedTable(ResolvedTable):
     @pa.dataframe_check
     def accepted_only_if_kept_and_aligned(cls, df: pd.DataFrame) -> Series[bool]:
         return ~df["accepted"] | ((df["action"] == "keep") & (df["schema_status"] == "aligned"))
-
-
-STAGE_TABLES: dict[str, type[pa.DataFrameModel]] = {
-    "documents": DocumentsTable,
-    "segments": SegmentsTable,
-    "summaries": SummariesTable,
-    "entities": EntitiesTable,
-    "relations": RelationsTable,
-    "aligned": AlignedTable,
-    "resolved": ResolvedTable,
-    "evaluated": EvaluatedTable,
-}

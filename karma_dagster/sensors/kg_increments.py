@@ -10,7 +10,8 @@ import json
 import dagster as dg
 from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
-from karma_dagster.partitions import date_of_document_key
+from karma_dagster.ingest.keys import date_of_document_key
+from karma_dagster.stages import FINAL_STAGE
 
 
 def build_kg_increments_sensor(
@@ -29,7 +30,7 @@ def build_kg_increments_sensor(
         for ns in namespaces:
             after = cursor.get(ns)
             records = context.instance.fetch_materializations(
-                dg.AssetRecordsFilter(asset_key=dg.AssetKey([ns, "evaluated"]), after_storage_id=after),
+                dg.AssetRecordsFilter(asset_key=dg.AssetKey([ns, FINAL_STAGE]), after_storage_id=after),
                 limit=1000,
                 ascending=True,
             ).records

@@ -18,6 +18,7 @@ from karma_dagster.ingest.inbox import scan_inbox
 from karma_dagster.partitions import documents_partitions
 from karma_dagster.resources.storage import KarmaStorageResource
 from karma_dagster.stage_store import StageStore
+from karma_dagster.stages import FINAL_STAGE
 
 
 def requested_documents(
@@ -35,7 +36,7 @@ def requested_documents(
 
 def _done(key: str, content_hash: str, namespaces: list[str], stages: StageStore) -> bool:
     for ns in namespaces:
-        if not (stages.exists(ns, "evaluated", key) and stages.exists(ns, "documents", key)):
+        if not (stages.exists(ns, FINAL_STAGE, key) and stages.exists(ns, "documents", key)):
             return False
         if stages.read(ns, "documents", key).iloc[0]["content_hash"] != content_hash:
             return False
@@ -66,8 +67,7 @@ def controller_tags(storage: KarmaStorageResource, keys: list[str]) -> dict[str,
     from karma_dagster.scheduling.plan import decide
 
     try:
-        decisions = decide(keys, storage.catalog_path(), storage.cache_path(), storage.kg_path(),
-                           storage.root() / "controller.sqlite")
+        decisions = decide(keys, storage.paths())
     except Exception as exc:  # noqa: BLE001 - ordering is an optimisation: never block new papers on it
         import logging
 

@@ -12,37 +12,38 @@ changed") once the code location is reloaded. The first tick only records the ve
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import dagster as dg
 from dagster._core.definitions.assets.graph.asset_graph_subset import AssetGraphSubset
 from dagster._core.definitions.partitions.subset.default import DefaultPartitionsSubset
 
-from karma_dagster.assets.common import STAGE_ORDER, stage_key
+from karma_dagster.assets.chain import stage_key
 from karma_dagster.prompts import PromptStore
-from karma_dagster.runtime import prompts_of_stage
+from karma_dagster.stages import STAGES, Stage
 
 PromptVersions = dict[str, dict[str, str]]  # backbone -> prompt -> "reader.v2@1a2b3c4d5e6f"
 
 
-def current_versions(namespaces: list[str], prompts_root: str) -> PromptVersions:
+def current_versions(namespaces: list[str], prompts_root: str, registry: Sequence[Stage] = STAGES) -> PromptVersions:
     store = PromptStore(prompts_root or None)
-    names = sorted({name for stage in STAGE_ORDER for name in prompts_of_stage(stage)})
+    names = sorted({name for stage in registry for name in stage.prompts})
     per_prompt = {name: store.prompt_id(name) for name in names}
     return {ns: dict(per_prompt) for ns in namespaces}
 
 
-def affected_stages(previous: PromptVersions, current: PromptVersions) -> dict[str, list[str]]:
+def affected_stages(previous: PromptVersions, current: PromptVersions,
+                    registry: Sequence[Stage] = STAGES) -> dict[str, list[str]]:
     """backbone -> the first stage whose prompt changed and every stage after it (through `evaluated`)."""
     out: dict[str, list[str]] = {}
     for ns, agents in current.items():  # agents: prompt name -> versioned id
         before = previous.get(ns)
         if before is None:
             continue  # a backbone seen for the first time: its baseline, nothing to rerun
-        changed = [i for i, stage in enumerate(STAGE_ORDER)
-                   if any(before.get(name) != agents[name] for name in prompts_of_stage(stage))]
+        changed = [i for i, stage in enumerate(registry)
+                   if any(before.get(name) != agents[name] for name in stage.prompts)]
         if changed:
-            out[ns] = STAGE_ORDER[min(changed):]
+            out[ns] = [stage.name for stage in registry[min(changed):]]
     return out
 
 
@@ -59,21 +60,22 @@ def rerun_targets(
     return targets
 
 
-def build_prompt_versions_sensor(namespaces: list[str], prompts_root: str, interval_s: int = 60) -> dg.SensorDefinition:
+def build_prompt_versions_sensor(namespaces: list[str], prompts_root: str, registry: Sequence[Stage] = STAGES,
+                                 interval_s: int = 60) -> dg.SensorDefinition:
     """`namespaces`: the LLM backbones (local backbones have no prompts)."""
 
     @dg.sensor(
         name="prompt_versions",
-        asset_selection=dg.AssetSelection.assets(*[stage_key(ns, s) for ns in namespaces for s in STAGE_ORDER]),
+        asset_selection=dg.AssetSelection.assets(*[stage_key(ns, s.name) for ns in namespaces for s in registry]),
         minimum_interval_seconds=interval_s,
         default_status=dg.DefaultSensorStatus.STOPPED,
         description="A new or edited prompt version reruns, as one backfill, the stages that use it and everything "
         "downstream (through evaluated), for the document partitions already materialized; nothing upstream.",
     )
     def prompt_versions(context: dg.SensorEvaluationContext) -> dg.SensorResult:
-        current = current_versions(namespaces, prompts_root)
+        current = current_versions(namespaces, prompts_root, registry)
         previous: PromptVersions = json.loads(context.cursor) if context.cursor else {}
-        stages = affected_stages(previous, current)
+        stages = affected_stages(previous, current, registry)
         cursor = json.dumps(current, sort_keys=True)
         if not stages:
             reason = "prompt versions recorded (baseline)" if not previous else "no prompt changed"

@@ -64,7 +64,7 @@ def main(spec: dict) -> int:
 
             return original(*args, **{**kwargs, "on_doc": on_doc})
 
-        merge.merge_increment = stalling  # KGStore.merge_increment imports it at call time
+        merge.merge_increment = stalling  # the KG asset looks it up as merge.merge_increment at call time
 
     storage = KarmaStorageResource(data_dir=spec["data_dir"], inbox=spec["inbox"], cache_dir=spec["cache_dir"])
     defs = build_definitions(backbones={ns: BackboneConfig() for ns in spec["namespaces"]}, storage=storage)

@@ -21,10 +21,11 @@ from reliability_helpers import (
     zero_page_pdf,
 )
 
-from karma_dagster import main_job
+from karma_dagster import runner
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.ingest.parse import IngestError, parse_file
-from karma_dagster.partitions import date_of_document_key, documents_partitions
+from karma_dagster.ingest.keys import date_of_document_key
+from karma_dagster.partitions import documents_partitions
 
 PDF_PAPER = "PMC4738914.pdf"  # levofloxacin thrombocytopenia case report, 2016-01-14
 TXT_PAPER = "visfatin-hypothyroidism-note.txt"  # no date: arrival-dated
@@ -54,7 +55,7 @@ def ran(make_module_pipeline):
         make(p.inbox / name)
     log: list[str] = []
     t0 = time.perf_counter()
-    report = main_job.run_main(p.defs, p.instance, log=log.append)
+    report = runner.run_main(p.defs, p.instance, log=log.append)
     return p, report, log, time.perf_counter() - t0
 
 
@@ -118,11 +119,11 @@ def test_a_registered_paper_whose_file_turns_corrupt_fails_only_its_partition(ra
     original = (p.inbox / TXT_PAPER).read_bytes()
     (p.inbox / TXT_PAPER).write_bytes(original.replace(b"Visfatin", "Visfatin \xb5".encode("latin-1"), 1))
     try:
-        failed = main_job.run_documents(p.defs, p.instance, keys, log=lambda _m: None)
+        failed = runner.run_documents(p.defs, p.instance, keys, log=lambda _m: None)
         assert set(failed) == {txt_key}, failed  # the other partition goes on
         assert TXT_PAPER in failed[txt_key] and "not UTF-8" in failed[txt_key], failed[txt_key]
         dates = sorted({date_of_document_key(k) for k in keys})
-        assert all(main_job.run_increments(p.defs, p.instance, "local", dates).values())
+        assert all(runner.run_increments(p.defs, p.instance, "local", dates).values())
         assert kg_dump(p.storage.kg_path()) == before, "the KG is unchanged"
         for k in keys:  # the previous stage tables stay whole
             assert p.storage.stage_store().read("local", "evaluated", k).equals(tables_before[k])

@@ -14,9 +14,9 @@ import time
 import duckdb
 from reliability_helpers import HERE_CHILD, kg_dump
 
-from karma_dagster import main_job
+from karma_dagster import runner
 from karma_dagster.definitions import build_definitions
-from karma_dagster.partitions import date_of_document_key
+from karma_dagster.ingest.keys import date_of_document_key
 from karma_dagster.resources.backbones import BackboneConfig
 
 PAPERS = ("PMC4738914.pdf", "PMC4738914.json", "PMC4686705.xml", "PMC4686705.json")  # 2016-01-14, 2015-12-08
@@ -25,9 +25,9 @@ NAMESPACES = ["local", "alt"]
 
 def test_two_runs_of_parallel_kg_steps_equal_a_sequential_run(make_pipeline, shared_cache, tmp_path):
     p = make_pipeline(inbox_files=PAPERS)
-    assert main_job.import_kg(p.defs, p.instance)
-    keys, _ = main_job.register_inbox(p.defs, p.instance)
-    assert not main_job.run_documents(p.defs, p.instance, keys, log=lambda _m: None)
+    assert runner.import_kg(p.defs, p.instance)
+    keys, _ = runner.register_inbox(p.defs, p.instance)
+    assert not runner.run_documents(p.defs, p.instance, keys, log=lambda _m: None)
     dates = sorted({date_of_document_key(k) for k in keys})
     assert len(dates) == 2
     # a second namespace with the same stage tables: its increments write the same KG file at the same time
@@ -38,7 +38,7 @@ def test_two_runs_of_parallel_kg_steps_equal_a_sequential_run(make_pipeline, sha
     # sequential reference, in process
     both = build_definitions(backbones={ns: BackboneConfig() for ns in NAMESPACES}, storage=p.storage)
     for ns in NAMESPACES:
-        assert all(main_job.run_increments(both, p.instance, ns, dates).values())
+        assert all(runner.run_increments(both, p.instance, ns, dates).values())
     sequential = kg_dump(p.storage.kg_path(), with_increment_stats=False)
     assert {r[0] for r in sequential["evidence"]} == set(NAMESPACES)
 

@@ -15,9 +15,10 @@ from pathlib import Path
 
 from reliability_helpers import HERE_CHILD, kg_dump, leftovers
 
-from karma_dagster import main_job
-from karma_dagster.definitions import build_definitions, kg_job_name
-from karma_dagster.partitions import date_of_document_key
+from karma_dagster import runner
+from karma_dagster.definitions import build_definitions
+from karma_dagster.jobs import kg_job_name
+from karma_dagster.ingest.keys import date_of_document_key
 from karma_dagster.resources.backbones import BackboneConfig
 from karma_dagster.resources.storage import KarmaStorageResource
 
@@ -34,15 +35,15 @@ def test_sigkill_mid_increment_leaves_the_kg_as_before_and_a_rerun_equals_an_uni
     make_pipeline, shared_cache, tmp_path
 ):
     p = make_pipeline(inbox_files=FIRST)
-    assert main_job.import_kg(p.defs, p.instance)
-    first, _ = main_job.register_inbox(p.defs, p.instance)
-    assert not main_job.run_documents(p.defs, p.instance, first, log=lambda _m: None)
+    assert runner.import_kg(p.defs, p.instance)
+    first, _ = runner.register_inbox(p.defs, p.instance)
+    assert not runner.run_documents(p.defs, p.instance, first, log=lambda _m: None)
     d1 = date_of_document_key(first[0])
-    assert all(main_job.run_increments(p.defs, p.instance, "local", [d1]).values())
+    assert all(runner.run_increments(p.defs, p.instance, "local", [d1]).values())
     # the second paper's chain is done; its date's increment is what gets killed
     p.add_to_inbox(*SECOND)
-    second, _ = main_job.register_inbox(p.defs, p.instance)
-    assert not main_job.run_documents(p.defs, p.instance, second, log=lambda _m: None)
+    second, _ = runner.register_inbox(p.defs, p.instance)
+    assert not runner.run_documents(p.defs, p.instance, second, log=lambda _m: None)
     d2 = date_of_document_key(second[0])
     assert d2 != d1
     # the same deployment, copied, for the uninterrupted reference run
@@ -72,11 +73,11 @@ def test_sigkill_mid_increment_leaves_the_kg_as_before_and_a_rerun_equals_an_uni
     assert leftovers(p.root) == []
 
     # rerun in this process; the dead child's lock is gone with it
-    assert all(main_job.run_increments(p.defs, p.instance, "local", [d2]).values())
+    assert all(runner.run_increments(p.defs, p.instance, "local", [d2]).values())
     after = kg_dump(p.storage.kg_path())
     assert second[0] in {row[1] for row in after["evidence"]}, "the killed increment had rows to lose"
 
     ref_defs = build_definitions(backbones={"local": BackboneConfig()}, storage=KarmaStorageResource(
         data_dir=str(reference), inbox=str(p.inbox), cache_dir=str(shared_cache)))
-    assert all(main_job.run_increments(ref_defs, p.instance, "local", [d2]).values())
+    assert all(runner.run_increments(ref_defs, p.instance, "local", [d2]).values())
     assert after == kg_dump(reference / "kg.duckdb"), "rerun after the crash == uninterrupted run"

@@ -20,10 +20,10 @@ import pytest
 from fake_openai_server import FakeOpenAIServer, Fault, agent_of, karma_responder
 from reliability_helpers import kg_dump, kg_query, leftovers
 
-from karma_dagster import main_job
+from karma_dagster import runner
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.kg.store import metaedge_by_abbrev, schema_relations
-from karma_dagster.partitions import date_of_document_key
+from karma_dagster.ingest.keys import date_of_document_key
 from karma_dagster.resources.backbones import BackboneConfig
 
 FAKE_KEY = "sk-karma-reliability-0000-not-a-real-key"
@@ -109,12 +109,12 @@ TRANSIENT = {
 
 
 def run_chain(p: Any) -> tuple[list[str], dict[str, str]]:
-    assert main_job.import_kg(p.defs, p.instance)
-    keys, bad_files = main_job.register_inbox(p.defs, p.instance)
+    assert runner.import_kg(p.defs, p.instance)
+    keys, bad_files = runner.register_inbox(p.defs, p.instance)
     assert not bad_files
-    failed = main_job.run_documents(p.defs, p.instance, keys, log=lambda _m: None)
+    failed = runner.run_documents(p.defs, p.instance, keys, log=lambda _m: None)
     dates = sorted({date_of_document_key(k) for k in keys})
-    assert all(main_job.run_increments(p.defs, p.instance, "scripted", dates).values())
+    assert all(runner.run_increments(p.defs, p.instance, "scripted", dates).values())
     return keys, failed
 
 

@@ -10,8 +10,8 @@ import json
 import dagster as dg
 from fake_openai_server import FakeOpenAIServer, Fault, karma_responder
 
-from karma_dagster import main_job
-from karma_dagster.partitions import date_of_document_key
+from karma_dagster import runner
+from karma_dagster.ingest.keys import date_of_document_key
 from karma_dagster.resources.backbones import BackboneConfig
 
 ENV = "KARMA_RELIABILITY_LLM_KEY"
@@ -40,11 +40,11 @@ def test_the_key_appears_nowhere_the_run_wrote(make_pipeline, monkeypatch, capfd
         p = make_pipeline(backbones={"scripted": backbone})
         (p.inbox / "good.txt").write_text(NOTE.format(marker=""), encoding="utf-8")
         (p.inbox / "auth.txt").write_text(NOTE.format(marker=" (CohortAuth)"), encoding="utf-8")
-        assert main_job.import_kg(p.defs, p.instance)
-        keys, _ = main_job.register_inbox(p.defs, p.instance)
-        failed = main_job.run_documents(p.defs, p.instance, keys, log=print)
+        assert runner.import_kg(p.defs, p.instance)
+        keys, _ = runner.register_inbox(p.defs, p.instance)
+        failed = runner.run_documents(p.defs, p.instance, keys, log=print)
         dates = sorted({date_of_document_key(k) for k in keys})
-        assert all(main_job.run_increments(p.defs, p.instance, "scripted", dates).values())
+        assert all(runner.run_increments(p.defs, p.instance, "scripted", dates).values())
         assert any(r.get("messages") for r in server.requests), "the model was asked"
 
     assert len(failed) == 1, failed

@@ -5,6 +5,7 @@ Importing this package does not import litellm (the first call does), so definit
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from karma_dagster.backbones.llm.backbone import (
@@ -17,32 +18,23 @@ from karma_dagster.backbones.llm.backbone import (
 from karma_dagster.backbones.llm.cache import ResponseCache, cache_key
 from karma_dagster.backbones.llm.client import LLMCallError, LLMClient, LLMOutputError, UsageDelta, parse_json_reply
 from karma_dagster.backbones.llm.outputs import OUTPUT_MODELS
+from karma_dagster.config import BackboneSettings
 from karma_dagster.prompts import PromptStore
 
 
 def make_llm_backbone(
     name: str,
-    model: str,
+    settings: BackboneSettings,
     *,
-    api_base: str | None = None,
-    api_key: str | None = None,
-    domain: Domain = "general biomedicine",
     prompt_root: Path | str | None = None,
     cache_path: Path | str | None = None,
-    temperature: float = 0.0,
-    max_tokens: int = 1024,
-    timeout: float = 60,
-    max_retries: int = 4,
-    concurrency: int = 4,
     prompt_versions: dict[str, int] | None = None,
+    required_prompts: Sequence[str] = (),
 ) -> LLMBackbone:
-    """The backbone from flat settings, as a Dagster resource holds them (the key comes from an EnvVar)."""
-    client = LLMClient(
-        model, api_base=api_base, api_key=api_key, temperature=temperature, max_tokens=max_tokens,
-        timeout=timeout, max_retries=max_retries, concurrency=concurrency,
-        cache=ResponseCache(cache_path) if cache_path else None, name=name,
-    )
-    return LLMBackbone(name, client, PromptStore(prompt_root), domain, prompt_versions=prompt_versions)
+    """The backbone from its typed settings (the key comes from an EnvVar through the resource)."""
+    client = LLMClient.from_settings(settings, name=name, cache=ResponseCache(cache_path) if cache_path else None)
+    return LLMBackbone(name, client, PromptStore(prompt_root), settings.domain,  # type: ignore[arg-type]
+                       prompt_versions=prompt_versions, required_prompts=required_prompts)
 
 
 __all__ = [

@@ -132,6 +132,7 @@ class LLMBackbone(Backbone):
         entity_types: dict[str, str] | list[str] | None = None,
         relation_types: dict[str, str] | list[str] | None = None,
         prompt_versions: dict[str, int] | None = None,
+        required_prompts: Iterable[str] = (),
         section_batch: int = 8,
         pair_batch: int = 30,
         max_section_chars: int = 4000,
@@ -154,9 +155,8 @@ class LLMBackbone(Backbone):
         self.max_ingest_chars = max_ingest_chars
         self._usage = Usage()
         self._lock = threading.Lock()
-        for agent in ("ingestion", "reader", "summarizer", "entity_extraction", "relation_extraction",
-                      "schema_alignment", "conflict_resolution", *EVALUATOR_PROMPTS):
-            prompts.get(agent, self.prompt_versions.get(agent))  # fail at construction, not mid-run
+        for agent in required_prompts:  # the stage registry's prompts: fail at construction, not mid-run
+            prompts.get(agent, self.prompt_versions.get(agent))
 
     # ------------------------------------------------------------------ bookkeeping
     def map(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:

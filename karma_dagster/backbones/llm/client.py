@@ -21,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 
 from karma_dagster.backbones.base import Usage
 from karma_dagster.backbones.llm.cache import ResponseCache, cache_key
+from karma_dagster.config import BackboneSettings
 from karma_dagster.prompts import RenderedPrompt
 
 PROMPT_HEADER = "X-Karma-Prompt"
@@ -29,6 +30,7 @@ M = TypeVar("M", bound=BaseModel)
 ResponseFormatMode = Literal["auto", "json_schema", "json_object", "none"]
 
 _LITELLM: Any = None
+_DEFAULTS = BackboneSettings()  # the defaults are declared once, in config.py
 _IMPORT_LOCK = threading.Lock()
 
 
@@ -160,11 +162,11 @@ class LLMClient:
         model: str,
         api_base: str | None = None,
         api_key: str | None = None,
-        temperature: float = 0.0,
-        max_tokens: int = 1024,
-        timeout: float = 60,
-        max_retries: int = 4,
-        concurrency: int = 4,
+        temperature: float = _DEFAULTS.temperature,
+        max_tokens: int = _DEFAULTS.max_tokens,
+        timeout: float = _DEFAULTS.timeout,
+        max_retries: int = _DEFAULTS.max_retries,
+        concurrency: int = _DEFAULTS.concurrency,
         cache: ResponseCache | None = None,
         *,
         name: str | None = None,
@@ -196,6 +198,13 @@ class LLMClient:
         # held only around the HTTP request, never across a backoff sleep or a cache lookup
         self._slots = threading.BoundedSemaphore(concurrency)
         self._formats: dict[type[BaseModel], tuple[dict[str, Any] | None]] = {}
+
+    @classmethod
+    def from_settings(cls, settings: BackboneSettings, *, name: str | None = None,
+                      cache: ResponseCache | None = None) -> "LLMClient":
+        return cls(settings.model, api_base=settings.api_base, api_key=settings.api_key,
+                   temperature=settings.temperature, max_tokens=settings.max_tokens, timeout=settings.timeout,
+                   max_retries=settings.max_retries, concurrency=settings.concurrency, cache=cache, name=name)
 
     def __repr__(self) -> str:  # never show the key
         return f"LLMClient(model={self.model!r}, api_base={self.api_base!r}, name={self.name!r})"

@@ -13,8 +13,8 @@ from karma_dagster.backbones.base import (
 )
 from karma_dagster.backbones.local import cleanup, reader, summarizer
 from karma_dagster.backbones.local.judge import JUDGE_VERSION, LocalJudge
-from karma_dagster.backbones.local.ner import LocalNER
 from karma_dagster.backbones.local.relations import LocalRelationModel
+from karma_dagster.dictionary.ner import DictionaryNER
 from karma_dagster.schemas.records import MentionSpan, ParsedDocument, RawSection
 
 CLEANUP_VERSION = "local-cleanup-v1"
@@ -31,7 +31,7 @@ class LocalBackbone(Backbone):
 
     name = "local"
 
-    def __init__(self, ner: LocalNER, relations: LocalRelationModel, judge: LocalJudge | None = None) -> None:
+    def __init__(self, ner: DictionaryNER, relations: LocalRelationModel, judge: LocalJudge | None = None) -> None:
         self.ner = ner
         self.relations = relations
         self.judge = judge or LocalJudge()

@@ -8,60 +8,12 @@ are the lexical facts the configured weights turn into confidence, clarity and r
 
 from __future__ import annotations
 
-import re
-
 from karma_dagster.backbones.base import AlignmentAnswer, DebateAnswer, EvaluationSignals, TripleQuery
+from karma_dagster.dictionary.cues import hedge_cue, negation_cue, relation_cue
+from karma_dagster.dictionary.sentences import count_tokens
 from karma_dagster.kg.schema import KGSchema
-from karma_dagster.nlp import count_tokens, relation_cues
 
 JUDGE_VERSION = "local-judge-v1"
-
-HEDGE_RE = re.compile(
-    r"\b(?:may|might|could|possibl[ey]|suggests?|suggested|suggesting|potential(?:ly)?|likely|perhaps|"
-    r"putative(?:ly)?|hypothes[ie][sz]e?d?|appears?\s+to|seems?\s+to|presumabl[ey])\b",
-    re.IGNORECASE,
-)
-NEGATION_RE = re.compile(
-    r"\b(?:no|not|without|neither|nor|cannot|failed\s+to|fails?\s+to|absence\s+of|lack\s+of|unaffected)\b|n't\b",
-    re.IGNORECASE,
-)
-# Words that state each KG relation outright; a relation missing here falls back to the shared cue lexicon.
-RELATION_CUES: dict[str, re.Pattern[str]] = {
-    name: re.compile(r"\b(?:" + pat + r")", re.IGNORECASE)
-    for name, pat in {
-        "treats": r"treat|therap|reduc|improv|alleviat|amelior|attenuat|prevent|protect|effective|efficac|"
-                  r"reliev|benefi|revers|cure|rescue",
-        "palliates": r"palliat|reliev|alleviat|sympto",
-        "causes": r"induc|caus|lead\w*\s+to|led\s+to|result\w*\s+in|risk|toxic|adverse|side[\s-]effect|provok|"
-                  r"trigger|exacerbat|aggravat|develop",
-        "upregulates": r"increas|elevat|up-?regulat|induc|enhanc|activat|stimulat|overexpress",
-        "downregulates": r"decreas|reduc|down-?regulat|inhibit|suppress|lower|block|attenuat",
-        "binds": r"bind|bound|ligand|affinity|dock",
-        "associates": r"associat|correlat|link|mutation|variant|polymorphism|risk",
-        "interacts": r"interact|bind|complex|combin|co-?administ",
-        "regulates": r"regulat|activat|inhibit|induc|suppress|increas|decreas",
-    }.items()
-}
-
-
-def hedge_cue(text: str) -> str | None:
-    m = HEDGE_RE.search(text)
-    return m.group(0).lower() if m else None
-
-
-def negation_cue(text: str) -> str | None:
-    m = NEGATION_RE.search(text)
-    return m.group(0).lower() if m else None
-
-
-def relation_cue(relation: str, text: str) -> str | None:
-    """The first word of `text` that states `relation` (KG name or label), or None."""
-    pat = RELATION_CUES.get(relation)
-    if pat is not None:
-        m = pat.search(text)
-        return m.group(0).lower() if m else None
-    cues = relation_cues(text)
-    return cues[0] if cues else None
 
 
 def _snippet(text: str, limit: int = 160) -> str:

@@ -29,8 +29,11 @@ from filelock import FileLock
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 
+from karma_dagster.dictionary import cues, sentences
+from karma_dagster.dictionary.cues import relation_cues
+from karma_dagster.dictionary.sentences import split_sentences
 from karma_dagster.ingest.pubtator import PubTatorDoc, read_pubtator
-from karma_dagster.nlp import relation_cues, split_sentences
+from karma_dagster.paths import data_file
 from karma_dagster.schemas.records import MentionSpan
 
 log = logging.getLogger(__name__)
@@ -40,10 +43,9 @@ RELATION_TYPES: tuple[str, ...] = (
     "Association", "Positive_Correlation", "Negative_Correlation", "Bind",
     "Cotreatment", "Comparison", "Drug_Interaction", "Conversion",
 )
-# Repository-relative training files (the package lives at <repo>/karma_dagster).
-_REPO = Path(__file__).resolve().parents[3]
-DEFAULT_BIORED = _REPO / "data" / "corpora" / "biored-train.pubtator.gz"
-DEFAULT_CDR = _REPO / "data" / "corpora" / "bc5cdr-train.pubtator.gz"
+# The shipped training files.
+DEFAULT_BIORED = data_file("corpora", "biored-train.pubtator.gz")
+DEFAULT_CDR = data_file("corpora", "bc5cdr-train.pubtator.gz")
 
 # NER type names of the corpora, the schema and the LLM prompts -> the coarse types the classifier knows.
 _COARSE_TYPES: dict[str, str] = {
@@ -256,8 +258,8 @@ def _file_digest(paths: Iterable[Path]) -> str:
         if not p.is_file():
             raise RelationTrainingError(f"{p}: relation training corpus not found")
         h.update(p.read_bytes())
-    for mod_file in (Path(__file__), Path(__file__).resolve().parents[2] / "nlp.py"):
-        h.update(mod_file.read_bytes())  # the features and the sentence splitter are part of the model
+    for mod_file in (__file__, sentences.__file__, cues.__file__):
+        h.update(Path(mod_file).read_bytes())  # the features, the sentence splitter and the cues are part of the model
     h.update(MODEL_VERSION.encode())
     return h.hexdigest()[:16]
 

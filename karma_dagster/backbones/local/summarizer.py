@@ -18,7 +18,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from karma_dagster.nlp import relation_cues, split_sentences
+from karma_dagster.dictionary.cues import relation_cues
+from karma_dagster.dictionary.sentences import split_sentences
 
 VERSION = "local-summarizer-v1"
 

@@ -1,17 +1,15 @@
-"""Shared text helpers on a model-free spaCy pipeline (no spaCy model can be downloaded here).
+"""Tokens and sentences on a model-free spaCy pipeline (no spaCy model can be downloaded here).
 
 `sentence_splitter()` is `spacy.blank("en")` + scispaCy's `combined_rule_tokenizer` (keeps `IL-2-dependent`,
 `0.05`, `mg/kg` whole) + the rule `sentencizer` + a small fixer for the cases the sentencizer gets wrong in
 biomedical prose ("approx. 5", "i.v., were", "24 h. Then"). Other stages reuse `make_tokenizer(nlp)` so every
-component sees the same tokens, and the relation-cue lexicon so the reader, the summarizer and the relation
-extractor agree on what a relation word is.
+component sees the same tokens.
 """
 
 from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Callable, Iterable
 from functools import lru_cache
 
 import spacy
@@ -110,104 +108,3 @@ def split_sentences(text: str) -> list[tuple[int, int, str]]:
 def count_tokens(text: str) -> int:
     """Word-like tokens (no punctuation, no whitespace): the denominator of mention densities."""
     return sum(1 for t in sentence_splitter().make_doc(text) if not (t.is_punct or t.is_space))
-
-
-# ---------------------------------------------------------------- relation cues
-# Verbs and phrases that state a relation between two biomedical entities (causal, regulatory, therapeutic,
-# associative). Inflections are matched by the stems; multiword cues allow one optional adverb.
-_RELATION_CUE_PATTERNS: tuple[str, ...] = (
-    r"induc(?:e|es|ed|ing|tion)",
-    r"inhibit(?:s|ed|ing|ion|or|ors)?",
-    r"associat(?:ed|ion|ions)\s+(?:\w+ly\s+)?(?:with|between)",
-    r"correlat(?:e|es|ed|ing|ion)",
-    r"treat(?:s|ed|ing|ment)?",
-    r"therap(?:y|ies|eutic)",
-    r"increas(?:e|es|ed|ing)",
-    r"decreas(?:e|es|ed|ing)",
-    r"reduc(?:e|es|ed|ing|tion)",
-    r"elevat(?:e|es|ed|ing|ion)",
-    r"lower(?:s|ed|ing)",
-    r"suppress(?:es|ed|ing|ion)?",
-    r"activat(?:e|es|ed|ing|ion)",
-    r"(?:up|down)-?regulat(?:e|es|ed|ing|ion)",
-    r"regulat(?:e|es|ed|ing|ion)",
-    r"block(?:s|ed|ing|ade)?",
-    r"prevent(?:s|ed|ing|ion)?",
-    r"caus(?:e|es|ed|ing)",
-    r"(?:lead|leads|led)\s+to",
-    r"result(?:s|ed)?\s+in",
-    r"mediat(?:e|es|ed|ing)",
-    r"bind(?:s|ing)?|bound\s+to",
-    r"interact(?:s|ed|ing|ion)?\s+with",
-    r"attenuat(?:e|es|ed|ing)",
-    r"ameliorat(?:e|es|ed|ing)",
-    r"exacerbat(?:e|es|ed|ing)",
-    r"aggravat(?:e|es|ed|ing)",
-    r"improv(?:e|es|ed|ing)",
-    r"protect(?:s|ed|ing|ion|ive)?",
-    r"convert(?:s|ed|ing)?\s+(?:\w+\s+)?(?:to|into)",
-    r"cataly[sz](?:e|es|ed|ing)",
-    r"(?:implicated|involved)\s+in",
-    r"roles?\s+(?:of|in|for)",
-    r"markers?\s+(?:of|for)",
-    r"enhanc(?:e|es|ed|ing)",
-    r"impair(?:s|ed|ing)?",
-    r"promot(?:e|es|ed|ing)",
-    r"trigger(?:s|ed|ing)?",
-    r"abolish(?:es|ed|ing)?",
-    r"stimulat(?:e|es|ed|ing|ion)",
-    r"contribut(?:e|es|ed|ing)\s+to",
-    r"(?:is|are|was|were)\s+linked\s+to",
-    r"risk\s+(?:factor|of|for)",
-    r"agonist|antagonist",
-    r"toxicity|adverse\s+(?:effect|event|reaction)s?",
-    r"target(?:s|ed|ing)?",
-    r"express(?:es|ed)?\s+(?:in|by)",
-)
-RELATION_CUE_RE = re.compile(r"\b(?:" + "|".join(_RELATION_CUE_PATTERNS) + r")\b", re.IGNORECASE)
-
-
-def relation_cues(text: str) -> list[str]:
-    """Relation words/phrases found in `text`, in order (lowercased)."""
-    return [m.group(0).lower() for m in RELATION_CUE_RE.finditer(text)]
-
-
-# ---------------------------------------------------------------- lexicon hit counter
-_WORD_RE = re.compile(r"[^\W_]+(?:[-'][^\W_]+)*")
-
-
-def _words(text: str) -> list[str]:
-    return _WORD_RE.findall(text.lower())
-
-
-def lexicon_hit_counter(names: Iterable[str], max_words: int = 6, min_chars: int = 3) -> Callable[[str], int]:
-    """A `count_hits` from a list of names: greedy longest-match of lowercased word n-grams, no overlaps.
-
-    A plain dictionary matcher, for when no NER is at hand (tests, a KG lexicon); names shorter than `min_chars`
-    are skipped because two-letter names match too much ordinary text.
-    """
-    lexicon: set[tuple[str, ...]] = set()
-    longest = 1
-    for name in names:
-        words = tuple(_words(name))
-        if not words or len(words) > max_words or len(" ".join(words)) < min_chars:
-            continue
-        lexicon.add(words)
-        longest = max(longest, len(words))
-    if not lexicon:
-        raise ValueError("lexicon_hit_counter: no usable names (all empty, too short or too long)")
-
-    def count_hits(text: str) -> int:
-        words = _words(text)
-        hits, i = 0, 0
-        while i < len(words):
-            for n in range(min(longest, len(words) - i), 0, -1):
-                if tuple(words[i : i + n]) in lexicon:
-                    hits += 1
-                    i += n
-                    break
-            else:
-                i += 1
-        return hits
-
-    return count_hits

@@ -7,12 +7,11 @@ our NER types map onto the corpus types through `CORPUS_TYPE`. Identifiers compa
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 
 from pydantic import BaseModel
 
-from karma_dagster.backbones.local.lexicon import CORPUS_TYPE, corpus_vocab_id
+from karma_dagster.dictionary.lexicon import CORPUS_TYPE, corpus_vocab_id
 from karma_dagster.ingest.pubtator import PubTatorDoc
 from karma_dagster.schemas.records import MentionSpan
 
@@ -93,19 +92,3 @@ def format_table(title: str, scores: MentionScores) -> str:
             s = table[name]
             lines.append(f"| {level} | {name} | {s.precision:.3f} | {s.recall:.3f} | {s.f1:.3f} | {s.tp} | {s.fp} | {s.fn} |")
     return "\n".join(lines)
-
-
-def errors_by_text(docs: Sequence[PubTatorDoc], predictions: Sequence[Iterable[MentionSpan]]) -> dict[str, dict]:
-    """False positives / negatives grouped by surface text (for error analysis on train only)."""
-    out: dict[str, dict] = {"fp": defaultdict(int), "fn": defaultdict(int)}
-    for doc, preds in zip(docs, predictions):
-        gold = {(m.start, m.end, CORPUS_TYPE.get(m.type)): m.text for m in doc.mentions}
-        pred = {(p.start, p.end, p.type): p.text for p in preds}
-        types = {k[2] for k in gold}
-        for k, t in pred.items():
-            if k not in gold and k[2] in types:
-                out["fp"][f"{t}/{k[2]}"] += 1
-        for k, t in gold.items():
-            if k not in pred:
-                out["fn"][f"{t}/{k[2]}"] += 1
-    return out

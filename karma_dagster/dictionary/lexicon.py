@@ -1,4 +1,4 @@
-"""The local backbone's dictionary: typed terms from the KG, Hetionet, MeSH and the TRAIN corpora' annotations.
+"""The shared dictionary: typed terms from the KG, Hetionet, MeSH and the TRAIN corpora' annotations.
 
 Why a filtered dictionary: vocabularies hold many names that are ordinary words in running text ("Cells",
 "Water", "CAT"). A term that occurs in the training text but is mostly *not* annotated there is dropped
@@ -23,10 +23,9 @@ from typing import Any
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
+from karma_dagster.paths import data_file
+
 LEXICON_VERSION = "lexicon.v1"
-DATA_DIR = Path(__file__).resolve().parents[3] / "data"
-DEFAULT_VOCAB_DIR = DATA_DIR / "vocab"
-DEFAULT_CORPORA_DIR = DATA_DIR / "corpora"
 
 # KG node kind -> NER type; None = not proposed by the dictionary NER (GO terms and pathways read as prose).
 KIND_TO_TYPE: dict[str, str | None] = {
@@ -243,14 +242,18 @@ class Lexicon:
         cls,
         kg_entities: Iterable[Mapping[str, Any] | Any] = (),
         *,
-        vocab_dir: Path = DEFAULT_VOCAB_DIR,
-        corpora_dir: Path = DEFAULT_CORPORA_DIR,
+        vocab_dir: Path | None = None,
+        corpora_dir: Path | None = None,
         cache_dir: Path | None = None,
         config: LexiconConfig = LexiconConfig(),
     ) -> "Lexicon":
-        """Build (or load from `cache_dir`, keyed by a hash of every input) the lexicon."""
+        """Build (or load from `cache_dir`, keyed by a hash of every input) the lexicon.
+
+        `vocab_dir` and `corpora_dir` default to the shipped data/vocab and data/corpora.
+        """
         kg_rows = [_as_kg_row(r) for r in kg_entities]
-        vocab_dir, corpora_dir = Path(vocab_dir), Path(corpora_dir)
+        vocab_dir = Path(vocab_dir) if vocab_dir is not None else data_file("vocab")
+        corpora_dir = Path(corpora_dir) if corpora_dir is not None else data_file("corpora")
         files = [vocab_dir / n for n in ("hetionet-nodes.tsv.gz", "mesh-terms.tsv.gz", "mesh-tree-numbers.tsv.gz")]
         files += [corpora_dir / f for f, _ in CORPORA.values()]
         h = hashlib.sha256(LEXICON_VERSION.encode())

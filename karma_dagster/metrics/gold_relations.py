@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from karma_dagster.evaluation.mentions import PRF
+from karma_dagster.dictionary.sentences import split_sentences
 from karma_dagster.ingest.pubtator import PubTatorDoc
-from karma_dagster.nlp import split_sentences
+from karma_dagster.metrics.gold_mentions import PRF
 from karma_dagster.schemas.records import MentionSpan
 
 ProbabilityFn = Callable[[str, list[tuple[MentionSpan, MentionSpan]]], list[dict[str, float]]]

@@ -1,4 +1,4 @@
-"""The local backbone's NER: dictionary matching over scispaCy tokens, abbreviations, variant patterns.
+"""Dictionary NER, the filter every backbone uses: matching over scispaCy tokens, abbreviations, variant patterns.
 
 Pipeline: `spacy.blank("en")` + scispaCy's `combined_rule_tokenizer` (with hyphen infixes, see `make_nlp`) ->
 scispaCy `abbreviation_detector` -> `karma_lexicon_ruler`. The ruler runs two spaCy `PhraseMatcher`s (LOWER for
@@ -27,7 +27,7 @@ from spacy.matcher import PhraseMatcher
 from spacy.tokens import Doc, Span
 from spacy.util import filter_spans
 
-from karma_dagster.backbones.local.lexicon import Lexicon, make_nlp
+from karma_dagster.dictionary.lexicon import Lexicon, make_nlp
 from karma_dagster.schemas.records import MentionSpan
 
 NER_VERSION = "local-ner.v1"
@@ -134,7 +134,7 @@ class LexiconRuler:
         return None
 
 
-class LocalNER:
+class DictionaryNER:
     """Dictionary NER over a `Lexicon`; `types` restricts what it reports (None = every lexicon type)."""
 
     def __init__(self, lexicon: Lexicon, *, types: Iterable[str] | None = None,
@@ -168,7 +168,7 @@ class LocalNER:
 
     def recognize(self, text: str) -> list[MentionSpan]:
         if not isinstance(text, str):
-            raise TypeError(f"LocalNER.recognize needs a str, got {type(text).__name__}")
+            raise TypeError(f"DictionaryNER.recognize needs a str, got {type(text).__name__}")
         return self._spans(self.nlp(text))
 
     def recognize_many(self, texts: Iterable[str], batch_size: int = 64) -> list[list[MentionSpan]]:

@@ -1,0 +1,168 @@
+"""The agent chain's assets: one per stage of the registry (stages.py) and backbone, `<backbone>/<stage>`.
+
+Around every stage the same things happen: resolve the backbone, hand the stage its declared upstream tables,
+call its `run` (a failure names backbone, agent and partition), validate the table with its pandera model
+(a blocking check), store it atomically, book the ledger, report metadata. Orchestration only.
+"""
+
+
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+import dagster as dg
+import pandas as pd
+import pandera.errors as pa_errors
+from pydantic import BaseModel
+
+from karma_dagster.assets.batching import STAGE_BACKFILL_POLICY, per_document
+from karma_dagster.backbones.base import Backbone
+from karma_dagster.ledger import Ledger, LedgerRow, ledger_path
+from karma_dagster.partitions import documents_partitions
+from karma_dagster.resources.backbones import BackbonesResource
+from karma_dagster.resources.params import KarmaParamsResource
+from karma_dagster.resources.storage import KarmaStorageResource
+from karma_dagster.schemas.frames import records_to_frame
+from karma_dagster.stages import SEED_KG, Stage, StageInputs
+from karma_dagster.stage_store import StageStore
+
+
+def stage_key(namespace: str, stage: str) -> dg.AssetKey:
+    return dg.AssetKey([namespace, stage])
+
+
+def check_name(stage: Stage) -> str:
+    return f"{stage.name}_table_schema"
+
+
+def validate_table(namespace: str, stage: Stage, frame: pd.DataFrame) -> dg.AssetCheckResult:
+    key, name = stage_key(namespace, stage.name), check_name(stage)
+    try:
+        stage.table_model.validate(frame, lazy=True)  # type: ignore[attr-defined]
+    except pa_errors.SchemaErrors as exc:
+        cases = exc.failure_cases.head(20)
+        return dg.AssetCheckResult(
+            passed=False, asset_key=key, check_name=name,
+            metadata={"failures": len(exc.failure_cases), "failure_cases": dg.MetadataValue.md(cases.to_markdown())},
+        )
+    return dg.AssetCheckResult(passed=True, asset_key=key, check_name=name, metadata={"rows": len(frame)})
+
+
+def preview(frame: pd.DataFrame, columns: Sequence[str], rows: int = 10, width: int = 80) -> dg.MetadataValue:
+    shown = frame.loc[:, [c for c in columns if c in frame.columns]].head(rows).copy()
+    for col in shown.columns:
+        if shown[col].dtype == object:
+            shown[col] = shown[col].map(lambda v: v if not isinstance(v, str) or len(v) <= width else v[: width - 1] + "…")
+    return dg.MetadataValue.md(shown.to_markdown(index=False) if len(shown) else "_(no rows)_")
+
+
+def usage_metadata(backbone: Backbone, agent: str) -> dict[str, object]:
+    usage = backbone.usage()
+    return {
+        "backbone": backbone.name,
+        "prompt_id": backbone.prompt_id(agent),
+        "llm_calls": usage.calls,
+        "cache_hits": usage.cache_hits,
+        "tokens_in": usage.prompt_tokens,
+        "tokens_out": usage.completion_tokens,
+        "invalid_items": usage.invalid_items,
+        "cost_usd": usage.cost_usd if usage.cost_usd is not None else "unpriced model (tokens only)",
+    }
+
+
+def record_ledger(context: dg.AssetExecutionContext, store: StageStore, stage: Stage, backbone: Backbone,
+                  status: str = "materialized") -> None:
+    """One ledger row for this (run, partition, backbone, agent), in the data dir beside the stage tables.
+    Accounting never fails a stage that has been paid for: a ledger error is logged, not raised."""
+    try:
+        try:
+            run_id = context.run.run_id
+        except Exception:  # noqa: BLE001 - a directly invoked asset (tests) has no run
+            run_id = "direct-invocation"
+        row = LedgerRow.from_usage(backbone.usage(), run_id=run_id, partition=context.partition_key,
+                                   backbone=backbone.name, agent=stage.agent, stage=stage.name, status=status)
+        Ledger(ledger_path(store.root.parent)).record(row)
+    except Exception as exc:  # noqa: BLE001 - accounting must not fail the stage
+        context.log.warning(f"ledger: could not record {stage.name} of {context.partition_key}: {exc}")
+
+
+class StageError(RuntimeError):
+    """An agent's failure with the backbone, agent and partition it happened in."""
+
+
+@contextmanager
+def agent_errors(context: dg.AssetExecutionContext, store: StageStore, stage: Stage, backbone: Backbone) -> Iterator[None]:
+    """Re-raise a failure of the agent as StageError naming backbone, agent and partition (the client already
+    names backbone and agent; only the asset knows the partition), after recording what it spent."""
+    try:
+        yield
+    except Exception as exc:
+        record_ledger(context, store, stage, backbone, status="failed")
+        raise StageError(
+            f"backbone {backbone.name!r}, agent {stage.agent!r}, partition {context.partition_key!r}: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def _metadata_value(value: object) -> object:
+    return dg.MetadataValue.json(value) if isinstance(value, (dict, list)) else value
+
+
+def finish_stage(context: dg.AssetExecutionContext, store: StageStore, namespace: str, stage: Stage,
+                 rows: Sequence[BaseModel], backbone: Backbone, started: float,
+                 figures: dict[str, object]) -> dg.MaterializeResult:
+    """Validate, store atomically, and report. The table is stored even when the check fails, so that a
+    user can inspect it; the blocking check stops downstream stages and the KG merge re-validates."""
+    frame = records_to_frame(rows, stage.row_model)
+    check = validate_table(namespace, stage, frame)
+    store.write(namespace, stage.name, context.partition_key, frame)
+    record_ledger(context, store, stage, backbone)
+    metadata: dict[str, object] = {
+        "rows": dg.MetadataValue.int(len(frame)),
+        "document": context.partition_key,
+        "seconds": round(time.perf_counter() - started, 3),
+        "preview": preview(frame, stage.preview),
+        **usage_metadata(backbone, stage.agent),
+        **{k: _metadata_value(v) for k, v in figures.items()},
+    }
+    return dg.MaterializeResult(metadata=metadata, check_results=[check])
+
+
+def stage_asset(namespace: str, stage: Stage, code_version: str, pool: str | None) -> dg.AssetsDefinition:
+    """`<namespace>/<stage>`: its deps are exactly the tables (and the seed KG) the stage declares it reads."""
+    deps = [dg.AssetKey(SEED_KG) if r == SEED_KG else stage_key(namespace, r) for r in stage.reads]
+
+    @dg.asset(
+        key=stage_key(namespace, stage.name),
+        partitions_def=documents_partitions,
+        deps=deps,
+        group_name=stage.group,
+        description=stage.description,
+        check_specs=[dg.AssetCheckSpec(
+            name=check_name(stage), asset=stage_key(namespace, stage.name), blocking=True,
+            description=f"pandera model of the {stage.name} table (columns, types, ranges, unique ids); "
+                        "blocks what follows.",
+        )],
+        code_version=code_version,
+        pool=pool,
+        kinds=set(stage.kinds),
+        tags={"karma/stage": stage.name, "karma/backbone": namespace},
+        backfill_policy=STAGE_BACKFILL_POLICY,  # many documents per backfill run (batching.py)
+    )
+    @per_document
+    def stage_table(
+        context: dg.AssetExecutionContext,
+        storage: KarmaStorageResource,
+        backbones: BackbonesResource,
+        karma_params: KarmaParamsResource,
+    ) -> dg.MaterializeResult:
+        started = time.perf_counter()
+        store = storage.stage_store()
+        backbone = backbones.get(namespace, storage)
+        backbone.reset_usage()
+        inputs = StageInputs(stage, namespace, context.partition_key, storage.paths(), backbone, karma_params.params())
+        with agent_errors(context, store, stage, backbone):
+            rows, figures = stage.run(inputs)
+        return finish_stage(context, store, namespace, stage, rows, backbone, started, figures)
+
+    return stage_table

@@ -1,0 +1,169 @@
+"""backbones.yaml, read once into typed specs: what each backbone is, whether it can run here, and the judge.
+
+The one reader of that file and the one place a backbone setting's default is declared: the Dagster resource
+mirrors `BackboneSettings` field by field (resources/backbones.py), the LLM client and the backbone builders
+take it as it is. A key is never in the file: `api_key_env` names the environment variable that holds it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from karma_dagster import paths
+
+BACKBONE_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")  # it prefixes asset keys, names KG namespaces and folders
+DEFAULT_JUDGE = "local"
+BACKBONE_KINDS = ("local", "litellm")
+BACKBONE_MODES = ("multi_agent", "single_agent")
+
+
+class ConfigError(ValueError):
+    """A configuration file is wrong; the message names the file, the key and what to do."""
+
+
+class BackboneSettings(BaseModel):
+    """How one backbone answers: the kind, and for an LLM its litellm model string and call parameters."""
+
+    model_config = ConfigDict(extra="forbid")
+    kind: str = Field("local", description="'local' (offline classic NLP) or 'litellm'")
+    model: str = Field("", description="litellm model string, e.g. openai/gpt-4o, deepseek/deepseek-chat")
+    api_base: str | None = Field(None, description="OpenAI-compatible server, e.g. an Ollama or vLLM URL")
+    api_key: str | None = Field(None, description="set with EnvVar; never written to files or metadata")
+    temperature: float = 0.0
+    max_tokens: int = 1024
+    timeout: float = 60.0
+    max_retries: int = 4
+    concurrency: int = Field(4, description="concurrent calls to this backbone")
+    domain: str = Field("general biomedicine", description="genomics, proteomics, metabolomics, general biomedicine")
+    mode: str = Field("multi_agent", description="'multi_agent' (the KARMA chain) or 'single_agent' (the paper's "
+                      "baseline: one generation extracts all triples; see backbones/single_agent.py)")
+
+
+class BackboneEntry(BackboneSettings):
+    """One entry of backbones.yaml: the settings, whether it is enabled, and where its key comes from."""
+
+    enabled: bool = True
+    api_key_env: str | None = Field(None, description="environment variable that holds the key")
+
+    def key_missing(self) -> bool:
+        return key_missing(self.api_key_env)
+
+    def settings(self) -> BackboneSettings:
+        """The settings without the file-only fields (the key is added by whoever reads the environment)."""
+        return BackboneSettings(**self.model_dump(include=set(BackboneSettings.model_fields) - {"api_key"}))
+
+
+class BackboneStatus(BaseModel):
+    name: str
+    kind: str
+    model: str = ""
+    mode: str = "multi_agent"
+    enabled: bool
+    key_env: str | None = None
+    configured: bool  # runnable here (no key needed, or its variable is set)
+
+    @property
+    def status(self) -> str:
+        if not self.enabled:
+            return "disabled"
+        if not self.configured:
+            return f"NOT CONFIGURED: set {self.key_env}"
+        return "ok"
+
+    @property
+    def runnable(self) -> bool:
+        return self.enabled and self.configured
+
+
+class BackbonesFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    judge: str = DEFAULT_JUDGE
+    backbones: dict[str, BackboneEntry] = Field(default_factory=dict)
+
+    def enabled(self) -> dict[str, BackboneEntry]:
+        return {name: entry for name, entry in self.backbones.items() if entry.enabled}
+
+    def runnable(self) -> dict[str, BackboneEntry]:
+        """Enabled backbones whose key (if they need one) is set: the ones that get a chain."""
+        return {name: entry for name, entry in self.enabled().items() if not entry.key_missing()}
+
+    def statuses(self) -> list[BackboneStatus]:
+        return [
+            BackboneStatus(name=name, kind=e.kind, model=e.model, mode=e.mode, enabled=e.enabled,
+                           key_env=e.api_key_env, configured=not e.key_missing())
+            for name, e in self.backbones.items()
+        ]
+
+    def judge_entry(self) -> tuple[str, BackboneEntry | None, str]:
+        """(judge name, its entry when it is an LLM that can run, why it cannot judge: '' when it can)."""
+        name = self.judge
+        if name == DEFAULT_JUDGE:
+            return name, None, ""
+        entry = self.backbones.get(name)
+        if entry is None:
+            return name, None, f"judge {name!r} is not a backbone in backbones.yaml"
+        if entry.kind != "litellm":
+            return name, None, ""
+        if entry.key_missing():
+            return name, None, f"judge {name!r} NOT CONFIGURED: set {entry.api_key_env}"
+        return name, entry, ""
+
+
+def key_missing(key_env: str | None) -> bool:
+    return bool(key_env) and not os.environ.get(key_env or "")
+
+
+def _closest(word: str, options: list[str]) -> str:
+    match = difflib.get_close_matches(word, options, n=1)
+    return f" (did you mean {match[0]!r}?)" if match else ""
+
+
+def _explain(path: Path, error: ValidationError) -> str:
+    lines = []
+    for err in error.errors():
+        where = ".".join(str(p) for p in err["loc"])
+        if err["type"] == "extra_forbidden":
+            known = list(BackboneEntry.model_fields) if len(err["loc"]) == 3 else list(BackbonesFile.model_fields)
+            lines.append(f"unknown key {where!r}{_closest(str(err['loc'][-1]), known)}")
+        else:
+            lines.append(f"{where}: {err['msg']}")
+    return f"{path.name}: " + "; ".join(lines)
+
+
+def read_backbones(path: Path | str | None = None) -> BackbonesFile:
+    """Parse and validate backbones.yaml (default: the shipped one); errors name the file, key and line."""
+    path = Path(path) if path is not None else paths.backbones_file()
+    try:
+        data: Any = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path.name}: not valid YAML: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path.name}: expected a mapping with 'backbones:' (and optionally 'judge:')")
+    for name, entry in (data.get("backbones") or {}).items():
+        if not isinstance(name, str) or not BACKBONE_NAME.match(name):
+            raise ConfigError(f"{path.name}: backbone name {name!r} must start with a letter or digit and use only "
+                              "a-z, 0-9, '.', '-', '_'")
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{path.name}: backbone {name!r} must be a mapping")
+        if "api_key" in entry:
+            raise ConfigError(f"{path.name}: backbone {name!r} has an api_key: never put a key in a file; name the "
+                              "environment variable that holds it in api_key_env")
+    try:
+        return BackbonesFile.model_validate({**data, "backbones": data.get("backbones") or {}})
+    except ValidationError as exc:
+        raise ConfigError(_explain(path, exc)) from exc
+
+
+def statuses_markdown(statuses: list[BackboneStatus], judge: str) -> str:
+    lines = ["| backbone | kind | model | mode | status |", "|---|---|---|---|---|"]
+    for s in statuses:
+        lines.append(f"| {s.name} | {s.kind} | {s.model or '-'} | {s.mode} | {s.status} |")
+    lines += ["", f"judge: {judge}"]
+    return "\n".join(lines)

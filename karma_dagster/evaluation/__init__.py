@@ -1,1 +1,0 @@
-"""Scoring of stage outputs against gold corpora (mentions, identifiers)."""

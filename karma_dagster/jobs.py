@@ -1,0 +1,69 @@
+"""Job and pool names, and the builders of the jobs: importing a name here never builds the code location."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import dagster as dg
+from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
+
+from karma_dagster.assets.chain import stage_key
+from karma_dagster.stages import SEED_KG, STAGES, Stage
+
+DOCUMENT_JOB = "document_chain"
+IMPORT_KG_JOB = "import_kg"
+REPORT_JOB = "report"
+COMPARE_JOB = "compare_backbones"
+KG_WRITER_POOL = "kg_writer"
+KG_WRITER_POOL_LIMIT = 1  # DuckDB allows one writing process; the store's file lock is the second line
+
+
+def llm_pool(ns: str) -> str:
+    """Each LLM backbone's model-calling steps share one concurrency pool across all runs (its rate limit)."""
+    return f"llm_{ns}"
+
+
+def kg_job_name(ns: str) -> str:
+    return f"kg_increment__{ns.replace('-', '_').replace('.', '_')}"
+
+
+def chain_keys(namespaces: Sequence[str], registry: Sequence[Stage] = STAGES) -> list[dg.AssetKey]:
+    """Every stage asset of these backbones: what a document's run or a documents backfill selects."""
+    return [stage_key(ns, s.name) for ns in namespaces for s in registry]
+
+
+def document_job(namespaces: Sequence[str], registry: Sequence[Stage] = STAGES) -> UnresolvedAssetJobDefinition:
+    return dg.define_asset_job(
+        DOCUMENT_JOB,
+        selection=dg.AssetSelection.assets(*chain_keys(namespaces, registry)),
+        description="The agent chain (documents -> evaluated) of every enabled backbone for one document.",
+        tags={"karma/job": DOCUMENT_JOB},
+    )
+
+
+def kg_jobs(namespaces: Sequence[str]) -> dict[str, UnresolvedAssetJobDefinition]:
+    return {
+        ns: dg.define_asset_job(
+            kg_job_name(ns),
+            selection=dg.AssetSelection.assets(dg.AssetKey([ns, "knowledge_graph"])),
+            description=f"The KG increment of one date for backbone {ns}.",
+        )
+        for ns in namespaces
+    }
+
+
+def other_jobs(namespaces: Sequence[str]) -> list[UnresolvedAssetJobDefinition]:
+    """Import the seed KG, the report, the comparison."""
+    return [
+        dg.define_asset_job(IMPORT_KG_JOB, selection=dg.AssetSelection.assets(SEED_KG),
+                            description="Import the existing KG and index it."),
+        dg.define_asset_job(REPORT_JOB, selection=dg.AssetSelection.assets("karma_report")),
+        dg.define_asset_job(
+            COMPARE_JOB,
+            selection=dg.AssetSelection.assets(
+                *[dg.AssetKey([ns, n]) for ns in namespaces for n in ("kg_metrics", "gold_evaluation")],
+                "backbone_comparison", "backbones_status",
+            ),
+            description="KARMA's metrics and gold scores of every backbone, side by side (backbone_comparison).",
+        ),
+    ]

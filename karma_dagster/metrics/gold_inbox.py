@@ -1,0 +1,40 @@
+"""Gold scores of one namespace's inbox documents that carry PubTator gold annotations.
+
+For every document the namespace evaluated, the gold comes from the inbox file the catalog registered for it
+(none = the document is skipped); the predictions are the namespace's stage tables: mentions aligned onto the
+gold text, REA's candidate triples and the accepted (evaluated) triples. The whole chain is measured: what the
+reader dropped is missed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from karma_dagster.ingest.catalog import Catalog
+from karma_dagster.metrics.gold import GoldScores, score_gold
+from karma_dagster.metrics.gold_sources import aligned_mentions, gold_document, predicted_triples
+from karma_dagster.stage_store import StageStore
+
+
+def compute_gold(stages: StageStore, catalog: Catalog, inbox: Path,
+                 namespace: str) -> tuple[GoldScores, GoldScores, int] | None:
+    """(scores of REA's triples, scores of the accepted triples, unaligned mentions), or None when no document
+    of the namespace carries gold."""
+    docs, mentions, rea, accepted = [], [], [], []
+    unaligned = 0
+    for key in stages.partitions(namespace, "evaluated"):
+        gold = gold_document(key, inbox, catalog)
+        if gold is None:
+            continue
+        entities = stages.read(namespace, "entities", key)
+        summaries = stages.read(namespace, "summaries", key)
+        ms, n_bad = aligned_mentions(summaries, entities, gold.text)
+        unaligned += n_bad
+        ev = stages.read(namespace, "evaluated", key)
+        docs.append(gold)
+        mentions.append(ms)
+        rea.append(predicted_triples(stages.read(namespace, "relations", key), entities))
+        accepted.append(predicted_triples(ev[ev["accepted"].astype(bool)], entities))
+    if not docs:
+        return None
+    return score_gold(docs, mentions, rea), score_gold(docs, mentions, accepted), unaligned

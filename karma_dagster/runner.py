@@ -1,0 +1,266 @@
+"""Runs the main job, date-range backfills and the comparison against the local Dagster instance (for `karma`).
+
+`run_main` executes each document's chain as its own in-process run (visible in the UI, one failure never
+stops the others), then the KG increments in date order, then the report and the comparison. `backfill_dates`
+launches real Dagster backfills that the daemon (`dagster dev`) executes and the UI shows: first the documents
+of the date range, then, once they are done, the increments of those dates (a backfill selecting both would
+fan out to every date through the all-partitions mapping).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import time
+from collections.abc import Callable
+
+import dagster as dg
+from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
+from dagster._core.utils import make_new_backfill_id
+
+from karma_dagster import paths, services
+from karma_dagster.assets.batching import MAX_DOCUMENTS_PER_RUN
+from karma_dagster.config import BackboneStatus
+from karma_dagster.ingest.catalog import Catalog
+from karma_dagster.ingest.inbox import scan_inbox
+from karma_dagster.ingest.keys import date_of_document_key
+from karma_dagster.jobs import (
+    COMPARE_JOB,
+    DOCUMENT_JOB,
+    IMPORT_KG_JOB,
+    KG_WRITER_POOL,
+    KG_WRITER_POOL_LIMIT,
+    REPORT_JOB,
+    chain_keys,
+    kg_job_name,
+    llm_pool,
+)
+from karma_dagster.partitions import documents_partitions
+from karma_dagster.report import RunReport
+from karma_dagster.resources.backbones import BackbonesResource
+from karma_dagster.resources.storage import KarmaStorageResource
+from karma_dagster.scheduling.plan import decide
+from karma_dagster.scheduling.tiers import CCA_TIERS, controller_tiers
+from karma_dagster.stages import FINAL_STAGE
+
+QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+
+
+def instance() -> dg.DagsterInstance:
+    os.environ.setdefault("DAGSTER_HOME", str(paths.dagster_home()))
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    return dg.DagsterInstance.get()
+
+
+def setup_pools(inst: dg.DagsterInstance, backbones: BackbonesResource) -> None:
+    """One pool per LLM backbone (steps in flight = its `concurrency`), one writer for the KG."""
+    inst.event_log_storage.set_concurrency_slots(KG_WRITER_POOL, KG_WRITER_POOL_LIMIT)
+    for ns, config in backbones.backbones.items():
+        if config.kind == "litellm":
+            inst.event_log_storage.set_concurrency_slots(llm_pool(ns), config.concurrency)
+
+
+def _resources(defs: dg.Definitions) -> tuple[KarmaStorageResource, BackbonesResource]:
+    res = defs.resources or {}
+    return res["storage"], res["backbones"]  # type: ignore[return-value]
+
+
+def import_kg(defs: dg.Definitions, inst: dg.DagsterInstance, nodes: str = "", edges: str = "", fmt: str = "hetionet") -> bool:
+    result = defs.resolve_job_def(IMPORT_KG_JOB).execute_in_process(
+        instance=inst,
+        run_config={**QUIET, "ops": {"seed_kg": {"config": {"nodes": nodes, "edges": edges, "format": fmt}}}},
+        raise_on_error=False,
+    )
+    return result.success
+
+
+def register_inbox(defs: dg.Definitions, inst: dg.DagsterInstance) -> tuple[list[str], dict[str, str]]:
+    """Scan the inbox like the `new_papers` sensor does; returns (documents to run, files that failed)."""
+    storage, _ = _resources(defs)
+    result = scan_inbox(storage.inbox_dir(), Catalog(storage.catalog_path()), arrival_date=dt.date.today())
+    keys = sorted(result.keys_to_run)
+    existing = set(inst.get_dynamic_partitions(documents_partitions.name))
+    if new := [k for k in keys if k not in existing]:
+        inst.add_dynamic_partitions(documents_partitions.name, new)
+    return keys, {f.path: f.error for f in result.failed}
+
+
+def run_documents(
+    defs: dg.Definitions, inst: dg.DagsterInstance, keys: list[str], log: Callable[[str], None] = print
+) -> dict[str, str]:
+    """One in-process run per document; returns {document: error} for those that failed."""
+    job = defs.resolve_job_def(DOCUMENT_JOB)
+    failed: dict[str, str] = {}
+    for i, key in enumerate(keys, 1):
+        t0 = time.perf_counter()
+        result = job.execute_in_process(
+            partition_key=key, instance=inst, raise_on_error=False, tags={"karma/trigger": "karma run"}, run_config=QUIET
+        )
+        if result.success:
+            log(f"[{i}/{len(keys)}] {key}: ok ({time.perf_counter() - t0:.1f} s)")
+        else:
+            failed[key] = _first_failure(result)
+            log(f"[{i}/{len(keys)}] {key}: FAILED: {failed[key]}")
+    return failed
+
+
+def unfinished_documents(defs: dg.Definitions) -> list[str]:
+    """Registered documents whose chain has not produced an `evaluated` table for every backbone yet."""
+    storage, backbones = _resources(defs)
+    stages = storage.stage_store()
+    return [
+        key
+        for key in Catalog(storage.catalog_path()).all_keys()
+        if not all(stages.exists(ns, FINAL_STAGE, key) for ns in backbones.names())
+    ]
+
+
+def _first_failure(result: dg.ExecuteInProcessResult) -> str:
+    for event in result.all_events:
+        if event.is_step_failure and event.step_failure_data and event.step_failure_data.error:
+            err = event.step_failure_data.error
+            while err.cause is not None and "dagster" in (err.cls_name or "").lower():
+                err = err.cause
+            return f"{event.step_key}: {err.message.strip().splitlines()[-1] if err.message else err.cls_name}"
+    return "run failed"
+
+
+def run_increments(defs: dg.Definitions, inst: dg.DagsterInstance, ns: str, dates: list[str]) -> dict[str, bool]:
+    job = defs.resolve_job_def(kg_job_name(ns))
+    return {
+        date: job.execute_in_process(partition_key=date, instance=inst, raise_on_error=False, run_config=QUIET).success
+        for date in sorted(dates)
+    }
+
+
+def run_report(defs: dg.Definitions, inst: dg.DagsterInstance, wall_time_s: float, failed: dict[str, str]) -> RunReport:
+    """Materialize `karma_report` and return the report it built (kept in its metadata as JSON)."""
+    result = defs.resolve_job_def(REPORT_JOB).execute_in_process(
+        instance=inst,
+        run_config={**QUIET, "ops": {"karma_report": {"config": {"wall_time_s": wall_time_s, "failed_documents": failed}}}},
+    )
+    (materialization,) = result.asset_materializations_for_node("karma_report")
+    return RunReport.model_validate(materialization.metadata["report_json"].value)
+
+
+def run_main(defs: dg.Definitions, inst: dg.DagsterInstance, log: Callable[[str], None] = print) -> RunReport:
+    t0 = time.perf_counter()
+    storage, backbones = _resources(defs)
+    setup_pools(inst, backbones)
+    if not services.seed_present(storage.paths()):
+        log("importing the seed KG ...")
+        if not import_kg(defs, inst):
+            raise RuntimeError("importing the seed KG failed; see the import_kg run in the Dagster UI")
+    new_keys, failed_files = register_inbox(defs, inst)
+    keys = sorted(set(new_keys) | set(unfinished_documents(defs)))
+    log(f"{len(new_keys)} new or changed documents, {len(keys)} to process, {len(failed_files)} unreadable files")
+    failed = run_documents(defs, inst, keys, log)
+    failed.update({f"file {path}": why for path, why in failed_files.items()})
+    dates = sorted({date_of_document_key(k) for k in keys})
+    for ns in backbones.names():
+        outcome = run_increments(defs, inst, ns, dates)
+        log(f"KG increments ({ns}): " + ", ".join(f"{d} {'ok' if ok else 'FAILED'}" for d, ok in outcome.items()))
+    return run_report(defs, inst, time.perf_counter() - t0, failed)
+
+
+# ---------------------------------------------------------------- backfills through the daemon
+def documents_in_range(defs: dg.Definitions, start: dt.date, end: dt.date) -> list[str]:
+    storage, _ = _resources(defs)
+    return Catalog(storage.catalog_path()).documents_for_dates(start, end)
+
+
+def launch_backfill(
+    defs: dg.Definitions, inst: dg.DagsterInstance, assets: list[dg.AssetKey], partitions: list[str], title: str,
+    tags: dict[str, str] | None = None,
+) -> str:
+    backfill_id = make_new_backfill_id()
+    backfill = PartitionBackfill.from_asset_partitions(
+        backfill_id=backfill_id,
+        asset_graph=defs.resolve_asset_graph(),
+        partition_names=partitions,
+        asset_selection=assets,
+        backfill_timestamp=time.time(),
+        tags={"karma/trigger": "karma backfill", **(tags or {})},
+        dynamic_partitions_store=inst,
+        all_partitions=False,
+        title=title,
+        description=None,
+        run_config=None,
+    )
+    inst.add_backfill(backfill)
+    return backfill_id
+
+
+def wait_for_backfill(inst: dg.DagsterInstance, backfill_id: str, timeout_s: float, poll_s: float = 2.0) -> str:
+    done = {BulkActionStatus.COMPLETED, BulkActionStatus.COMPLETED_SUCCESS, BulkActionStatus.COMPLETED_FAILED,
+            BulkActionStatus.FAILED, BulkActionStatus.CANCELED}
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        backfill = inst.get_backfill(backfill_id)
+        if backfill is not None and backfill.status in done:
+            return backfill.status.value
+        time.sleep(poll_s)
+    raise TimeoutError(f"backfill {backfill_id} not finished after {timeout_s:.0f} s: is the daemon running (dagster dev)?")
+
+
+def backfill_tiers(
+    defs: dg.Definitions, inst: dg.DagsterInstance, keys: list[str], namespace: str, n_tiers: int = CCA_TIERS
+) -> list[tuple[list[str], dict[str, str]]]:
+    """The controller's decisions for `keys`, cut into priority tiers of partition-adjacent chunks (tiers.py)."""
+    storage, _ = _resources(defs)
+    decisions = {d.doc_key: d for d in decide(keys, storage.paths(), namespace=namespace)}
+    position = {k: i for i, k in enumerate(inst.get_dynamic_partitions(documents_partitions.name)) if k in decisions}
+    return controller_tiers(decisions, position, MAX_DOCUMENTS_PER_RUN, n_tiers)
+
+
+def backfill_dates(
+    defs: dg.Definitions, inst: dg.DagsterInstance, start: dt.date, end: dt.date, namespaces: list[str],
+    timeout_s: float = 3600, log: Callable[[str], None] = print, wait: Callable[[str], str] | None = None,
+) -> dict[str, str]:
+    """`wait(backfill_id) -> status` defaults to polling for the daemon (tests drive daemon passes themselves)."""
+    wait = wait or (lambda backfill_id: wait_for_backfill(inst, backfill_id, timeout_s))
+    keys = documents_in_range(defs, start, end)
+    if not keys:
+        log(f"no registered documents dated {start}..{end}")
+        return {}
+    dates = sorted({date_of_document_key(k) for k in keys})
+    stage_assets = chain_keys(namespaces)
+    tiers = backfill_tiers(defs, inst, keys, namespaces[0] if namespaces else "local")
+    docs_ids = [
+        launch_backfill(defs, inst, stage_assets, tier_keys, f"documents {start}..{end} (CCA tier {i + 1}/{len(tiers)})", tags)
+        for i, (tier_keys, tags) in enumerate(tiers)
+    ]
+    log(f"backfills {', '.join(docs_ids)}: {len(keys)} documents of {len(dates)} dates launched in {len(tiers)} "
+        "controller priority tiers; waiting for the daemon ...")
+    outcomes = [wait(docs_id) for docs_id in docs_ids]
+    status = {"documents": next((o for o in outcomes if o != "COMPLETED_SUCCESS"), "COMPLETED_SUCCESS")}
+    kg_assets = [dg.AssetKey([ns, "knowledge_graph"]) for ns in namespaces]
+    kg_id = launch_backfill(defs, inst, kg_assets, dates, f"KG increments {start}..{end}")
+    log(f"backfill {kg_id}: KG increments of {', '.join(dates)} launched (date order)")
+    status["increments"] = wait(kg_id)
+    return status
+
+
+# ---------------------------------------------------------------- the comparison
+def run_comparison(defs: dg.Definitions, inst: dg.DagsterInstance) -> tuple[bool, str]:
+    """(success, the comparison table or the failure); the table also lands in <data_dir>/metrics/."""
+    result = defs.resolve_job_def(COMPARE_JOB).execute_in_process(instance=inst, raise_on_error=False, run_config=QUIET)
+    storage, _ = _resources(defs)
+    path = storage.paths().metrics_dir() / "backbone_comparison.md"
+    if result.success and path.exists():
+        return True, path.read_text()
+    failures = [e.step_key for e in result.all_events if e.is_step_failure]
+    return False, f"comparison FAILED at {failures} (see the {COMPARE_JOB} run in the Dagster UI)"
+
+
+def enable_hint(statuses: list[BackboneStatus]) -> str:
+    """How to get a second backbone, said once, when fewer than two are running."""
+    running = [s for s in statuses if s.runnable]
+    lines = []
+    for s in statuses:
+        if s.enabled and not s.configured:
+            lines.append(f"- {s.name}: NOT CONFIGURED: set {s.key_env} (export {s.key_env}=...) to run it")
+    if len(running) < 2:
+        lines.append("- only one backbone runs: enable `local-single` (the single-agent baseline, no key) or an LLM "
+                     "backbone in backbones.yaml (`enabled: true` and its key variable) to compare two")
+    return "\n".join(lines)

@@ -1,0 +1,171 @@
+"""The one owner of process-wide caches: dictionary NER, entity index, KG schema, seed lexicon, backbones.
+
+Built once per process and per KG seed (a new seed import invalidates them), so the stages of a run and the
+runs of one process share them. No Dagster import: the CLI, the Dagster resources, tests and benchmarks all
+look things up here, and `clear()` is the one way to forget them.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable, Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from karma_dagster import paths as project_paths
+from karma_dagster.backbones.base import Backbone
+from karma_dagster.config import BACKBONE_KINDS, BACKBONE_MODES, BackboneSettings
+from karma_dagster.kg.schema import KGSchema
+from karma_dagster.kg.store import KGStore
+from karma_dagster.paths import DataPaths
+
+_LOCK = threading.RLock()
+_CACHE: dict[tuple, Any] = {}
+
+
+def cached(key: tuple, build: Callable[[], Any]) -> Any:
+    """The process-wide cache every expensive piece goes through (so `clear()` forgets them all)."""
+    with _LOCK:
+        if key not in _CACHE:
+            _CACHE[key] = build()
+        return _CACHE[key]
+
+
+def clear() -> None:
+    """Forget every built object (after a seed import: the lexicon and the index changed)."""
+    with _LOCK:
+        _CACHE.clear()
+
+
+def seed_fingerprint(data: DataPaths) -> str:
+    """Changes whenever the seed KG is re-imported."""
+    return KGStore(data.kg).seed_fingerprint() if data.kg.exists() else "no-kg"
+
+
+@lru_cache(maxsize=1)
+def kg_schema() -> KGSchema:
+    return KGSchema.load()
+
+
+# ---------------------------------------------------------------- the existing KG
+def import_seed_kg(data: DataPaths, nodes: Path | str, edges: Path | str, fmt: str, seed_confidence: float):
+    """Import node/edge tables into the KG store and (re)build the entity index from the seed's names."""
+    from karma_dagster.kg.entity_index import EntityIndex, KGEntity
+    from karma_dagster.kg.seed_import import import_generic, import_hetionet
+
+    if fmt not in ("hetionet", "generic"):
+        raise ValueError(f"unknown KG format {fmt!r}: use 'hetionet' or 'generic'")
+    data.root.mkdir(parents=True, exist_ok=True)
+    store = KGStore(data.kg)
+    importer = import_hetionet if fmt == "hetionet" else import_generic
+    stats = importer(store, nodes, edges, seed_confidence)
+    rows = store.lexicon_rows(namespace=None)
+    n_index = EntityIndex(data.index).build(
+        KGEntity(id=r.id, name=r.name, kind=r.kind, synonyms=r.synonyms) for r in rows
+    )
+    clear()
+    return stats, n_index
+
+
+def seed_present(data: DataPaths) -> bool:
+    return data.kg.exists() and KGStore(data.kg).seed_counts().n_nodes > 0
+
+
+def seed_lexicon_rows(data: DataPaths) -> list[dict]:
+    def build() -> list[dict]:
+        if not data.kg.exists():
+            return []
+        return [r.model_dump() for r in KGStore(data.kg).lexicon_rows(namespace=None)]
+
+    return cached(("seed_rows", str(data.kg), seed_fingerprint(data)), build)
+
+
+def dictionary(data: DataPaths):
+    """The dictionary NER over the KG's names + MeSH + Hetionet vocabularies + training-corpus terms."""
+    from karma_dagster.dictionary.lexicon import Lexicon
+    from karma_dagster.dictionary.ner import DictionaryNER
+
+    def build():
+        lexicon = Lexicon.build(seed_lexicon_rows(data), cache_dir=data.cache() / "lexicon")
+        return DictionaryNER(lexicon)
+
+    return cached(("dictionary", str(data.cache()), str(data.kg), seed_fingerprint(data)), build)
+
+
+def entity_index(data: DataPaths):
+    from karma_dagster.kg.entity_index import EntityIndex
+
+    return cached(("index", str(data.index)), lambda: EntityIndex(data.index))
+
+
+def kg_kind_lookup(data: DataPaths) -> Callable[[str], str | None]:
+    """id -> KG node kind, loaded once per call site (one query instead of one per triple)."""
+    return KGStore(data.kg).node_kinds().get
+
+
+def existing_relations_lookup(data: DataPaths, namespace: str) -> Callable[[str, str], list[str]]:
+    store = KGStore(data.kg)
+    memo: dict[tuple[str, str], list[str]] = {}
+
+    def lookup(head_id: str, tail_id: str) -> list[str]:
+        if (head_id, tail_id) not in memo:
+            memo[(head_id, tail_id)] = store.existing_relations(head_id, tail_id, namespace=namespace)
+        return memo[(head_id, tail_id)]
+
+    return lookup
+
+
+def kg_context(data: DataPaths, text: str, limit: int = 40) -> list[str]:
+    """Names of KG entities the paper mentions, most frequent first: what relevance is judged against."""
+    names = cached(
+        ("kg_names", str(data.kg), seed_fingerprint(data)),
+        lambda: {r["name"].lower(): r["name"] for r in seed_lexicon_rows(data)},
+    )
+    ner = dictionary(data)
+    counts = Counter(names[m.text.lower()] for m in ner.recognize(text) if m.text.lower() in names)
+    return [n for n, _ in counts.most_common(limit)]
+
+
+# ---------------------------------------------------------------- backbones
+def _local_backbone(data: DataPaths) -> Backbone:
+    from karma_dagster.backbones.local import LocalBackbone
+    from karma_dagster.backbones.local.judge import LocalJudge
+    from karma_dagster.backbones.local.relations import LocalRelationModel
+
+    return LocalBackbone(ner=dictionary(data), relations=LocalRelationModel(data.cache() / "relations"),
+                         judge=LocalJudge(kg_schema()))
+
+
+def _llm_backbone(name: str, settings: BackboneSettings, data: DataPaths, prompts_root: Path,
+                  required_prompts: Sequence[str]) -> Backbone:
+    from karma_dagster.backbones.llm import make_llm_backbone
+
+    if not settings.model:
+        raise ValueError(f"backbone {name!r}: kind litellm needs a model string (e.g. openai/gpt-4o)")
+    return make_llm_backbone(name, settings, prompt_root=prompts_root,
+                             cache_path=data.llm_cache / "llm_responses.sqlite", required_prompts=required_prompts)
+
+
+def backbone(name: str, settings: BackboneSettings, data: DataPaths, prompts_root: Path | str | None = None,
+             required_prompts: Sequence[str] = ()) -> Backbone:
+    """The named backbone, built once per process and settings: the local one loads a lexicon and a trained
+    classifier once, an LLM one keeps its response cache and concurrency limit across the stages of a run.
+    `required_prompts` (the stage registry's) must exist for an LLM backbone: it fails when built, not mid-run."""
+    root = Path(prompts_root) if prompts_root else project_paths.prompts_dir()
+    if settings.kind not in BACKBONE_KINDS:
+        raise ValueError(f"backbone {name!r}: unknown kind {settings.kind!r} (use 'local' or 'litellm')")
+    if settings.mode not in BACKBONE_MODES:
+        raise ValueError(f"backbone {name!r}: unknown mode {settings.mode!r} (use one of {list(BACKBONE_MODES)})")
+
+    def build() -> Backbone:
+        built = _local_backbone(data) if settings.kind == "local" else _llm_backbone(name, settings, data, root, required_prompts)
+        if settings.mode != "multi_agent":
+            from karma_dagster.backbones.single_agent import wrap_mode
+
+            built = wrap_mode(name, settings.mode, built)
+        return built
+
+    key = ("backbone", name, settings.model_dump_json(), str(data.root), str(data.cache()), str(root))
+    return cached(key, build)

@@ -1,0 +1,303 @@
+"""The one registry of the agent chain: document -> segments -> ... -> evaluated, a record per stage.
+
+Everything else iterates `STAGES`: the asset factory (an asset per stage and backbone, its declared deps are
+`reads`), the document job, the LLM backbone (the prompts it must find), the prompt sensor and code versions
+(`prompts`), backfills and the run report. Adding a stage, or an ablation that switches one off, is an entry
+here. Dagster-free: a stage's `run` reads the document's upstream tables through `StageInputs`, calls its
+agent and returns rows plus figures for the materialization's metadata.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+from pydantic import BaseModel
+
+from karma_dagster import services
+from karma_dagster.agents.conflict_resolution import resolve_conflicts
+from karma_dagster.agents.entity_extraction import extract_entities
+from karma_dagster.agents.evaluator import evaluate_triples
+from karma_dagster.agents.ingestion import ingest_document
+from karma_dagster.agents.reader import read_document
+from karma_dagster.agents.relation_extraction import extract_relations
+from karma_dagster.agents.schema_alignment import align_triples
+from karma_dagster.agents.summarizer import summarize_segments
+from karma_dagster.backbones.base import Backbone
+from karma_dagster.backbones.llm.backbone import EVALUATOR_PROMPTS
+from karma_dagster.config import BackboneSettings
+from karma_dagster.ingest.catalog import Catalog
+from karma_dagster.params import KarmaParams
+from karma_dagster.paths import DataPaths
+from karma_dagster.schemas.frames import frame_to_records
+from karma_dagster.schemas.records import (
+    AlignedRow,
+    DocumentRow,
+    EvaluatedRow,
+    MentionRow,
+    RawSection,
+    ResolvedRow,
+    SegmentRow,
+    SummaryRow,
+    TripleRow,
+)
+from karma_dagster.schemas.tables import (
+    AlignedTable,
+    DocumentsTable,
+    EntitiesTable,
+    EvaluatedTable,
+    RelationsTable,
+    ResolvedTable,
+    SegmentsTable,
+    SummariesTable,
+)
+from karma_dagster.stage_store import StageStore
+
+LOCAL_CHAIN_VERSION = "local-chain-v1"
+SEED_KG = "seed_kg"  # not a stage: the imported KG a stage may read (entities link against its index)
+
+Figures = dict[str, object]  # what a stage reports beside its rows (metadata of its materialization)
+
+
+class UndeclaredRead(KeyError):
+    """A stage read a table it does not list in `reads`: the asset graph would hide that lineage."""
+
+
+@dataclass
+class StageInputs:
+    """What a stage's `run` works with: one document of one backbone, and only the tables it declared."""
+
+    stage: Stage
+    namespace: str
+    document: str
+    paths: DataPaths
+    backbone: Backbone
+    params: KarmaParams
+
+    def table(self, name: str) -> pd.DataFrame:
+        if name not in self.stage.reads:
+            raise UndeclaredRead(f"stage {self.stage.name!r} reads {name!r} but declares only {list(self.stage.reads)}")
+        return StageStore(self.paths.stages_dir).read(self.namespace, name, self.document)
+
+    def records(self, name: str, model: type[BaseModel]) -> list:
+        return frame_to_records(self.table(name), model)
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str  # the table and asset name (`<backbone>/<name>`)
+    agent: str  # the KARMA agent that computes it
+    group: str  # the Dagster group its assets show in
+    reads: tuple[str, ...]  # stage tables it reads (its asset deps); `seed_kg` when it reads the KG index
+    prompts: tuple[str, ...]  # prompt files its agent renders on an LLM backbone
+    row_model: type[BaseModel]
+    preview: tuple[str, ...]  # columns of the materialization's markdown preview
+    description: str  # what a UI user reads under the asset
+    run: Callable[[StageInputs], tuple[list[BaseModel], Figures]]
+    table_model: type  # the pandera model of its table: the blocking asset check
+    kinds: frozenset[str] = frozenset({"python"})
+    report: Callable[[pd.DataFrame], dict[str, int]] = field(default=lambda t: {"rows": len(t)})
+
+    @property
+    def tables_read(self) -> tuple[str, ...]:
+        return tuple(r for r in self.reads if r != SEED_KG)
+
+
+# ---------------------------------------------------------------- what each stage computes
+def _documents(x: StageInputs) -> tuple[list[BaseModel], Figures]:
+    row = ingest_document(x.document, x.paths.inbox, Catalog(x.paths.catalog), x.backbone)
+    return [row], {
+        "title": row.title, "source": row.source_path, "source_format": row.source_format, "date": str(row.date),
+        "date_source": row.date_source, "sections": row.n_sections, "chars": row.n_chars,
+    }
+
+
+def _segments(x: StageInputs) -> tuple[list[BaseModel], Figures]:
+    doc = x.table("documents").iloc[0]
+    sections = [RawSection.model_validate(s) for s in json.loads(doc["sections_json"])]
+    kg_context = services.kg_context(x.paths, doc["text"])
+    rows = read_document(x.document, sections, x.backbone, x.params, kg_context)
+    kept = sum(r.kept for r in rows)
+    return rows, {"kg_context": ", ".join(kg_context[:15]), "kept": kept, "dropped": len(rows) - kept,
+                  "delta": x.params.delta}
+
+
+def _summaries(x: StageInputs) -> tuple[list[BaseModel], Figures]:
+    rows = summarize_segments(x.records("segments", SegmentRow), x.backbone, x.params)
+    return rows, {"sentences_in": sum(r.n_sentences_in for r in rows),
+                  "sentences_out": sum(r.n_sentences_out for r in rows)}
+
+
+def _entities(x: StageInputs) -> tuple[list[BaseModel], Figures]:
+    rows = extract_entities(x.records("summaries", SummaryRow), x.backbone, services.dictionary(x.paths),
+                            services.entity_index(x.paths), x.params)
+    linked = sum(r.status == "linked" for r in rows)
+    return rows, {"mentions": len(rows), "linked": linked, "new": len(rows) - linked, "rho": x.params.rho}
+
+
+def _relations(x: StageInputs) -> tuple[list[BaseModel], Figures]:
+    rows = extract_relations(x.records("summaries", SummaryRow), x.records("entities", MentionRow), x.backbone,
+                             x.params)
+    return rows, {"triples": len(rows), "by_relation": dict(Counter(r.relation for r in rows))}
+
+
+def _aligned(x: StageInputs) -> tuple[list[BaseModel], Figures]:
+    rows = align_triples(x.records("relations", TripleRow), x.records("entities", MentionRow), x.backbone,
+                         services.kg_schema(), x.params, services.kg_kind_lookup(x.paths))
+    review = sum(r.schema_status == "review" for r in rows)
+    return rows, {"aligned": len(rows) - review, "schema_review": review}
+
+
+def _resolved(x: StageInputs) -> tuple[list[BaseModel], Figures]:
+    existing = services.existing_relations_lookup(x.paths, x.namespace)
+    rows = resolve_conflicts(x.records("aligned", AlignedRow), existing, x.backbone, services.kg_schema(), x.params)
+    actions = {f"action_{a}": sum(r.action == a for r in rows) for a in ("keep", "discard", "review")}
+    return rows, {"conflicts": sum(r.conflict for r in rows), **actions}
+
+
+def _evaluated(x: StageInputs) -> tuple[list[BaseModel], Figures]:
+    segments, entities = x.table("segments"), x.table("entities")
+    relevance = dict(zip(segments["segment_id"], segments["relevance"].astype(float)))
+    linked = set(entities.loc[entities["status"] == "linked", "entity_id"])
+    rows = evaluate_triples(x.records("resolved", ResolvedRow), relevance, x.backbone, x.params, is_linked=linked)
+    accepted = sum(r.accepted for r in rows)
+    return rows, {"accepted": accepted, "rejected": len(rows) - accepted, "theta": x.params.integrate_threshold}
+
+
+# ---------------------------------------------------------------- what each stage adds to the run report
+def _report_documents(t: pd.DataFrame) -> dict[str, int]:
+    return {"documents": len(t)}
+
+
+def _report_segments(t: pd.DataFrame) -> dict[str, int]:
+    return {"segments_kept": int(t["kept"].sum()), "segments_dropped": int((~t["kept"].astype(bool)).sum())}
+
+
+def _report_summaries(t: pd.DataFrame) -> dict[str, int]:
+    return {"summaries": len(t)}
+
+
+def _report_entities(t: pd.DataFrame) -> dict[str, int]:
+    return {"mentions": len(t), "mentions_linked": int((t["status"] == "linked").sum()),
+            "mentions_new": int((t["status"] == "new").sum())}
+
+
+def _report_evaluated(t: pd.DataFrame) -> dict[str, int]:
+    return {"triples_proposed": len(t), "triples_schema_review": int((t["schema_status"] == "review").sum()),
+            "triples_contradicting": int(t["conflict"].sum()), "triples_accepted": int(t["accepted"].sum())}
+
+
+def _nothing(_t: pd.DataFrame) -> dict[str, int]:
+    return {}
+
+
+STAGES: tuple[Stage, ...] = (
+    Stage("documents", "ingestion", "ingestion", reads=(), prompts=("ingestion",), row_model=DocumentRow,
+          preview=("doc_key", "title", "journal", "pub_date", "doi", "pmid", "n_chars"),
+          description="IA: the paper's normalized text, sections and metadata (title, authors, journal, date, DOI, "
+                      "PMID).",
+          run=_documents, table_model=DocumentsTable, kinds=frozenset({"python", "pymupdf"}), report=_report_documents),
+    Stage("segments", "reader", "reader", reads=("documents", SEED_KG), prompts=("reader",), row_model=SegmentRow,
+          preview=("segment_id", "section", "relevance", "kept", "drop_reason", "text"),
+          description="RA: the paper cut into sections; references and acknowledgements dropped; relevance R(s) per "
+                      "segment against the KG's entities, kept when R(s) >= delta.",
+          run=_segments, table_model=SegmentsTable, kinds=frozenset({"python", "spacy"}), report=_report_segments),
+    Stage("summaries", "summarizer", "summarizer", reads=("segments",), prompts=("summarizer",),
+          row_model=SummaryRow, preview=("summary_id", "section", "n_sentences_in", "n_sentences_out", "text"),
+          description="SA: each kept segment condensed, keeping entities, numbers and relation words.",
+          run=_summaries, table_model=SummariesTable, report=_report_summaries),
+    Stage("entities", "entity_extraction", "entity_extraction", reads=("summaries", SEED_KG),
+          prompts=("entity_extraction",), row_model=MentionRow,
+          preview=("text", "type", "long_form", "status", "kg_name", "entity_id", "distance"),
+          description="EEA: mentions (NER filtered by the KG/MeSH dictionary, abbreviations resolved), each linked "
+                      "to the nearest KG entity or flagged new (distance > rho).",
+          run=_entities, table_model=EntitiesTable, kinds=frozenset({"python", "spacy", "lancedb"}), report=_report_entities),
+    Stage("relations", "relation_extraction", "relation_extraction", reads=("entities", "summaries"),
+          prompts=("relation_extraction",), row_model=TripleRow,
+          preview=("head_name", "relation", "tail_name", "probability", "evidence"),
+          description="REA: candidate triples between entities of one sentence, every relation type with "
+                      "p >= theta_r, with the evidence sentence.",
+          run=_relations, table_model=RelationsTable, kinds=frozenset({"python", "scikitlearn"}), report=_nothing),
+    Stage("aligned", "schema_alignment", "schema_alignment", reads=("relations", "entities", SEED_KG),
+          prompts=("schema_alignment",), row_model=AlignedRow,
+          preview=("head_name", "head_kg_type", "kg_relation", "metaedge", "tail_name", "tail_kg_type",
+                   "alignment_prob", "schema_status"),
+          description="SAA: entity kinds and relations mapped onto the KG schema; no match is flagged for schema "
+                      "review.",
+          run=_aligned, table_model=AlignedTable, kinds=frozenset({"python", "duckdb"}), report=_nothing),
+    Stage("resolved", "conflict_resolution", "conflict_resolution", reads=("aligned", SEED_KG),
+          prompts=("conflict_resolution",), row_model=ResolvedRow,
+          preview=("head_name", "kg_relation", "tail_name", "conflict", "contradicts", "verdict", "action"),
+          description="CRA: triples that contradict an existing KG edge, debated; contradicted ones discarded or "
+                      "queued for review.",
+          run=_resolved, table_model=ResolvedTable, kinds=frozenset({"python", "duckdb"}), report=_nothing),
+    Stage("evaluated", "evaluator", "evaluator", reads=("resolved", "segments", "entities"),
+          prompts=EVALUATOR_PROMPTS, row_model=EvaluatedRow,
+          preview=("head_name", "kg_relation", "tail_name", "confidence", "clarity", "relevance", "score",
+                   "accepted"),
+          description="EA: confidence, clarity and relevance per triple; accepted for the KG when their mean >= "
+                      "Theta.",
+          run=_evaluated, table_model=EvaluatedTable, report=_report_evaluated),
+)
+STAGE_NAMES = tuple(s.name for s in STAGES)
+FINAL_STAGE = "evaluated"  # what the KG increment merges
+
+
+def names(stages: Sequence[Stage] = STAGES) -> list[str]:
+    return [s.name for s in stages]
+
+
+def by_name(name: str, stages: Sequence[Stage] = STAGES) -> Stage:
+    for stage in stages:
+        if stage.name == name:
+            return stage
+    raise KeyError(f"no stage {name!r}; stages: {names(stages)}")
+
+
+def all_prompts(stages: Sequence[Stage] = STAGES) -> list[str]:
+    """Every prompt an LLM backbone renders for these stages (it checks they exist when it is built)."""
+    return sorted({p for s in stages for p in s.prompts})
+
+
+def agent_of(name: str, stages: Sequence[Stage] = STAGES) -> str:
+    return by_name(name, stages).agent
+
+
+def check(stages: Sequence[Stage]) -> None:
+    """A stage may read only stages listed before it (or the seed KG): the chain is a DAG in list order."""
+    seen: set[str] = set()
+    for stage in stages:
+        if stage.name in seen:
+            raise ValueError(f"stage {stage.name!r} is listed twice")
+        unknown = [r for r in stage.tables_read if r not in seen]
+        if unknown:
+            raise ValueError(f"stage {stage.name!r} reads {unknown}, which no earlier stage writes")
+        seen.add(stage.name)
+
+
+def code_version(stage: Stage, settings: BackboneSettings, prompts_root: Path | str | None = None) -> str:
+    """An asset's code_version: its prompt files' hash on LLM backbones, the algorithm versions on local;
+    the single-agent baseline's stages are other code (and, over an LLM, another prompt file)."""
+    from karma_dagster.prompts import PromptStore
+
+    if settings.kind == "litellm":
+        version = PromptStore(prompts_root or None).code_version_for(list(stage.prompts))
+    else:
+        version = f"{LOCAL_CHAIN_VERSION}:{stage.name}"
+    if settings.mode == "multi_agent":
+        return version
+    if settings.kind == "litellm":
+        return version + f"+{settings.mode}:" + PromptStore(prompts_root or None).code_version_for(["single_agent"])
+    return version + f"+{settings.mode}"
+
+
+def chain_version(backbone: Backbone) -> str:
+    """The provenance 'prompt version' of a triple: what answered extraction and evaluation."""
+    return ";".join(backbone.prompt_id(a) for a in ("entity_extraction", "relation_extraction", "evaluator"))
+
+
+check(STAGES)
