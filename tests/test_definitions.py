@@ -93,3 +93,23 @@ def test_resources_carry_the_cores_defaults_into_a_run():
     assert seen["settings"] == BackboneSettings()
     tuned = KarmaParamsResource(delta=0.5).params()
     assert tuned.delta == 0.5 and tuned.llm_weights == KarmaParams().llm_weights
+
+
+def test_backbones_file_is_read_strictly_and_errors_name_the_file_and_the_key(tmp_path):
+    import pytest
+
+    from karma_dagster.config import ConfigError, read_backbones
+
+    f = tmp_path / "backbones.yaml"
+    f.write_text("backbones:\n  ollama: {kind: litellm, model: ollama/x, api_bse: 'http://127.0.0.1:1'}\n")
+    with pytest.raises(ConfigError) as err:
+        read_backbones(f)
+    assert "backbones.yaml" in str(err.value) and "api_bse" in str(err.value) and "'api_base'" in str(err.value)
+    f.write_text("backbones: [local\n")
+    with pytest.raises(ConfigError, match="backbones.yaml: not valid YAML"):
+        read_backbones(f)
+    f.write_text("backbones:\n  local: {kind: local, api_key: sk-secret}\n")
+    with pytest.raises(ConfigError, match="never put a key in a file"):
+        read_backbones(f)
+    f.write_text("judge: local\nbackbones:\n  local: {kind: local}\n")
+    assert list(read_backbones(f).runnable()) == ["local"]

@@ -28,11 +28,11 @@ from karma_dagster.backbones.base import (
     Usage,
 )
 from karma_dagster.backbones.local.judge import LocalJudge
+from karma_dagster.config import BACKBONE_MODES
 from karma_dagster.dictionary.lexicon import CORPUS_TYPE
 from karma_dagster.schemas.records import MentionSpan, ParsedDocument, RawSection
 
 SINGLE_AGENT_VERSION = "single-agent-v1"
-MODES = ("multi_agent", "single_agent")
 
 
 class SingleAgentTriple(BaseModel):
@@ -180,4 +180,4 @@ def wrap_mode(name: str, mode: str, base: Backbone) -> Backbone:
         return base
     if mode == "single_agent":
         return SingleAgentBackbone(name, base)
-    raise ValueError(f"backbone {name!r}: unknown mode {mode!r} (use one of {list(MODES)})")
+    raise ValueError(f"backbone {name!r}: unknown mode {mode!r} (use one of {list(BACKBONE_MODES)})")
