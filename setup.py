@@ -12,7 +12,7 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
-SHIPPED = ("prompts", "data", "backbones.yaml")  # = karma_dagster.paths.SHIPPED
+SHIPPED = ("prompts", "data", "backbones.yaml")  # what karma_dagster.paths.project_root() must hold
 
 
 class BuildWithShippedFiles(build_py):

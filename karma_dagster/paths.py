@@ -13,7 +13,6 @@ from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 BUNDLED = "_bundled"  # the folder name inside the package that a wheel carries the shipped files in
-SHIPPED = ("prompts", "data", "backbones.yaml")  # what setup.py copies into the wheel
 
 
 def _checkout_root() -> Path | None:
@@ -92,12 +91,6 @@ class DataPaths:
 
     def __repr__(self) -> str:
         return f"DataPaths(root={display_path(self.root)!r})"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, DataPaths) and (self.root, self.inbox, self._cache) == (other.root, other.inbox, other._cache)
-
-    def __hash__(self) -> int:
-        return hash((self.root, self.inbox, self._cache))
 
     @property
     def stages_dir(self) -> Path:

@@ -263,10 +263,6 @@ def all_prompts(stages: Sequence[Stage] = STAGES) -> list[str]:
     return sorted({p for s in stages for p in s.prompts})
 
 
-def agent_of(name: str, stages: Sequence[Stage] = STAGES) -> str:
-    return by_name(name, stages).agent
-
-
 def check(stages: Sequence[Stage]) -> None:
     """A stage may read only stages listed before it (or the seed KG): the chain is a DAG in list order."""
     seen: set[str] = set()
