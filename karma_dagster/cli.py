@@ -106,12 +106,12 @@ def cmd_backfill(args: argparse.Namespace) -> int:
         from karma_dagster.ingest.keys import date_of_document_key
 
         docs = runner.documents_in_range(defs, args.start, args.end)
-        failed = runner.run_documents(defs, inst, docs)
+        failed, merged = runner.run_dates(defs, inst, docs, namespaces)  # date by date: D's chains, then D's merge
         dates = sorted({date_of_document_key(k) for k in docs})
-        for ns in namespaces:
-            runner.run_increments(defs, inst, ns, dates)
-        print(f"{len(docs)} documents, {len(failed)} failed; increments: {', '.join(dates) or 'none'}")
-        return 1 if failed else 0
+        bad_merges = sorted(f"{ns} {d}" for ns, by_date in merged.items() for d, ok in by_date.items() if not ok)
+        print(f"{len(docs)} documents, {len(failed)} failed; increments: {', '.join(dates) or 'none'}"
+              + (f"; increments FAILED: {', '.join(bad_merges)}" if bad_merges else ""))
+        return 1 if failed or bad_merges else 0
     status = runner.backfill_dates(defs, inst, args.start, args.end, namespaces, timeout_s=args.timeout)
     print(status)
     return 0 if all(s in ("COMPLETED", "COMPLETED_SUCCESS") for s in status.values()) else 1

@@ -11,10 +11,10 @@ import difflib
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from karma_dagster import paths
 
@@ -22,6 +22,10 @@ BACKBONE_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")  # it prefixes asset keys,
 DEFAULT_JUDGE = "local"
 BACKBONE_KINDS = ("local", "litellm")
 BACKBONE_MODES = ("multi_agent", "single_agent")
+# KARMA's Table 2 ablations: the agents a backbone's chain may switch off (stages.py gives the stage a
+# pass-through; the asset graph keeps its shape).
+Ablation = Literal["summarizer", "conflict_resolution", "evaluator"]
+ABLATIONS: tuple[str, ...] = get_args(Ablation)
 
 
 class ConfigError(ValueError):
@@ -44,6 +48,21 @@ class BackboneSettings(BaseModel):
     domain: str = Field("general biomedicine", description="genomics, proteomics, metabolomics, general biomedicine")
     mode: str = Field("multi_agent", description="'multi_agent' (the KARMA chain) or 'single_agent' (the paper's "
                       "baseline: one generation extracts all triples; see backbones/single_agent.py)")
+    ablate: list[Ablation] = Field(default_factory=list, description="agents switched off in this backbone's chain "
+                                   "(KARMA's ablations): summarizer, conflict_resolution, evaluator; each runs a "
+                                   "pass-through instead (stages.py)")
+    single_agent_chunk_chars: int = Field(
+        32000, ge=1000, description="single_agent mode: a paper longer than this many characters is cut into "
+        "paper-sized chunks (one generation each) so each fits the model's context with room for the answer")
+
+    @model_validator(mode="after")
+    def _ablations_fit_the_mode(self) -> "BackboneSettings":
+        if len(set(self.ablate)) != len(self.ablate):
+            raise ValueError(f"ablate lists an agent twice: {self.ablate}")
+        if self.ablate and self.mode != "multi_agent":
+            raise ValueError(f"ablate {self.ablate} applies to the multi_agent chain; mode {self.mode!r} has no "
+                             "summarizer, conflict resolution or evaluator to switch off")
+        return self
 
 
 class BackboneEntry(BackboneSettings):
@@ -65,6 +84,7 @@ class BackboneStatus(BaseModel):
     kind: str
     model: str = ""
     mode: str = "multi_agent"
+    ablate: list[str] = []  # the agents its chain switches off (KARMA's ablations)
     enabled: bool
     key_env: str | None = None
     configured: bool  # runnable here (no key needed, or its variable is set)
@@ -85,6 +105,9 @@ class BackboneStatus(BaseModel):
 class BackbonesFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
     judge: str = DEFAULT_JUDGE
+    # the Central Controller's utility U (KARMA Eq. 4): an LLM backbone's name = U estimated by that LLM from each
+    # pending paper's title; None or a local backbone = the rule-based U (scheduling/controller.py)
+    controller: str | None = None
     backbones: dict[str, BackboneEntry] = Field(default_factory=dict)
 
     def enabled(self) -> dict[str, BackboneEntry]:
@@ -96,8 +119,8 @@ class BackbonesFile(BaseModel):
 
     def statuses(self) -> list[BackboneStatus]:
         return [
-            BackboneStatus(name=name, kind=e.kind, model=e.model, mode=e.mode, enabled=e.enabled,
-                           key_env=e.api_key_env, configured=not e.key_missing())
+            BackboneStatus(name=name, kind=e.kind, model=e.model, mode=e.mode, ablate=list(e.ablate),
+                           enabled=e.enabled, key_env=e.api_key_env, configured=not e.key_missing())
             for name, e in self.backbones.items()
         ]
 
@@ -113,6 +136,22 @@ class BackbonesFile(BaseModel):
             return name, None, ""
         if entry.key_missing():
             return name, None, f"judge {name!r} NOT CONFIGURED: set {entry.api_key_env}"
+        return name, entry, ""
+
+
+    def controller_entry(self) -> tuple[str | None, BackboneEntry | None, str]:
+        """(controller name, its entry when it is an LLM that can run, why it cannot: '' when it can or when no
+        LLM controller is asked for)."""
+        name = self.controller
+        if not name:
+            return None, None, ""
+        entry = self.backbones.get(name)
+        if entry is None:
+            return name, None, f"controller {name!r} is not a backbone in backbones.yaml"
+        if entry.kind != "litellm":
+            return name, None, ""
+        if entry.key_missing():
+            return name, None, f"controller {name!r} NOT CONFIGURED: set {entry.api_key_env}"
         return name, entry, ""
 
 
@@ -132,6 +171,11 @@ def _explain(path: Path, error: ValidationError) -> str:
         if err["type"] == "extra_forbidden":
             known = list(BackboneEntry.model_fields) if len(err["loc"]) == 3 else list(BackbonesFile.model_fields)
             lines.append(f"unknown key {where!r}{_closest(str(err['loc'][-1]), known)}")
+        elif "ablate" in err["loc"] and err["type"] in ("literal_error", "list_type"):
+            where = ".".join(str(p) for p in err["loc"][: err["loc"].index("ablate") + 1])
+            what = (f"unknown ablation {err['input']!r}{_closest(str(err['input']), list(ABLATIONS))}"
+                    if err["type"] == "literal_error" else f"expected a list such as [summarizer], got {err['input']!r}")
+            lines.append(f"{where}: {what}; ablatable agents: {', '.join(ABLATIONS)}")
         else:
             lines.append(f"{where}: {err['msg']}")
     return f"{path.name}: " + "; ".join(lines)

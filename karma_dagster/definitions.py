@@ -30,14 +30,15 @@ from karma_dagster.resources.storage import KarmaStorageResource
 from karma_dagster.sensors.kg_increments import build_kg_increments_sensor
 from karma_dagster.sensors.new_papers import build_new_papers_sensor
 from karma_dagster.sensors.prompt_versions import build_prompt_versions_sensor
-from karma_dagster.stages import STAGES, Stage, check, code_version
+from karma_dagster.stages import STAGES, Stage, chain_for, check, code_version
 
 
 def chain_assets(ns: str, config: BackboneConfig, prompts_dir: str = "",  # type: ignore[valid-type]
                  registry: Sequence[Stage] = STAGES) -> list[dg.AssetsDefinition]:
     settings = settings_of(config)
     pool = jobs.llm_pool(ns) if settings.kind == "litellm" else None
-    assets = [stage_asset(ns, stage, code_version(stage, settings, prompts_dir), pool) for stage in registry]
+    assets = [stage_asset(ns, stage, code_version(stage, settings, prompts_dir), pool)
+              for stage in chain_for(settings, registry)]  # its ablations or the single-agent variants
     return [*assets, knowledge_graph.build(ns)]
 
 
@@ -57,7 +58,8 @@ def build_definitions(
         raise ValueError("no backbone is enabled: enable at least one in backbones.yaml")
     if statuses is None:
         statuses = read_backbones().statuses() if from_file else [
-            BackboneStatus(name=n, kind=c.kind, model=c.model, mode=c.mode, enabled=True, configured=True)
+            BackboneStatus(name=n, kind=c.kind, model=c.model, mode=c.mode, ablate=list(c.ablate), enabled=True,
+                           configured=True)
             for n, c in backbones.items()]
     if judge is None:
         judge = judge_from_file(prompts_dir) if from_file else JudgeResource(prompts_dir=prompts_dir)
@@ -68,10 +70,11 @@ def build_definitions(
     assets.append(report.build(names))
     assets += comparison_assets(names, statuses, judge.label)
     document_job, kg_jobs = jobs.document_job(names, registry), jobs.kg_jobs(names)
-    llm_namespaces = [ns for ns, config in backbones.items() if config.kind == "litellm"]
+    llm_chains = {ns: chain_for(settings_of(config), registry)
+                  for ns, config in backbones.items() if config.kind == "litellm"}
     sensors = [build_new_papers_sensor(document_job, names), build_kg_increments_sensor(names, kg_jobs)]
-    if llm_namespaces:
-        sensors.append(build_prompt_versions_sensor(llm_namespaces, prompts_dir, registry))
+    if llm_chains:
+        sensors.append(build_prompt_versions_sensor(llm_chains, prompts_dir))
     return dg.Definitions(
         assets=assets,
         jobs=[document_job, *kg_jobs.values(), *jobs.other_jobs(names)],

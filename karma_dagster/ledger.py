@@ -144,6 +144,20 @@ class Ledger:
                             tokens_in=r[n + 3], tokens_out=r[n + 4], cost_usd=r[n + 5], unpriced_rows=r[n + 6])
                 for r in found]
 
+    def tokens_per_document(self) -> tuple[float, int]:
+        """(mean tokens in + out per document over every backbone and agent, documents counted): the Central
+        Controller's cost estimate starts from it. Only document partitions count (their keys hold a '_'; the KG
+        increments' date partitions spend no tokens); failed steps count too, they were paid for."""
+        conn = self._connect()
+        try:
+            n, tokens = conn.execute(
+                "SELECT count(DISTINCT partition), coalesce(sum(tokens_in + tokens_out), 0) FROM ledger "
+                "WHERE partition LIKE '%!_%' ESCAPE '!'"
+            ).fetchone()
+        finally:
+            conn.close()
+        return (tokens / n if n else 0.0), n
+
     @staticmethod
     def _where(run_id: str | None, backbone: str | None) -> tuple[str, list[str]]:
         clauses, args = [], []

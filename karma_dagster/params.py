@@ -29,6 +29,29 @@ def _llm_weights() -> EvaluatorWeights:
     )
 
 
+class ControllerParams(BaseModel):
+    """The Central Controller's weights (KARMA Eq. 4 and its UCB exploration term), see scheduling/controller.py.
+
+    priority = w_utility * U + w_urgency * urgency - w_cost * cost, score = priority + alpha * sqrt(ln t / (1 + n_tau)).
+    U: the LLM's estimate when a `controller:` backbone is configured, else w_novelty * novelty + w_recency * recency.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    alpha: float = Field(0.5, ge=0.0, description="controller: UCB exploration weight alpha")
+    w_utility: float = Field(1.0, ge=0.0, description="controller Eq. 4: omega_1, weight of the utility U")
+    w_urgency: float = Field(0.3, ge=0.0, description="controller Eq. 4: omega_2, weight of the waiting time")
+    w_cost: float = Field(0.3, ge=0.0, description="controller Eq. 4: omega_3, weight of the estimated token cost "
+                          "(subtracted: cheaper documents first)")
+    w_novelty: float = Field(0.7, ge=0.0, description="rule utility: weight of the title's entities the KG lacks")
+    w_recency: float = Field(0.3, ge=0.0, description="rule utility: weight of the publication date's recency")
+    recency_half_life_days: float = Field(365.0, gt=0.0, description="rule utility: recency halves every ... days")
+    urgency_half_life_hours: float = Field(
+        24.0, gt=0.0, description="urgency = 1 - 2^(-waiting hours / this): half-urgent after this long in the inbox")
+    cost_reference_tokens: float = Field(
+        20_000.0, gt=0.0, description="cost = tokens / (tokens + this): a document estimated at this many tokens "
+        "(all backbones' calls) costs 0.5")
+
+
 class KarmaParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -39,24 +62,49 @@ class KarmaParams(BaseModel):
         default_factory=lambda: {"default": 0.4},
         description="relation extraction: per-type thresholds theta_r; 'default' for unlisted types",
     )
+    # MedKGent sampling confidence, on by default. N = 5 keeps a local run cheap (the local backbone classifies a
+    # summary once and perturbs its logits per sample: the relations stage took 1.3-1.5 s for the 12 sample papers
+    # with N = 5 as with N = 1) and gives fractions 0.2 apart, so the 0.6 rule means "3 of 5". On an LLM backbone
+    # each sample is one more REA call (cached per sample index): set 1 to turn sampling off.
     relation_samples: int = Field(
-        1, ge=1, le=50, description="relation extraction: MedKGent sampling, N samples per question (1 = off)"
+        5, ge=1, le=50, description="relation extraction: MedKGent sampling, N samples per question (1 = off)"
     )
     sampling_temperature: float = Field(
-        0.7, gt=0, le=2, description="relation extraction: temperature of the N samples (must be > 0)"
+        0.7, gt=0, le=2, description="relation extraction: temperature of the N samples (must be > 0; local "
+        "backbone: the scale of the logistic noise added to each relation's logit)"
     )
     min_sample_confidence: float = Field(
         0.6, ge=0, le=1, description="relation extraction: drop a triple found in fewer than this fraction of samples"
     )
     alignment_floor: float = Field(0.5, ge=0, le=1, description="schema alignment: below this -> review")
     conflict_review_confidence: float = Field(
-        0.8, ge=0, le=1, description="contradicting triples at or above this confidence go to review, below are discarded"
+        0.8, ge=0, le=1,
+        description="adjudication: a contradicting triple that loses to the other side goes to review when its own "
+                    "support is at or above this, else it is discarded",
+    )
+    conflict_debate_min_confidence: float = Field(
+        0.6, ge=0, le=1,
+        description="adjudication: a debate verdict 'contradict' below this confidence sends the triple to review "
+                    "(the debate did not settle it); at or above, both sides' support decides",
+    )
+    conflict_replace_margin: float = Field(
+        0.15, ge=0, le=1,
+        description="adjudication: the side whose support exceeds the other's by at least this wins (a new triple "
+                    "then replaces the older KG edge, which is kept in history); closer calls go to review",
+    )
+    conflict_half_life_years: float = Field(
+        10.0, ge=0,
+        description="adjudication: a KG edge's confidence counts half for every this many years since its last "
+                    "evidence (newer findings weigh more; seed-only edges are undated and not discounted; 0 = off)",
     )
     integrate_threshold: float = Field(0.65, ge=0, le=1, description="evaluator: integrate when mean(C, Cl, R) >= Theta")
     seed_edge_confidence: float = Field(0.9, ge=0, le=1, description="confidence given to imported KG edges")
     weights: EvaluatorWeights = Field(default_factory=EvaluatorWeights, description="evaluator weights, rule signals")
     llm_weights: EvaluatorWeights = Field(
         default_factory=_llm_weights, description="evaluator weights when the backbone reports llm_* signals"
+    )
+    controller: ControllerParams = Field(
+        default_factory=ControllerParams, description="Central Controller: Eq. 4 weights and the UCB alpha"
     )
 
     def theta_for(self, relation: str) -> float:

@@ -34,6 +34,8 @@ class RunReport(BaseModel):
     backbones: list[BackboneReport]
     documents_failed: dict[str, str] = {}
     wall_time_s: float | None = None
+    # backbone -> why the configured judge is not independent of its chain (metrics.judge.judge_chain_overlap)
+    judge_warnings: dict[str, str] = {}
 
     def markdown(self) -> str:
         names = list(dict.fromkeys(f for b in self.backbones for f in b.figures))
@@ -45,6 +47,13 @@ class RunReport(BaseModel):
         if self.documents_failed:
             out += ["", "Documents that failed (their partitions only; the KG is unchanged by them):"]
             out += [f"- `{k}`: {v}" for k, v in sorted(self.documents_failed.items())]
+        if self.judge_warnings:
+            out += ["", "Warning: the judge is not independent of these backbones' chains (their LLM correctness "
+                    "grades a chain with its own model or rules; name another model as `judge:` in backbones.yaml):"]
+            by_reason: dict[str, list[str]] = {}
+            for name, why in self.judge_warnings.items():
+                by_reason.setdefault(why, []).append(name)
+            out += [f"- {', '.join(names)}: {why}" for why, names in by_reason.items()]
         if self.wall_time_s is not None:
             out += ["", f"Wall time: {self.wall_time_s:.1f} s"]
         return "\n".join(out)

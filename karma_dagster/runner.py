@@ -1,10 +1,12 @@
 """Runs the main job, date-range backfills and the comparison against the local Dagster instance (for `karma`).
 
-`run_main` executes each document's chain as its own in-process run (visible in the UI, one failure never
-stops the others), then the KG increments in date order, then the report and the comparison. `backfill_dates`
-launches real Dagster backfills that the daemon (`dagster dev`) executes and the UI shows: first the documents
-of the date range, then, once they are done, the increments of those dates (a backfill selecting both would
-fan out to every date through the all-partitions mapping).
+`run_main` goes date by date: the chains of date D's documents, each as its own in-process run (visible in the
+UI, one failure never stops the others), then the KG increment of D for every backbone, then D+1 — so a document
+dated D+1 is checked for conflicts against a KG that holds D's increment; then the report and the comparison.
+`backfill_dates` launches real Dagster backfills that the daemon (`dagster dev`) executes and the UI shows: first the
+documents of the date range, then, once they are done, the increments of those dates (a backfill selecting both
+would fan out to every date through the all-partitions mapping). Documents of a range are therefore checked against
+the KG as it stood before the range (only `karma run` interleaves merges date by date).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
 from dagster._core.utils import make_new_backfill_id
 
 from karma_dagster import paths, services
+from karma_dagster import date_range
 from karma_dagster.assets.batching import MAX_DOCUMENTS_PER_RUN
 from karma_dagster.config import BackboneStatus
 from karma_dagster.ingest.catalog import Catalog
@@ -36,6 +39,7 @@ from karma_dagster.jobs import (
     llm_pool,
 )
 from karma_dagster.partitions import documents_partitions
+from karma_dagster.partitions import first_kg_date
 from karma_dagster.report import RunReport
 from karma_dagster.resources.backbones import BackbonesResource
 from karma_dagster.resources.storage import KarmaStorageResource
@@ -86,22 +90,47 @@ def register_inbox(defs: dg.Definitions, inst: dg.DagsterInstance) -> tuple[list
 
 
 def run_documents(
-    defs: dg.Definitions, inst: dg.DagsterInstance, keys: list[str], log: Callable[[str], None] = print
+    defs: dg.Definitions, inst: dg.DagsterInstance, keys: list[str], log: Callable[[str], None] = print,
+    *, first: int = 1, total: int | None = None,
 ) -> dict[str, str]:
-    """One in-process run per document; returns {document: error} for those that failed."""
+    """One in-process run per document; returns {document: error} for those that failed. Progress lines count
+    from `first` of `total` (a caller running the documents date by date numbers them across dates)."""
     job = defs.resolve_job_def(DOCUMENT_JOB)
     failed: dict[str, str] = {}
-    for i, key in enumerate(keys, 1):
+    total = len(keys) if total is None else total
+    for i, key in enumerate(keys, first):
         t0 = time.perf_counter()
         result = job.execute_in_process(
             partition_key=key, instance=inst, raise_on_error=False, tags={"karma/trigger": "karma run"}, run_config=QUIET
         )
         if result.success:
-            log(f"[{i}/{len(keys)}] {key}: ok ({time.perf_counter() - t0:.1f} s)")
+            log(f"[{i}/{total}] {key}: ok ({time.perf_counter() - t0:.1f} s)")
         else:
             failed[key] = _first_failure(result)
-            log(f"[{i}/{len(keys)}] {key}: FAILED: {failed[key]}")
+            log(f"[{i}/{total}] {key}: FAILED: {failed[key]}")
     return failed
+
+
+def run_dates(
+    defs: dg.Definitions, inst: dg.DagsterInstance, keys: list[str], namespaces: list[str],
+    log: Callable[[str], None] = print,
+) -> tuple[dict[str, str], dict[str, dict[str, bool]]]:
+    """The documents `keys` date by date: date D's chains, then D's KG increment for every namespace, then D+1, so
+    each document's conflict check (the KG as of the day before its date) sees every earlier increment.
+
+    Returns ({document: error}, {namespace: {date: merged ok}})."""
+    by_date: dict[str, list[str]] = {}
+    for key in sorted(keys):
+        by_date.setdefault(date_of_document_key(key), []).append(key)
+    failed: dict[str, str] = {}
+    merged: dict[str, dict[str, bool]] = {ns: {} for ns in namespaces}
+    done = 0
+    for date, day_keys in sorted(by_date.items()):
+        failed.update(run_documents(defs, inst, day_keys, log, first=done + 1, total=len(keys)))
+        done += len(day_keys)
+        for ns in namespaces:
+            merged[ns].update(run_increments(defs, inst, ns, [date]))
+    return failed, merged
 
 
 def unfinished_documents(defs: dg.Definitions) -> list[str]:
@@ -126,10 +155,14 @@ def _first_failure(result: dg.ExecuteInProcessResult) -> str:
 
 
 def run_increments(defs: dg.Definitions, inst: dg.DagsterInstance, ns: str, dates: list[str]) -> dict[str, bool]:
+    """The KG increments of `dates`, in order. A date without a KG partition (before KARMA_KG_START_DATE or after
+    today, date_range.py) is left out: its documents already failed at `documents`, naming the setting, and the
+    other dates still merge."""
     job = defs.resolve_job_def(kg_job_name(ns))
+    dates, _outside = date_range.split_dates(dates, start=first_kg_date())
     return {
         date: job.execute_in_process(partition_key=date, instance=inst, raise_on_error=False, run_config=QUIET).success
-        for date in sorted(dates)
+        for date in dates
     }
 
 
@@ -154,11 +187,9 @@ def run_main(defs: dg.Definitions, inst: dg.DagsterInstance, log: Callable[[str]
     new_keys, failed_files = register_inbox(defs, inst)
     keys = sorted(set(new_keys) | set(unfinished_documents(defs)))
     log(f"{len(new_keys)} new or changed documents, {len(keys)} to process, {len(failed_files)} unreadable files")
-    failed = run_documents(defs, inst, keys, log)
+    failed, merged = run_dates(defs, inst, keys, backbones.names(), log)
     failed.update({f"file {path}": why for path, why in failed_files.items()})
-    dates = sorted({date_of_document_key(k) for k in keys})
-    for ns in backbones.names():
-        outcome = run_increments(defs, inst, ns, dates)
+    for ns, outcome in merged.items():
         log(f"KG increments ({ns}): " + ", ".join(f"{d} {'ok' if ok else 'FAILED'}" for d, ok in outcome.items()))
     return run_report(defs, inst, time.perf_counter() - t0, failed)
 
@@ -208,7 +239,8 @@ def backfill_tiers(
 ) -> list[tuple[list[str], dict[str, str]]]:
     """The controller's decisions for `keys`, cut into priority tiers of partition-adjacent chunks (tiers.py)."""
     storage, _ = _resources(defs)
-    decisions = {d.doc_key: d for d in decide(keys, storage.paths(), namespace=namespace)}
+    params = defs.resources["karma_params"].params().controller  # type: ignore[union-attr]
+    decisions = {d.doc_key: d for d in decide(keys, storage.paths(), namespace=namespace, params=params)}
     position = {k: i for i, k in enumerate(inst.get_dynamic_partitions(documents_partitions.name)) if k in decisions}
     return controller_tiers(decisions, position, MAX_DOCUMENTS_PER_RUN, n_tiers)
 
@@ -235,6 +267,12 @@ def backfill_dates(
     outcomes = [wait(docs_id) for docs_id in docs_ids]
     status = {"documents": next((o for o in outcomes if o != "COMPLETED_SUCCESS"), "COMPLETED_SUCCESS")}
     kg_assets = [dg.AssetKey([ns, "knowledge_graph"]) for ns in namespaces]
+    dates, outside = date_range.split_dates(dates, start=first_kg_date())
+    for why in outside.values():
+        log(f"skipped: {why}")
+    if not dates:
+        status["increments"] = "NO_DATE_IN_RANGE"
+        return status
     kg_id = launch_backfill(defs, inst, kg_assets, dates, f"KG increments {start}..{end}")
     log(f"backfill {kg_id}: KG increments of {', '.join(dates)} launched (date order)")
     status["increments"] = wait(kg_id)

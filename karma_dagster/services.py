@@ -7,6 +7,7 @@ look things up here, and `clear()` is the one way to forget them.
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -18,7 +19,7 @@ from karma_dagster import paths as project_paths
 from karma_dagster.backbones.base import Backbone
 from karma_dagster.config import BACKBONE_KINDS, BACKBONE_MODES, BackboneSettings
 from karma_dagster.kg.schema import KGSchema
-from karma_dagster.kg.store import KGStore
+from karma_dagster.kg.store import EdgeFacts, KGStore
 from karma_dagster.paths import DataPaths
 
 _LOCK = threading.RLock()
@@ -95,9 +96,27 @@ def dictionary(data: DataPaths):
 
 
 def entity_index(data: DataPaths):
+    """The process's handle on the LanceDB entity index (seed names + every namespace's merged entities).
+    A namespace's entities in it are only as fresh as its last sync: link through `linkable_index`."""
     from karma_dagster.kg.entity_index import EntityIndex
 
     return cached(("index", str(data.index)), lambda: EntityIndex(data.index))
+
+
+def linkable_index(data: DataPaths, namespace: str, before: dt.date | None = None):
+    """What a document of `namespace` dated `before` links its mentions against: the seed's names plus the
+    entities the namespace's increments merged before that date (an IndexView).
+
+    State-driven, so the cached index never goes stale: every call compares a fingerprint of the KG's
+    extracted nodes of the namespace with the one this process last synced (one small query) and, when they
+    differ — a merge here or in another process, a re-merge that dropped an entity, a crash between a merge and
+    the index update — syncs the namespace's index rows to the KG first."""
+    index = entity_index(data)
+    if data.kg.exists():
+        fingerprint, entities = KGStore(data.kg).extracted_entities(namespace, known=index.synced_fingerprint(namespace))
+        if entities is not None:
+            index.sync_namespace(namespace, entities, fingerprint)
+    return index.view(namespace, before)
 
 
 def kg_kind_lookup(data: DataPaths) -> Callable[[str], str | None]:
@@ -105,14 +124,15 @@ def kg_kind_lookup(data: DataPaths) -> Callable[[str], str | None]:
     return KGStore(data.kg).node_kinds().get
 
 
-def existing_relations_lookup(data: DataPaths, namespace: str) -> Callable[[str, str], list[str]]:
+def existing_relations_lookup(
+    data: DataPaths, namespace: str, as_of: dt.date | None = None
+) -> Callable[[Sequence[tuple[str, str]]], dict[tuple[str, str], list[EdgeFacts]]]:
+    """(head, tail) pairs -> the namespace's KG edges head -> tail with their support as of `as_of` (seed + evidence
+    dated <= as_of, minus edges superseded by then; None = everything): one query per call, for the conflict agent."""
     store = KGStore(data.kg)
-    memo: dict[tuple[str, str], list[str]] = {}
 
-    def lookup(head_id: str, tail_id: str) -> list[str]:
-        if (head_id, tail_id) not in memo:
-            memo[(head_id, tail_id)] = store.existing_relations(head_id, tail_id, namespace=namespace)
-        return memo[(head_id, tail_id)]
+    def lookup(pairs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], list[EdgeFacts]]:
+        return store.edges_between(pairs, namespace=namespace, as_of=as_of)
 
     return lookup
 
@@ -160,7 +180,10 @@ def backbone(name: str, settings: BackboneSettings, data: DataPaths, prompts_roo
         raise ValueError(f"backbone {name!r}: unknown mode {settings.mode!r} (use one of {list(BACKBONE_MODES)})")
 
     def build() -> Backbone:
-        built = _local_backbone(data) if settings.kind == "local" else _llm_backbone(name, settings, data, root, required_prompts)
+        if settings.kind == "local":  # stateless: every local chain (ablations, baseline) shares one model in memory
+            built = cached(("local_backbone", str(data.root), str(data.cache())), lambda: _local_backbone(data))
+        else:
+            built = _llm_backbone(name, settings, data, root, required_prompts)
         if settings.mode != "multi_agent":
             from karma_dagster.backbones.single_agent import wrap_mode
 

@@ -9,28 +9,33 @@ agent and returns rows plus figures for the materialization's metadata.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pandas as pd
 from pydantic import BaseModel
 
+from karma_dagster import date_range
 from karma_dagster import services
 from karma_dagster.agents.conflict_resolution import resolve_conflicts
-from karma_dagster.agents.entity_extraction import extract_entities
+from karma_dagster.agents.entity_extraction import extract_entities_counted
 from karma_dagster.agents.evaluator import evaluate_triples
 from karma_dagster.agents.ingestion import ingest_document
+from karma_dagster.agents.pass_through import unevaluated, unresolved, unsummarized
 from karma_dagster.agents.reader import read_document
 from karma_dagster.agents.relation_extraction import extract_relations
 from karma_dagster.agents.schema_alignment import align_triples
+from karma_dagster.agents.single_agent import own_answer_params, paper_chunks
 from karma_dagster.agents.summarizer import summarize_segments
 from karma_dagster.backbones.base import Backbone
 from karma_dagster.backbones.llm.backbone import EVALUATOR_PROMPTS
 from karma_dagster.config import BackboneSettings
 from karma_dagster.ingest.catalog import Catalog
+from karma_dagster.ingest.keys import date_of_document_key
 from karma_dagster.params import KarmaParams
 from karma_dagster.paths import DataPaths
 from karma_dagster.schemas.frames import frame_to_records
@@ -57,7 +62,10 @@ from karma_dagster.schemas.tables import (
 )
 from karma_dagster.stage_store import StageStore
 
-LOCAL_CHAIN_VERSION = "local-chain-v1"
+LOCAL_CHAIN_VERSION = "local-chain-v2"  # v2: evaluated rows carry evidence_score, C/Cl/R may be n/a (issue 10)
+VARIANT_VERSION = "v1"  # of the pass-throughs and the single-agent steps below
+KARMA, ABLATED, SINGLE_AGENT = "karma", "ablated", "single_agent"  # what runs in a stage: its agent, a
+# pass-through in its place (an ablation, or an agent the single-agent baseline lacks), the baseline's own step
 SEED_KG = "seed_kg"  # not a stage: the imported KG a stage may read (entities link against its index)
 
 Figures = dict[str, object]  # what a stage reports beside its rows (metadata of its materialization)
@@ -101,6 +109,7 @@ class Stage:
     table_model: type  # the pandera model of its table: the blocking asset check
     kinds: frozenset[str] = frozenset({"python"})
     report: Callable[[pd.DataFrame], dict[str, int]] = field(default=lambda t: {"rows": len(t)})
+    variant: str = KARMA  # KARMA, ABLATED or SINGLE_AGENT (chain_for picks it from a backbone's settings)
 
     @property
     def tables_read(self) -> tuple[str, ...]:
@@ -109,6 +118,7 @@ class Stage:
 
 # ---------------------------------------------------------------- what each stage computes
 def _documents(x: StageInputs) -> tuple[list[BaseModel], Figures]:
+    date_range.check_document(x.document)  # no KG date partition for its date: fail this document alone, say why
     row = ingest_document(x.document, x.paths.inbox, Catalog(x.paths.catalog), x.backbone)
     return [row], {
         "title": row.title, "source": row.source_path, "source_format": row.source_format, "date": str(row.date),
@@ -133,16 +143,22 @@ def _summaries(x: StageInputs) -> tuple[list[BaseModel], Figures]:
 
 
 def _entities(x: StageInputs) -> tuple[list[BaseModel], Figures]:
-    rows = extract_entities(x.records("summaries", SummaryRow), x.backbone, services.dictionary(x.paths),
-                            services.entity_index(x.paths), x.params)
-    linked = sum(r.status == "linked" for r in rows)
-    return rows, {"mentions": len(rows), "linked": linked, "new": len(rows) - linked, "rho": x.params.rho}
+    # the seed's names + what this backbone's increments merged before the paper's date (the index grows)
+    index = services.linkable_index(x.paths, x.namespace, before=dt.date.fromisoformat(date_of_document_key(x.document)))
+    found = extract_entities_counted(x.records("summaries", SummaryRow), x.backbone, services.dictionary(x.paths),
+                                     index, x.params, services.kg_schema())
+    rows, counts = found.rows, found.counts
+    return rows, {"mentions": len(rows), "linked": counts.linked, "new": counts.new, "rho": x.params.rho,
+                  **counts.figures(), "index_namespace_entities": index.count_extracted()}
 
 
 def _relations(x: StageInputs) -> tuple[list[BaseModel], Figures]:
     rows = extract_relations(x.records("summaries", SummaryRow), x.records("entities", MentionRow), x.backbone,
                              x.params)
-    return rows, {"triples": len(rows), "by_relation": dict(Counter(r.relation for r in rows))}
+    sampled = [r.sample_confidence for r in rows if r.sample_confidence is not None]
+    return rows, {"triples": len(rows), "by_relation": dict(Counter(r.relation for r in rows)),
+                  "relation_samples": x.params.relation_samples,
+                  "mean_sample_confidence": round(sum(sampled) / len(sampled), 4) if sampled else None}
 
 
 def _aligned(x: StageInputs) -> tuple[list[BaseModel], Figures]:
@@ -153,10 +169,17 @@ def _aligned(x: StageInputs) -> tuple[list[BaseModel], Figures]:
 
 
 def _resolved(x: StageInputs) -> tuple[list[BaseModel], Figures]:
-    existing = services.existing_relations_lookup(x.paths, x.namespace)
-    rows = resolve_conflicts(x.records("aligned", AlignedRow), existing, x.backbone, services.kg_schema(), x.params)
-    actions = {f"action_{a}": sum(r.action == a for r in rows) for a in ("keep", "discard", "review")}
-    return rows, {"conflicts": sum(r.conflict for r in rows), **actions}
+    # checked in time: the KG as of the day before the paper's date (its own documents row), and its own triples
+    day = pd.Timestamp(x.table("documents").iloc[0]["date"]).date()
+    kg_as_of = day - dt.timedelta(days=1)
+    existing = services.existing_relations_lookup(x.paths, x.namespace, as_of=kg_as_of)
+    rows = resolve_conflicts(x.records("aligned", AlignedRow), existing, x.backbone, services.kg_schema(), x.params,
+                             on=day)
+    actions = {f"action_{a}": sum(r.action == a for r in rows) for a in ("keep", "discard", "replace", "review")}
+    clashes = {f"against_{a}": sum(r.conflict and r.against == a for r in rows) for a in ("kg", "same_document")}
+    verdicts = {f"verdict_{v}": sum(r.verdict == v for r in rows) for v in ("agree", "contradict")}
+    return rows, {"conflicts": sum(r.conflict for r in rows), **actions, **clashes, **verdicts,
+                  "kg_as_of": str(kg_as_of)}
 
 
 def _evaluated(x: StageInputs) -> tuple[list[BaseModel], Figures]:
@@ -166,6 +189,60 @@ def _evaluated(x: StageInputs) -> tuple[list[BaseModel], Figures]:
     rows = evaluate_triples(x.records("resolved", ResolvedRow), relevance, x.backbone, x.params, is_linked=linked)
     accepted = sum(r.accepted for r in rows)
     return rows, {"accepted": accepted, "rejected": len(rows) - accepted, "theta": x.params.integrate_threshold}
+
+
+# ---------------------------------------------------------------- variants: pass-throughs and the single-agent steps
+def _unsummarized(x: StageInputs) -> tuple[list[BaseModel], Figures]:
+    rows = unsummarized(x.records("segments", SegmentRow))
+    return rows, {"pass_through": "each kept segment's text unchanged",
+                  "sentences_in": sum(r.n_sentences_in for r in rows),
+                  "sentences_out": sum(r.n_sentences_out for r in rows)}
+
+
+def _unresolved(x: StageInputs) -> tuple[list[BaseModel], Figures]:
+    rows = unresolved(x.records("aligned", AlignedRow))
+    return rows, {"pass_through": "no conflict check: verdict skipped, aligned triples kept",
+                  "conflicts": 0, **{f"action_{a}": sum(r.action == a for r in rows) for a in ("keep", "review")}}
+
+
+def _unevaluated(x: StageInputs) -> tuple[list[BaseModel], Figures]:
+    rows = unevaluated(x.records("resolved", ResolvedRow))
+    accepted = sum(r.accepted for r in rows)
+    return rows, {"pass_through": "no C, Cl, R (n/a), no Theta: aligned and kept triples accepted",
+                  "accepted": accepted, "rejected": len(rows) - accepted}
+
+
+def _paper_chunks(max_chars: int) -> Callable[[StageInputs], tuple[list[BaseModel], Figures]]:
+    def run(x: StageInputs) -> tuple[list[BaseModel], Figures]:
+        doc = x.table("documents").iloc[0]
+        sections = [RawSection.model_validate(s) for s in json.loads(doc["sections_json"])]
+        rows = paper_chunks(x.document, sections, max_chars)
+        kept = sum(r.kept for r in rows)
+        return rows, {"chunks": kept, "dropped": len(rows) - kept, "max_chars": max_chars,
+                      "reader_filter": "none (single-agent baseline)"}
+
+    return run
+
+
+def _own_answer(relations: Callable[[StageInputs], tuple[list[BaseModel], Figures]]
+                ) -> Callable[[StageInputs], tuple[list[BaseModel], Figures]]:
+    """The relation stage with the backbone's own answer in place of theta_r (no tuned threshold)."""
+    def run(x: StageInputs) -> tuple[list[BaseModel], Figures]:
+        own = own_answer_params(x.params, x.backbone)
+        rows, figures = relations(replace(x, params=own))
+        return rows, {**figures, "theta": f"none: the model's own answer (p >= {own.theta_for('any')})"}
+
+    return run
+
+
+# What runs instead of an agent: per stage name, the pass-through and what the UI says about it.
+PASS_THROUGHS: dict[str, tuple[Callable[[StageInputs], tuple[list[BaseModel], Figures]], str]] = {
+    "summaries": (_unsummarized, "ABLATED (no summarizer): each kept segment's text passes unchanged."),
+    "resolved": (_unresolved, "ABLATED (no conflict resolution): no clash with the KG is looked for; every aligned "
+                              "triple is kept (verdict skipped)."),
+    "evaluated": (_unevaluated, "ABLATED (no evaluator): no confidence, clarity, relevance (n/a) and no Theta; "
+                                "aligned and kept triples are accepted."),
+}
 
 
 # ---------------------------------------------------------------- what each stage adds to the run report
@@ -212,9 +289,12 @@ STAGES: tuple[Stage, ...] = (
           run=_summaries, table_model=SummariesTable, report=_report_summaries),
     Stage("entities", "entity_extraction", "entity_extraction", reads=("summaries", SEED_KG),
           prompts=("entity_extraction",), row_model=MentionRow,
-          preview=("text", "type", "long_form", "status", "kg_name", "entity_id", "distance"),
-          description="EEA: mentions (NER filtered by the KG/MeSH dictionary, abbreviations resolved), each linked "
-                      "to the nearest KG entity or flagged new (distance > rho).",
+          preview=("text", "type", "kind", "long_form", "status", "linked_to", "in_dictionary", "kg_name",
+                   "entity_id", "distance"),
+          description="EEA: mentions (NER screened by the KG/MeSH dictionary, abbreviations resolved; names the "
+                      "dictionary lacks kept as unlisted unless garbage, every drop counted by reason), each linked "
+                      "to the nearest KG entity (seed, or one this backbone's earlier increments merged) or new "
+                      "(distance > rho) with the schema kind of its type (KARMA Eq. 14).",
           run=_entities, table_model=EntitiesTable, kinds=frozenset({"python", "spacy", "lancedb"}), report=_report_entities),
     Stage("relations", "relation_extraction", "relation_extraction", reads=("entities", "summaries"),
           prompts=("relation_extraction",), row_model=TripleRow,
@@ -229,11 +309,14 @@ STAGES: tuple[Stage, ...] = (
           description="SAA: entity kinds and relations mapped onto the KG schema; no match is flagged for schema "
                       "review.",
           run=_aligned, table_model=AlignedTable, kinds=frozenset({"python", "duckdb"}), report=_nothing),
-    Stage("resolved", "conflict_resolution", "conflict_resolution", reads=("aligned", SEED_KG),
+    Stage("resolved", "conflict_resolution", "conflict_resolution", reads=("aligned", "documents", SEED_KG),
           prompts=("conflict_resolution",), row_model=ResolvedRow,
-          preview=("head_name", "kg_relation", "tail_name", "conflict", "contradicts", "verdict", "action"),
-          description="CRA: triples that contradict an existing KG edge, debated; contradicted ones discarded or "
-                      "queued for review.",
+          preview=("head_name", "kg_relation", "tail_name", "against", "contradicts", "verdict", "debate_confidence",
+                   "action", "adjudication"),
+          description="CRA, checked in time: triples that contradict the namespace's KG as of the day before the "
+                      "paper's date (seed + earlier increments, minus superseded edges) or another triple of the "
+                      "same paper are debated, then adjudicated on both sides' support and dates: keep, discard, "
+                      "replace the older edge (kept in history) or review. Papers of the same day meet at the merge.",
           run=_resolved, table_model=ResolvedTable, kinds=frozenset({"python", "duckdb"}), report=_nothing),
     Stage("evaluated", "evaluator", "evaluator", reads=("resolved", "segments", "entities"),
           prompts=EVALUATOR_PROMPTS, row_model=EvaluatedRow,
@@ -258,6 +341,57 @@ def by_name(name: str, stages: Sequence[Stage] = STAGES) -> Stage:
     raise KeyError(f"no stage {name!r}; stages: {names(stages)}")
 
 
+def ablated(stage: Stage) -> Stage:
+    """The stage with its agent switched off: same name, reads and table (the asset graph keeps its shape), a
+    pass-through in place of the agent, no prompts."""
+    if stage.name not in PASS_THROUGHS:
+        raise KeyError(f"stage {stage.name!r} has no pass-through; ablatable stages: {sorted(PASS_THROUGHS)}")
+    run, description = PASS_THROUGHS[stage.name]
+    return replace(stage, run=run, prompts=(), description=description, kinds=frozenset({"python"}), variant=ABLATED)
+
+
+def _single_agent(stage: Stage, settings: BackboneSettings) -> Stage:
+    """The single-agent baseline's version of a stage: no reader filter, summarizer, theta_r, debate or Theta."""
+    if stage.name in ("summaries", "resolved", "evaluated"):
+        return ablated(stage)
+    one_generation = ("single_agent",) if settings.kind == "litellm" else stage.prompts
+    if stage.name == "segments":
+        return replace(stage, run=_paper_chunks(settings.single_agent_chunk_chars), prompts=(), variant=SINGLE_AGENT,
+                       description="Single-agent baseline: the paper's content as one segment (paper-sized chunks "
+                                   f"over {settings.single_agent_chunk_chars} characters); no reader filter.")
+    if stage.name == "entities":
+        return replace(stage, prompts=one_generation, variant=SINGLE_AGENT,
+                       description="Single-agent baseline: the entities of the one generation per paper (or chunk), "
+                                   "linked to the nearest KG entity or new.")
+    if stage.name == "relations":
+        return replace(stage, run=_own_answer(stage.run), prompts=one_generation, variant=SINGLE_AGENT,
+                       description="Single-agent baseline: the triples of the one generation per paper (or chunk), "
+                                   "as the model answers them (no theta_r).")
+    return stage
+
+
+def chain_for(settings: BackboneSettings, registry: Sequence[Stage] = STAGES) -> tuple[Stage, ...]:
+    """The stages a backbone with these settings runs: `registry` with each ablated agent's stage replaced by its
+    pass-through (multi_agent), or the single-agent baseline's variants (single_agent). Same names, same reads:
+    every backbone's chain is the same asset graph, so the comparison compares stage by stage."""
+    agents = {s.agent for s in registry}
+    missing = [a for a in settings.ablate if a not in agents]
+    if missing:
+        raise ValueError(f"ablate {missing}: no stage of the chain runs that agent (agents: {sorted(agents)})")
+    chain = tuple(variant_of(s, settings) for s in registry)
+    check(chain)
+    return chain
+
+
+def variant_of(stage: Stage, settings: BackboneSettings) -> Stage:
+    """What runs in `stage` for a backbone with these settings (a variant stays itself)."""
+    if stage.variant != KARMA:
+        return stage
+    if settings.mode == "single_agent":
+        return _single_agent(stage, settings)
+    return ablated(stage) if stage.agent in settings.ablate else stage
+
+
 def all_prompts(stages: Sequence[Stage] = STAGES) -> list[str]:
     """Every prompt an LLM backbone renders for these stages (it checks they exist when it is built)."""
     return sorted({p for s in stages for p in s.prompts})
@@ -277,15 +411,20 @@ def check(stages: Sequence[Stage]) -> None:
 
 def code_version(stage: Stage, settings: BackboneSettings, prompts_root: Path | str | None = None) -> str:
     """An asset's code_version: its prompt files' hash on LLM backbones, the algorithm versions on local;
-    the single-agent baseline's stages are other code (and, over an LLM, another prompt file)."""
+    a pass-through or a single-agent step is other code (`variant`), and every stage of the single-agent baseline
+    runs on another backbone (over an LLM, another prompt file; its chunk size cuts the papers)."""
     from karma_dagster.prompts import PromptStore
 
+    stage = variant_of(stage, settings)
     if settings.kind == "litellm":
         version = PromptStore(prompts_root or None).code_version_for(list(stage.prompts))
     else:
         version = f"{LOCAL_CHAIN_VERSION}:{stage.name}"
+    if stage.variant != KARMA:
+        version += f"+{stage.variant}-{VARIANT_VERSION}"
     if settings.mode == "multi_agent":
         return version
+    version += f"+chunk{settings.single_agent_chunk_chars}"
     if settings.kind == "litellm":
         return version + f"+{settings.mode}:" + PromptStore(prompts_root or None).code_version_for(["single_agent"])
     return version + f"+{settings.mode}"

@@ -23,3 +23,24 @@ class LexiconBackbone:
         from karma_dagster.backbones.local.summarizer import summarize
 
         return summarize(section.text, max_sentences, self.count_hits)[0]
+
+
+def _partial_backbone_class():
+    from karma_dagster.backbones.base import Backbone
+
+    def unused(name: str):
+        def method(self, *args, **kwargs):
+            raise NotImplementedError(f"{type(self).__name__}.{name}: this test backbone does not answer it")
+        method.__name__ = name
+        return method
+
+    methods = {name: unused(name) for name in sorted(Backbone.__abstractmethods__)}
+    methods["prompt_id"] = lambda self, agent: f"test-{type(self).__name__}"
+    return type("PartialBackbone", (Backbone,), {
+        "__doc__": "A Backbone whose agents all raise NotImplementedError: a test overrides only the ones its agent "
+                   "asks, so a call to any other fails loudly.",
+        **methods,
+    })
+
+
+PartialBackbone = _partial_backbone_class()

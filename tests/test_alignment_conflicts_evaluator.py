@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 from pathlib import Path
 
 import pytest
 
+from stub_backbones import PartialBackbone
+
 from karma_dagster.agents.conflict_resolution import resolve_conflicts
 from karma_dagster.agents.evaluator import EvaluatorError, evaluate_triples
 from karma_dagster.agents.schema_alignment import align_triples
-from karma_dagster.backbones.base import Backbone, TripleQuery
+from karma_dagster.backbones.base import TripleQuery
 from karma_dagster.backbones.local.judge import LocalJudge
 from karma_dagster.backbones.local.relations import DEFAULT_BIORED
 from karma_dagster.dictionary.sentences import count_tokens, split_sentences
 from karma_dagster.ingest.pubtator import read_pubtator
 from karma_dagster.kg.schema import KGSchema, SchemaError
+from karma_dagster.kg.store import EdgeFacts
 from karma_dagster.params import EvaluatorWeights, KarmaParams
 from karma_dagster.schemas.records import MentionRow, TripleRow
 
@@ -36,7 +40,7 @@ def _sentence(doc, startswith: str) -> str:
     return next(s for _, _, s in split_sentences(doc.text) if s.startswith(startswith))
 
 
-class _JudgeBackbone(Backbone):
+class _JudgeBackbone(PartialBackbone):
     """Only the SAA/CRA/EA questions, answered by the local judge under test."""
 
     name = "local-test"
@@ -57,21 +61,6 @@ class _JudgeBackbone(Backbone):
 
     def prompt_id(self, agent):
         return "local-judge"
-
-    def clean_document(self, doc):
-        raise NotImplementedError
-
-    def score_relevance(self, sections, kg_context):
-        raise NotImplementedError
-
-    def summarize(self, section, max_sentences):
-        raise NotImplementedError
-
-    def recognize(self, text):
-        raise NotImplementedError
-
-    def relation_probabilities(self, text, pairs):
-        raise NotImplementedError
 
 
 def _triple(doc, evidence: str, head: tuple[str, str, str], relation: str, tail: tuple[str, str, str],
@@ -178,32 +167,100 @@ def galactose(schema, docs):
     return aligned, plain, hedged
 
 
-def test_treats_against_an_existing_causes_edge_is_a_conflict(schema, galactose):
+def _kg(edges: list[EdgeFacts]):
+    """A KG lookup (pairs -> edges head -> tail) over the given edges, as services.existing_relations_lookup answers."""
+    return lambda pairs: {p: [e for e in edges if (e.head_id, e.tail_id) == p] for p in pairs}
+
+
+def _edge(relation: str, confidence: float, *, last_seen: dt.date | None = None, seed: bool = False,
+          head: str = "D005693", tail: str = "D003072") -> EdgeFacts:
+    return EdgeFacts(head_id=head, relation=relation, tail_id=tail, confidence=confidence,
+                     first_seen=last_seen, last_seen=last_seen, n_evidence=0 if last_seen is None else 1, in_seed=seed)
+
+
+NO_KG = _kg([])
+DAY = dt.date(2016, 1, 12)
+
+
+def test_treats_against_an_existing_causes_edge_is_adjudicated(schema, galactose):
+    """The plain sentence states 'prevents' between the two names: the local debate says contradict at 0.8; the hedged
+    one agrees (0.7). Then both sides' support decides (margin 0.15, review at 0.8, debate floor 0.6)."""
     aligned, plain, hedged = galactose
-    kg = {("D005693", "D003072"): ["causes"]}
-    existing = lambda a, b: kg.get((a, b), [])  # noqa: E731
-    params = KarmaParams(conflict_review_confidence=0.8)
+    seed = _kg([_edge("causes", 0.9, seed=True)])
+    params = KarmaParams()
     backbone = _JudgeBackbone(schema)
-    sure, unsure, soft = resolve_conflicts([aligned(plain, 0.9), aligned(plain, 0.6), aligned(hedged, 0.9)],
-                                           existing, backbone, schema, params)
+    # one call each: triples of one document on one edge would reinforce each other
+    tie, weak, soft = (resolve_conflicts([t], seed, backbone, schema, params, on=DAY)[0]
+                       for t in (aligned(plain, 0.9), aligned(plain, 0.6), aligned(hedged, 0.9)))
     assert backbone.debates == [("treats", "causes")] * 3
-    assert (sure.conflict, sure.verdict, sure.action) == (True, "contradict", "review")
-    assert sure.contradicts == "D005693 -causes-> D003072"
-    assert (unsure.verdict, unsure.action) == ("contradict", "discard")
-    assert (soft.conflict, soft.verdict, soft.action) == (True, "agree", "keep")
+    # 0.9 vs the seed edge's 0.9 (a seed edge is never discounted): within 0.15 -> review
+    assert (tie.conflict, tie.verdict, tie.action, tie.against) == (True, "contradict", "review", "kg")
+    assert tie.contradicts == "D005693 -causes-> D003072" and tie.debate_confidence == 0.8
+    assert (tie.against_confidence, tie.against_date) == (0.9, None) and "too close to call" in tie.adjudication
+    assert "prevent" in tie.argument_for and "curated" in tie.argument_against
+    # 0.6 vs 0.9: the edge leads by 0.3 -> the new triple loses; 0.6 < 0.8 -> discard
+    assert (weak.verdict, weak.action) == ("contradict", "discard") and "the edge leads" in weak.adjudication
+    # hedged: the debate finds no real contradiction -> keep, whatever the numbers
+    assert (soft.conflict, soft.verdict, soft.action, soft.debate_confidence) == (True, "agree", "keep", 0.7)
+    assert "'might'" in soft.argument_against
+
+
+def test_a_strong_new_triple_replaces_a_weak_or_old_edge(schema, galactose):
+    aligned, plain, _ = galactose
+    params = KarmaParams()
+    # extracted a week before with 0.6: 0.6 * 0.5 ** ((7 / 365.25) / 10) = 0.59920 -> 0.95 leads by >= 0.15
+    recent = _kg([_edge("causes", 0.6, last_seen=DAY - dt.timedelta(days=7))])
+    (row,) = resolve_conflicts([aligned(plain, 0.95)], recent, _JudgeBackbone(schema), schema, params, on=DAY)
+    assert (row.action, row.against, row.against_date, row.against_confidence) == (
+        "replace", "kg", DAY - dt.timedelta(days=7), 0.6)
+    assert row.contradicts == "D005693 -causes-> D003072" and "superseded from 2016-01-12" in row.adjudication
+    # 0.9 last seen exactly 20 years (7305 days) before: 0.9 * 0.5 ** 2 = 0.225, so even 0.6 replaces it ...
+    old = _kg([_edge("causes", 0.9, last_seen=dt.date(1996, 1, 12))])
+    (row,) = resolve_conflicts([aligned(plain, 0.6)], old, _JudgeBackbone(schema), schema, params, on=DAY)
+    assert row.action == "replace" and "0.23 after 20.0 y" in row.adjudication
+    # ... unless time does not count, then 0.6 loses to 0.9
+    (row,) = resolve_conflicts([aligned(plain, 0.6)], old, _JudgeBackbone(schema), schema,
+                               KarmaParams(conflict_half_life_years=0), on=DAY)
+    assert row.action == "discard"
+    # a debate less sure than the floor settles nothing: review
+    (row,) = resolve_conflicts([aligned(plain, 0.95)], recent, _JudgeBackbone(schema), schema,
+                               KarmaParams(conflict_debate_min_confidence=0.85), on=DAY)
+    assert row.action == "review" and "not settled" in row.adjudication
+
+
+def test_one_paper_saying_both_is_caught(schema, galactose, docs):
+    """Two triples of one document on one pair with incompatible relations meet each other (no KG edge needed)."""
+    aligned, plain, _ = galactose
+    treats = aligned(plain, 0.95)
+    causes = treats.model_copy(update={"triple_id": "t-causes", "kg_relation": "causes", "metaedge": "CcD",
+                                       "relation": "Positive_Correlation", "probability": 0.5,
+                                       "evidence": "Galactose causes cognitive deficits in aged rats."})
+    backbone = _JudgeBackbone(schema)
+    a, b = resolve_conflicts([treats, causes], NO_KG, backbone, schema, KarmaParams(), on=DAY)
+    assert sorted(backbone.debates) == [("causes", "treats"), ("treats", "causes")]
+    assert (a.against, a.action, a.against_confidence, a.against_date) == ("same_document", "keep", 0.5, DAY)
+    assert a.contradicts == "D005693 -causes-> D003072" and "this one leads" in a.adjudication
+    assert (b.against, b.action, b.against_confidence) == ("same_document", "discard", 0.95)
+    # two sentences of the paper saying 'causes' reinforce each other: 1 - 0.5 * 0.5 = 0.75, still 0.2 behind 0.95
+    again = causes.model_copy(update={"triple_id": "t-causes-2"})
+    rows = resolve_conflicts([treats, causes, again], NO_KG, _JudgeBackbone(schema), schema, KarmaParams(), on=DAY)
+    assert [r.action for r in rows] == ["keep", "discard", "discard"] and rows[0].against_confidence == 0.75
 
 
 def test_no_conflict_reverse_orientation_and_review_rows(schema, galactose):
     aligned, plain, _ = galactose
     row = aligned(plain, 0.9)
     params = KarmaParams()
-    (none,) = resolve_conflicts([row], lambda a, b: ["palliates"], _JudgeBackbone(schema), schema, params)
-    assert (none.conflict, none.verdict, none.action, none.contradicts) == (False, "none", "keep", None)
-    reverse = {("D003072", "D005693"): ["causes"]}
-    (rev,) = resolve_conflicts([row], lambda a, b: reverse.get((a, b), []), _JudgeBackbone(schema), schema, params)
+    (none,) = resolve_conflicts([row], _kg([_edge("palliates", 0.9, seed=True)]), _JudgeBackbone(schema), schema,
+                                params)
+    assert (none.conflict, none.verdict, none.action, none.contradicts, none.against) == (
+        False, "none", "keep", None, "none")
+    reverse = _kg([_edge("causes", 0.9, seed=True, head="D003072", tail="D005693")])
+    (rev,) = resolve_conflicts([row], reverse, _JudgeBackbone(schema), schema, params)
     assert rev.conflict and rev.contradicts == "D003072 -causes-> D005693"
     review = row.model_copy(update={"schema_status": "review", "kg_relation": None, "metaedge": None})
-    (rv,) = resolve_conflicts([review], lambda a, b: ["causes"], _JudgeBackbone(schema), schema, params)
+    (rv,) = resolve_conflicts([review], _kg([_edge("causes", 0.9, seed=True)]), _JudgeBackbone(schema), schema,
+                              params)
     assert (rv.action, rv.verdict, rv.conflict) == ("review", "none", False)
 
 
@@ -236,7 +293,7 @@ HAND = KarmaParams(
 
 def test_evaluator_matches_a_hand_computation(schema, galactose):
     aligned, plain, hedged = galactose
-    rows = resolve_conflicts([aligned(plain, 0.9), aligned(hedged, 0.55)], lambda a, b: [], _JudgeBackbone(schema),
+    rows = resolve_conflicts([aligned(plain, 0.9), aligned(hedged, 0.55)], NO_KG, _JudgeBackbone(schema),
                              schema, HAND)
     hedged_row = rows[1].model_copy(update={"segment_id": "g2"})
     out = evaluate_triples([rows[0], hedged_row], {"g1": 0.8, "g2": 0.2}, _JudgeBackbone(schema), HAND,
@@ -260,7 +317,7 @@ def test_evaluator_matches_a_hand_computation(schema, galactose):
 
 def test_evaluator_gates_and_errors(schema, galactose):
     aligned, plain, _ = galactose
-    (row,) = resolve_conflicts([aligned(plain, 0.9)], lambda a, b: [], _JudgeBackbone(schema), schema, KarmaParams())
+    (row,) = resolve_conflicts([aligned(plain, 0.9)], NO_KG, _JudgeBackbone(schema), schema, KarmaParams())
     queued = row.model_copy(update={"action": "review"})
     (ev,) = evaluate_triples([queued], {"g1": 1.0}, _JudgeBackbone(schema), KarmaParams(), is_linked={"D005693"})
     assert ev.score > 0.8 and not ev.accepted  # a high score does not integrate a triple queued for review

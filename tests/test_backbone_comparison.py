@@ -1,11 +1,10 @@
 """Two backbones side by side on a one-abstract fixture: `local` and the single-agent baseline over an LLM that
-replays scripted answers on 127.0.0.1 (judged by the same scripted LLM); every metric checked against values
-worked out by hand from the fixture, the KARMA formulas and the default evaluator weights."""
+replays scripted answers on 127.0.0.1 (judged by the same scripted LLM, which the comparison flags); every metric
+checked against values worked out by hand from the fixture and the KARMA formulas."""
 
 from __future__ import annotations
 
 import json
-import math
 import re
 
 import dagster as dg
@@ -17,7 +16,6 @@ from fake_openai_server import FakeOpenAIServer, agent_of, karma_responder
 from karma_dagster import runner
 
 from karma_dagster.definitions import build_definitions
-from karma_dagster.params import KarmaParams
 from karma_dagster.ingest.keys import date_of_document_key
 from karma_dagster.resources.backbones import BackboneConfig
 from karma_dagster.resources.judge import JudgeResource
@@ -56,10 +54,6 @@ def single_agent_responder(request: dict) -> str:
         triples.append({"head": "Tamoxifen", "head_type": "ChemicalEntity", "relation": "Negative_Correlation",
                         "tail": "breast cancer", "tail_type": "DiseaseOrPhenotypicFeature", "confidence": 0.9})
     return json.dumps({"triples": triples})
-
-
-def sigmoid(x: float) -> float:
-    return 1 / (1 + math.exp(-x))
 
 
 @pytest.fixture(scope="module")
@@ -107,27 +101,29 @@ def test_every_metric_of_the_scripted_backbone_matches_the_hand_computation(comp
     p, _defs, _key, _ok, _table, _asked = compared
     m = metrics(p, "scripted")
     # one document, one triple (the title's and the abstract's readings dedupe per document), accepted;
-    # rule signals: probability 0.9, both ends linked to the KG (2), not hedged/negated, short evidence,
-    # segment relevance 1.0 (no reader): C = s(b + w_p*0.9 + w_l*2), Cl = s(b), R = s(b + w_s*1 + w_l*2)
-    w = KarmaParams().weights
+    # the single-agent baseline runs no evaluator and no conflict resolution: MC, MCl, MR and R_CR are n/a
     assert m["documents"] == 1 and m["triples_proposed"] == 1 and m["new_triples"] == 1
-    c = w.confidence
-    assert m["mean_confidence"] == pytest.approx(sigmoid(c["bias"] + c["probability"] * 0.9 + c["linked_entities"] * 2))
-    assert m["mean_clarity"] == pytest.approx(sigmoid(w.clarity["bias"]))
-    r = w.relevance
-    assert m["mean_relevance"] == pytest.approx(sigmoid(r["bias"] + r["segment_relevance"] * 1.0 + r["linked_entities"] * 2))
+    assert (m["mode"], m["ablated"]) == ("single_agent", [])
+    assert (m["mean_confidence"], m["mean_clarity"], m["mean_relevance"]) == (None, None, None)
+    assert m["triples_into_cra"] == 1 and m["conflicts_removed"] == 0 and m["conflict_ratio"] is None
     assert m["coverage_gain"] == 0, "Tamoxifen and breast cancer are both seed KG nodes"
     con = duckdb.connect(str(p.storage.kg_path()), read_only=True)
     seed_has = con.execute("SELECT count(*) FROM seed_edges WHERE head_id = 'Compound::DB00675' AND relation = 'treats' "
                            "AND tail_id = 'Disease::DOID:1612'").fetchone()[0]
-    n_seed = con.execute("SELECT count(*) FROM seed_nodes").fetchone()[0]
+    # Σ deg_before over the seed entities: every seed edge adds 1 to each end (a self-loop once)
+    degree_sum = con.execute("SELECT sum(CASE WHEN head_id = tail_id THEN 1 ELSE 2 END) FROM "
+                             "(SELECT DISTINCT head_id, relation, tail_id FROM seed_edges)").fetchone()[0]
     con.close()
     net = 0 if seed_has else 2  # a new edge between two existing entities adds 1 to each degree
-    assert m["net_degree_increase"] == net and m["connectivity_gain"] == pytest.approx(net / n_seed)
-    assert m["conflicts"] == 0 and m["conflict_ratio"] == 0.0
+    assert m["connectivity_net"] == net and m["connectivity_ratio"] == pytest.approx((degree_sum + net) / degree_sum)
     assert m["verdicts"]["likely_correct"] == 1 and m["llm_correctness"] == 1.0 and m["judge"].startswith("LLM judge scripted")
-    # tamoxifen -treats-> breast cancer is answered (curated key); no KG node is named "visfatin": no answer
+    # the judge is the scripted chain's own model: flagged; the same judge over `local` is not
+    assert m["judge_is_chain_model"] and "openai/karma-scripted" in m["judge_overlap"]
+    assert not metrics(p, "local")["judge_is_chain_model"]
+    # tamoxifen -treats-> breast cancer is answered (curated key), by the seed alone too (the seed holds that edge);
+    # no KG node is named "visfatin": no answer
     assert (m["qa_questions"], m["qa_answered"], m["qa_plausible"], m["qa_coherence"]) == (2, 1, 1, 0.5)
+    assert (m["qa_plausible_seed_only"], m["qa_coherence_seed_only"]) == ((1, 0.5) if seed_has else (0, 0.0))
     g = gold(p, "scripted")
     # gold: Tamoxifen x2, breast cancer x2, both found exactly; ids {MESH:D013629, MESH:D001943}; one pair, its type
     for k in ("mention", "id", "pair", "pair_type"):
@@ -135,7 +131,7 @@ def test_every_metric_of_the_scripted_backbone_matches_the_hand_computation(comp
 
 
 def test_local_metrics_agree_with_its_tables_and_the_comparison_shows_both(compared):
-    p, _defs, key, _ok, table, _asked = compared
+    p, defs, key, _ok, table, _asked = compared
     m = metrics(p, "local")
     stages = p.storage.stage_store()
     ev = stages.read("local", "evaluated", key)
@@ -145,22 +141,40 @@ def test_local_metrics_agree_with_its_tables_and_the_comparison_shows_both(compa
     con.close()
     new = ev[ev["accepted"] & ev["triple_id"].isin(merged)]
     assert m["new_triples"] == len(new) and m["triples_proposed"] == len(ev) and m["coverage_gain"] == extracted
+    assert (m["mode"], m["ablated"]) == ("multi_agent", [])
     if len(new):
         assert m["mean_confidence"] == pytest.approx(new["confidence"].mean())
-        assert m["conflict_ratio"] == pytest.approx(new["conflict"].mean())
+    resolved = stages.read("local", "resolved", key)
+    aligned = resolved[resolved["schema_status"] == "aligned"]
+    removed = aligned["conflict"] & aligned["action"].isin(["discard", "review"])
+    assert m["triples_into_cra"] == len(aligned) and m["conflicts_removed"] == int(removed.sum())
+    if len(aligned):  # one document: the merge had no other document of its date to adjudicate against
+        assert m["conflict_ratio"] == pytest.approx(removed.mean()) and m["conflicts_removed_at_merge"] == 0
     g = gold(p, "local")  # the dictionary finds the four gold spans and their MeSH ids ('women' is not scored)
     assert (g["gold_mention_f1"], g["gold_id_f1"]) == (1.0, 1.0)
 
     csv = pd.read_csv(p.storage.root() / "metrics" / "backbone_comparison.csv").set_index("backbone")
     assert list(csv.index) == ["local", "scripted"]
-    assert csv.loc["scripted", "mean_confidence"] == pytest.approx(metrics(p, "scripted")["mean_confidence"])
+    if m["mean_confidence"] is not None:
+        assert csv.loc["local", "mean_confidence"] == pytest.approx(m["mean_confidence"])
+    assert csv.loc["local", "connectivity_ratio"] == pytest.approx(m["connectivity_ratio"])
     assert csv.loc["local", "cost_usd"] == 0.0 and pd.isna(csv.loc["scripted", "cost_usd"]), "unpriced model: n/a"
     assert csv.loc["scripted", "gold_pair_type_f1"] == 1.0
-    assert "| scripted |" in table and "**1.000**" in table and "LC ↑" in table
+    assert "| scripted | single_agent | - |" in table and "LC ↑" in table
+    # the two rows tie on every metric both measure (one abstract, one triple each): nothing is bolded
+    assert "| local | multi_agent | - | " in table and "**" not in table.split("\n")[2]
+    assert csv.index.name == "backbone" and list(csv.columns[:3]) == ["mode", "ablated", "status"]
+    assert pd.isna(csv.loc["scripted", "conflict_ratio"]) and pd.isna(csv.loc["scripted", "mean_clarity"])
+    assert bool(csv.loc["scripted", "judge_is_chain_model"]) and not bool(csv.loc["local", "judge_is_chain_model"])
+    assert "⚠ The judge is not independent of these chains" in table and "- scripted: the judge is the chain's own" in table
     record = p.instance.fetch_materializations(dg.AssetKey("backbone_comparison"), limit=1).records[0]
     meta = record.asset_materialization.metadata  # type: ignore[union-attr]
     assert "data:image/png;base64," in meta["chart"].value and "| local |" in meta["table"].value
+    assert meta["judge_is_chain_model"].value is True and meta["judge_is_chain_model_backbones"].value == ["scripted"]
     assert (p.storage.root() / "metrics" / "backbone_comparison.png").read_bytes()[:4] == b"\x89PNG"
+    report = runner.run_report(defs, p.instance, 1.0, {})  # the main job's report warns too
+    assert list(report.judge_warnings) == ["scripted"] and "openai/karma-scripted" in report.judge_warnings["scripted"]
+    assert "Warning: the judge is not independent" in report.markdown() and "- scripted:" in report.markdown()
     for path in p.root.rglob("*"):
         if path.is_file():
             assert FAKE_KEY.encode() not in path.read_bytes(), path.name

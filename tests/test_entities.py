@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from karma_dagster.agents.entity_extraction import extract_entities, filter_proposals, mention_id
+from karma_dagster.agents.entity_extraction import (
+    extract_entities,
+    extract_entities_counted,
+    filter_proposals,
+    mention_id,
+    screen_proposals,
+    unlisted_name_problem,
+)
 from karma_dagster.dictionary.lexicon import Lexicon, LexiconError, hetionet_to_vocab_id
 from karma_dagster.dictionary.ner import DictionaryNER
 from karma_dagster.ingest.pubtator import read_pubtator
@@ -94,17 +101,18 @@ def test_mention_f1_floor_on_train_abstracts(ner, train_docs):
 
 
 class _Proposer:
-    """A backbone stand-in that proposes what an LLM might: real entities plus a generic phrase."""
+    """A backbone stand-in that proposes what an LLM might: the real entities, plus (surface, type) extras located
+    in the text — names the dictionary lacks, garbage, a type the schema has no node kind for."""
 
-    def __init__(self, ner: DictionaryNER, extra: list[str]):
+    def __init__(self, ner: DictionaryNER, extra: list[tuple[str, str]]):
         self.ner, self.extra = ner, extra
 
     def recognize(self, text: str) -> list[MentionSpan]:
         out = list(self.ner.recognize(text))
-        for phrase in self.extra:
+        for phrase, etype in self.extra:
             i = text.find(phrase)
             if i >= 0:
-                out.append(MentionSpan(start=i, end=i + len(phrase), text=phrase, type="Chemical"))
+                out.append(MentionSpan(start=i, end=i + len(phrase), text=phrase, type=etype))
         return out
 
 
@@ -122,26 +130,78 @@ def index(tmp_path_factory) -> EntityIndex:
     return ix
 
 
+UNLISTED = ("Pro75 Ala", "SequenceVariant")  # a variant the lexicon spells only as "Pro75Ala"
+GARBAGE = [("3.2%", "ChemicalEntity"), ("subjects", "OrganismTaxon"), ("Caucasians", "Ethnicity"),
+           ("combined single strand conformational polymorphism-heteroduplex analysis followed by direct sequencing",
+            "ChemicalEntity")]
+
+
 def test_extract_entities_on_real_abstract(ner, index, train_docs):
     doc = next(d for d in train_docs if d.pmid == "10491763")  # HNF-6 and type II diabetes
     summary = SummaryRow(doc_key="2000-01-01_pmid10491763", summary_id="s1", segment_id="g1", section="abstract",
                          text=doc.text, n_sentences_in=10, n_sentences_out=10)
-    backbone = _Proposer(ner, extra=["combined single strand"])
-    rows = extract_entities([summary], backbone, ner, index, KarmaParams())
+    backbone = _Proposer(ner, extra=[UNLISTED, *GARBAGE])
+    found = extract_entities_counted([summary], backbone, ner, index, KarmaParams())
+    rows, counts = found.rows, found.counts
     assert rows and all(r.doc_key == summary.doc_key for r in rows)
     by_text = {r.text: r for r in rows}
-    assert "combined single strand" not in by_text  # not supported by the dictionary: filtered out
     diab = by_text["type II diabetes"]
     assert diab.status == "linked" and diab.kg_id == "Disease::DOID:9352" and diab.distance <= KarmaParams().rho
+    assert diab.kind == "Disease" and diab.linked_to == "seed" and diab.in_dictionary
     insulin = by_text["insulin"]  # the KG names genes by symbol (INS): no close name, a new candidate
     assert insulin.status == "new" and insulin.entity_id == "NCBIGene:3630" and insulin.kg_id is None
+    assert insulin.kind == "Gene" and insulin.in_dictionary and insulin.linked_to is None  # Eq. 14: Gene -> Gene
     new = [r for r in rows if r.status == "new"]
     assert new and all(r.kg_id is None and r.distance > KarmaParams().rho for r in new)
     assert all(r.entity_id == (r.vocab_id or r.entity_id) for r in new)
+
+    # Unknown to the dictionary, still an entity: kept as new, typed through ner_type_to_kind (Variant).
+    pro = by_text["Pro75 Ala"]
+    assert (pro.status, pro.in_dictionary, pro.kind, pro.vocab_id) == ("new", False, "Variant", None)
+    assert pro.entity_id == "NEW:SequenceVariant:pro75 ala"
+    # Garbage and a type the schema cannot place are dropped, each with its reason.
+    assert not {t for t, _ in GARBAGE} & set(by_text)
+    assert counts.dropped == {"no_letters": 1, "generic": 1, "no_schema_kind": 1, "too_long": 1}
+    assert counts.new_unlisted == 1 and counts.linked_unlisted == 0
+    assert counts.new_from_dictionary == sum(r.status == "new" and r.in_dictionary for r in rows)
+    assert counts.linked == counts.linked_seed == sum(r.status == "linked" for r in rows)
+    assert counts.new_by_kind["Variant"] == sum(r.kind == "Variant" and r.status == "new" for r in rows)
+    # nothing leaves without a count: every proposal is a mention or a counted drop
+    proposed = len(backbone.recognize(summary.text))
+    assert counts.proposed == proposed == len(rows) + sum(counts.dropped.values())
+
     r0 = rows[0]
     assert r0.mention_id == mention_id(r0.doc_key, r0.summary_id, r0.start, r0.end, r0.text)
     again = extract_entities([summary], backbone, ner, index, KarmaParams())
     assert [r.mention_id for r in again] == [r.mention_id for r in rows]  # content-hash ids, stable
+
+
+def test_unlisted_name_guards():
+    assert unlisted_name_problem("  ") == "empty_name"
+    assert unlisted_name_problem("10 mg/kg") == "measurement" and unlisted_name_problem("12 weeks") == "measurement"
+    assert unlisted_name_problem("95%") == "no_letters"
+    assert unlisted_name_problem("X") == "too_short"
+    assert unlisted_name_problem("Treatment") == "generic" and unlisted_name_problem("cell lines") == "generic"
+    assert unlisted_name_problem(" ".join(["word"] * 11)) == "too_long"
+    # text a model was told to repeat (a prompt injection in the paper) never becomes a KG node
+    assert unlisted_name_problem("'); DROP TABLE evidence;--") == "not_a_name"
+    assert unlisted_name_problem("../../etc/passwd") == "not_a_name" and unlisted_name_problem("<b>x</b>") == "not_a_name"
+    assert unlisted_name_problem("everything") == "generic" and unlisted_name_problem("all of these") == "generic"
+    for name in ("visfatin", "Pro75 Ala", "5-HT", "IL-1β", "rs1042522", "Crohn's disease", "c.677C>T", "IL-1/IL-18"):
+        assert unlisted_name_problem(name) is None, name
+
+
+def test_screen_keeps_unlisted_and_the_strict_filter_does_not(ner):
+    text = "Visfatin and metformin lowered glucose in 12 patients."
+    spans = [MentionSpan(start=0, end=8, text="Visfatin", type="GeneOrGeneProduct"),
+             MentionSpan(start=13, end=22, text="metformin", type="ChemicalEntity"),
+             MentionSpan(start=42, end=44, text="12", type="ChemicalEntity")]
+    if ner.lexicon.lookup("visfatin") is not None:
+        pytest.skip("the lexicon learned visfatin")
+    kept, dropped = screen_proposals(text, spans, ner)
+    assert [(k.span.text, k.in_dictionary) for k in kept] == [("Visfatin", False), ("metformin", True)]
+    assert kept[1].span.vocab_id == "MESH:D008687" and dropped == {"no_letters": 1}
+    assert [k.text for k in filter_proposals(text, spans, ner)] == ["metformin"]
 
 
 def test_filter_drops_misaligned_spans(ner):
@@ -150,3 +210,26 @@ def test_filter_drops_misaligned_spans(ner):
     good = MentionSpan(start=0, end=9, text="Metformin", type="Chemical")
     kept = filter_proposals(text, [bad, good], ner)
     assert [k.text for k in kept] == ["Metformin"] and kept[0].vocab_id == "MESH:D008687"
+
+
+def test_llm_typed_answer_is_placed_through_the_schema(fresh_server):
+    """Eq. 14 on the LLM path: the model's type, mapped to a node kind by kg/schema.yaml, re-expressed as the
+    listed type of that kind; a type the schema cannot place is dropped and counted (litellm -> 127.0.0.1)."""
+    import json
+
+    from karma_dagster.backbones.llm import LLMBackbone, LLMClient
+    from karma_dagster.prompts import PromptStore, default_prompt_root
+
+    text = "Visfatin, an adipokine, rose with levothyroxine in hypothyroidism and fatigue, in serum."
+    fresh_server.script(json.dumps({"entities": [
+        {"text": "Visfatin", "type": "Protein"}, {"text": "levothyroxine", "type": "drug"},
+        {"text": "hypothyroidism", "type": "DiseaseOrPhenotypicFeature"}, {"text": "fatigue", "type": "Symptom"},
+        {"text": "serum", "type": "Population"}]}))
+    client = LLMClient("openai/fake-model", api_base=fresh_server.url, api_key="x", backoff_base=0.01, timeout=10,
+                       name="fake")
+    backbone = LLMBackbone("fake", client, PromptStore(default_prompt_root()), "general biomedicine")
+    spans = backbone.recognize(text)
+    assert [(s.text, s.type) for s in spans] == [
+        ("Visfatin", "GeneOrGeneProduct"), ("levothyroxine", "ChemicalEntity"),
+        ("hypothyroidism", "DiseaseOrPhenotypicFeature"), ("fatigue", "DiseaseOrPhenotypicFeature")]
+    assert backbone.usage().invalid_items == 1  # Population: the schema has no kind for it

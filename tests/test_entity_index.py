@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import gzip
 from pathlib import Path
 
@@ -101,3 +102,74 @@ def test_llm_type_labels_search_the_same_kinds(index):
     assert a == b and a.kind == "Compound" and a.distance == 0.0
     [[gene]] = index.search(["BRCA1"], ["GeneOrGeneProduct"])
     assert gene.entity_id == "Gene::672"
+
+
+# ---------------------------------------------------------------- the index grows: a namespace's merged entities
+CROCIN = {"id": "NEW:ChemicalEntity:crocin", "name": "crocin", "kind": "Compound", "synonyms": ["crocine"],
+          "first_seen": "2016-01-10"}
+VISFATIN = {"id": "NEW:GeneOrGeneProduct:visfatin", "name": "visfatin", "kind": "Gene", "synonyms": [],
+            "first_seen": "2016-02-01"}
+
+
+@pytest.fixture
+def grown(tmp_path) -> EntityIndex:
+    """A small seed (real Hetionet compounds and genes) in a fresh index."""
+    rows = []
+    with gzip.open(HETIONET, "rt", encoding="utf-8") as fh:
+        next(fh)
+        for line in fh:
+            node_id, name, kind = line.rstrip("\n").split("\t")
+            if kind in {"Compound", "Gene"} and len(rows) < 3000:
+                rows.append(KGEntity(id=node_id, name=name, kind=kind))
+    ix = EntityIndex(tmp_path / "kg.lance")
+    ix.build(rows)
+    return ix
+
+
+def test_namespace_entities_link_after_their_date_and_only_in_their_namespace(grown):
+    got = grown.sync_namespace("gpt", [CROCIN, VISFATIN], fingerprint="fp1")
+    assert (got.entities, got.added, got.removed) == (2, 2, 0) and grown.synced_fingerprint("gpt") == "fp1"
+    [[seed_only]] = grown.search(["crocin"], ["Chemical"])  # no namespace: the seed alone
+    assert seed_only.source == "seed" and seed_only.distance > KarmaParams().rho
+
+    later = grown.view("gpt", before=dt.date(2016, 3, 1))
+    [[hit]], [[syn]] = later.search(["Crocin"], ["ChemicalEntity"]), later.search(["crocine"], ["Chemical"])
+    assert (hit.entity_id, hit.source, hit.distance) == (CROCIN["id"], "extracted", 0.0)
+    assert syn.entity_id == CROCIN["id"] and later.count_extracted() == 2
+    [[gene]] = later.search(["visfatin"], ["GeneOrGeneProduct"])
+    assert gene.entity_id == VISFATIN["id"] and gene.kind == "Gene"
+    [[wrong_kind]] = later.search(["visfatin"], ["Chemical"])  # kinds still restrict the search
+    assert wrong_kind.entity_id != VISFATIN["id"]
+
+    same_day = grown.view("gpt", before=dt.date(2016, 1, 10))  # merged on the 10th: not before the 10th
+    assert same_day.search(["crocin"], ["Chemical"])[0][0].source == "seed" and same_day.count_extracted() == 0
+    other = grown.view("local", before=dt.date(2017, 1, 1))  # another backbone's KG never showed crocin
+    assert other.search(["crocin"], ["Chemical"])[0][0].source == "seed" and other.count_extracted() == 0
+
+
+def test_sync_is_state_driven_idempotent_and_repairs(grown, tmp_path):
+    grown.sync_namespace("gpt", [CROCIN])
+    again = grown.sync_namespace("gpt", [CROCIN])
+    assert (again.added, again.removed) == (0, 0)  # nothing to do: no duplicate rows
+    assert len(grown.view("gpt").search(["crocin"], ["Chemical"], k=5)[0]) == len(
+        {(h.entity_id, h.name) for h in grown.view("gpt").search(["crocin"], ["Chemical"], k=5)[0]})
+
+    # A re-merge renamed crocin's first name and dropped nothing else; then a re-merge dropped it entirely.
+    renamed = {**CROCIN, "name": "Crocin", "synonyms": ["crocin", "crocine"]}
+    assert grown.sync_namespace("gpt", [renamed]).added == 1
+    assert grown.sync_namespace("gpt", []).removed == 1
+    assert grown.view("gpt").count_extracted() == 0
+
+    # Another process (a second handle on the same files) merged visfatin and synced; this one catches up on
+    # its own next sync, from the KG's state, even though its handle was opened before.
+    other = EntityIndex(tmp_path / "kg.lance")
+    other.sync_namespace("gpt", [VISFATIN])
+    assert grown.sync_namespace("gpt", [VISFATIN]).added == 0  # already there: seen on the latest version
+    assert grown.view("gpt").search(["visfatin"], ["Gene"])[0][0].entity_id == VISFATIN["id"]
+
+
+def test_sync_names_bad_input(grown):
+    with pytest.raises(ValueError, match="namespace"):
+        grown.sync_namespace("", [CROCIN])
+    with pytest.raises(ValueError, match="first_seen"):
+        grown.sync_namespace("gpt", [{k: v for k, v in CROCIN.items() if k != "first_seen"}])

@@ -19,7 +19,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "karma_dagster"
 # Low to high; a module may import its own layer or lower ones, never a higher one. The last layer is the
 # Dagster section: the only modules that may import dagster.
 LAYERS: list[tuple[str, ...]] = [
-    ("paths", "params", "schemas", "prompts", "config"),
+    ("paths", "params", "schemas", "prompts", "config", "date_range"),
     ("dictionary", "ingest", "kg", "stage_store"),
     ("backbones",),
     ("agents",),

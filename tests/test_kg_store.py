@@ -9,6 +9,7 @@ import multiprocessing as mp
 import shutil
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from karma_dagster.kg.merge import merge_increment
@@ -218,6 +219,27 @@ def test_nested_use_reuses_the_open_connection(seeded) -> None:
     with store.connect() as con:
         assert store.node_kind(SNAP25) == "Gene"  # no second open of the file, no self-deadlock
         assert con.execute("SELECT count(*) FROM seed_nodes").fetchall() == [(4000,)]
+
+
+def test_a_file_from_before_adjudications_gets_them_and_the_edges_between_query(tmp_path: Path) -> None:
+    """KG files written before the adjudications table (an existing dagster_home) are upgraded on first open."""
+    path = tmp_path / "kg.duckdb"
+    store = KGStore(path)
+    import_hetionet(store, SEED / "nodes.tsv", SEED / "edges.sif.gz", seed_confidence=0.9)
+    con = duckdb.connect(str(path))
+    con.execute("DROP MACRO TABLE kg_edges; DROP MACRO TABLE kg_edges_all; DROP MACRO TABLE kg_superseded; "
+                "DROP TABLE adjudications")
+    con.close()
+    reopened = KGStore(path)
+    assert reopened.merge_adjudications("local") == []
+    (edge,) = reopened.edges_between([(METFORMIN, T2DM)])[(METFORMIN, T2DM)]
+    assert (edge.relation, edge.confidence, edge.in_seed, edge.n_evidence, edge.last_seen) == ("treats", 0.9, True,
+                                                                                               0, None)
+    assert edge.text == f"{METFORMIN} -treats-> {T2DM}"
+    assert reopened.edges_between([(T2DM, METFORMIN)]) == {(T2DM, METFORMIN): []}
+    assert reopened.edge_history(METFORMIN, "treats", T2DM) == [
+        {"date": None, "event": "seed", "doc_key": None, "triple_id": None, "score": 0.9,
+         "detail": "imported seed edge"}]
 
 
 def test_node_model_rejects_empty_fields() -> None:

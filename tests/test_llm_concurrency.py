@@ -158,7 +158,9 @@ def test_relation_sampling_keeps_agreeing_triples_and_caches_each_sample(tmp_pat
         cache = ResponseCache(tmp_path / "cache.sqlite")
         backbone = make_backbone(server.url, 1, cache=cache)  # one at a time: sample k gets scripted reply k
         triples = extract_relations([summary], mentions, backbone, params)
-        assert [(t.relation, t.probability) for t in triples] == [("Negative_Correlation", 0.8)]
+        # sample confidence = 4/5 samples; probability = the mean p of those four (0.9, 0.8, 0.7, 0.9)
+        assert [(t.relation, t.sample_confidence) for t in triples] == [("Negative_Correlation", 0.8)]
+        assert triples[0].probability == pytest.approx((0.9 + 0.8 + 0.7 + 0.9) / 4)
         assert len(server.requests) == 5 and {r["temperature"] for r in server.requests} == {0.8}
         assert len(cache) == 5  # five keys: the samples are not one cached answer
 
@@ -167,11 +169,11 @@ def test_relation_sampling_keeps_agreeing_triples_and_caches_each_sample(tmp_pat
         assert extract_relations([summary], mentions, again, params) == triples
         assert len(server.requests) == 5 and again.usage().cache_hits == 5 and again.usage().calls == 0
 
-        # N = 1 (the default) is the plain thresholded answer at the client's temperature, a different key
+        # N = 1 (sampling off) is the plain thresholded answer at the client's temperature, a different key
         server.script(reply({"Negative_Correlation": 0.9, "Association": 0.45}))
-        single = extract_relations([summary], mentions, again, KarmaParams())
-        assert [(t.relation, t.probability) for t in single] == [("Negative_Correlation", 0.9),
-                                                                 ("Association", 0.45)]
+        single = extract_relations([summary], mentions, again, KarmaParams(relation_samples=1))
+        assert [(t.relation, t.probability, t.sample_confidence) for t in single] == [
+            ("Negative_Correlation", 0.9, None), ("Association", 0.45, None)]
         assert server.requests[-1]["temperature"] == 0.0
 
 

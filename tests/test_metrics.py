@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 
 import dagster as dg
@@ -15,52 +16,107 @@ from karma_dagster.ingest.pubtator import parse_pubtator_lines
 from karma_dagster.kg.store import KGStore
 from karma_dagster.metrics import comparison as cmp
 from karma_dagster.metrics.gold import PredictedMention, PredictedTriple, kg_to_vocab, raw_id, score_gold
-from karma_dagster.metrics.judge import NoJudge, RuleJudge
+from karma_dagster.config import BackboneSettings
+from karma_dagster.metrics.judge import LLMJudge, NoJudge, RuleJudge, judge_chain_overlap
 from karma_dagster.metrics.kg_metrics import (
     compute_kg_metrics,
+    conflict_ratio,
     connectivity_gain,
     correctness,
     judge_triples,
+    new_triples,
     triple_quality,
 )
+from karma_dagster.resources.backbones import BackboneConfig
+from karma_dagster.resources.judge import JudgeResource
 from karma_dagster.stage_store import StageStore
 
 
 def evaluated_fixture() -> pd.DataFrame:
     base = dict(doc_key="d1", head_name="A", head_type="Chemical", head_kg_type="Compound", tail_name="B",
-                tail_type="Disease", tail_kg_type="Disease", relation="Negative_Correlation")
+                tail_type="Disease", tail_kg_type="Disease", relation="Negative_Correlation", schema_status="aligned",
+                contradicts=None)
     rows = [
-        {**base, "triple_id": "t1", "accepted": True, "conflict": False, "confidence": 0.9, "clarity": 0.8,
-         "relevance": 0.7, "kg_relation": "treats", "evidence": "A reduced B in patients."},
-        {**base, "triple_id": "t2", "accepted": True, "conflict": True, "confidence": 0.6, "clarity": 0.4,
-         "relevance": 0.5, "kg_relation": "treats", "evidence": "A may reduce B."},
-        {**base, "triple_id": "t3", "accepted": False, "conflict": True, "confidence": 0.1, "clarity": 0.1,
-         "relevance": 0.1, "kg_relation": "treats", "evidence": "A did not reduce B."},
-        {**base, "triple_id": "t4", "accepted": True, "conflict": False, "confidence": 0.3, "clarity": 0.9,
-         "relevance": 0.3, "kg_relation": "treats", "evidence": "A did not reduce B."},
+        {**base, "triple_id": "t1", "accepted": True, "conflict": False, "verdict": "none", "action": "keep",
+         "confidence": 0.9, "clarity": 0.8, "relevance": 0.7, "kg_relation": "treats",
+         "evidence": "A reduced B in patients."},
+        {**base, "triple_id": "t2", "accepted": True, "conflict": True, "verdict": "agree", "action": "keep",
+         "confidence": 0.6, "clarity": 0.4, "relevance": 0.5, "kg_relation": "treats", "evidence": "A may reduce B."},
+        {**base, "triple_id": "t3", "accepted": False, "conflict": True, "verdict": "contradict", "action": "discard",
+         "confidence": 0.1, "clarity": 0.1, "relevance": 0.1, "kg_relation": "treats",
+         "evidence": "A did not reduce B."},
+        {**base, "triple_id": "t4", "accepted": True, "conflict": False, "verdict": "none", "action": "keep",
+         "confidence": 0.3, "clarity": 0.9, "relevance": 0.3, "kg_relation": "treats",
+         "evidence": "A did not reduce B."},
     ]
     return pd.DataFrame(rows)
 
 
-def test_triple_quality_and_conflict_ratio_by_hand():
-    q = triple_quality(evaluated_fixture())
-    # accepted: t1, t2, t4 -> MC = (0.9+0.6+0.3)/3, MCl = (0.8+0.4+0.9)/3, MR = (0.7+0.5+0.3)/3; conflicts: t2
-    assert q["triples_proposed"] == 4 and q["new_triples"] == 3
-    assert q["mean_confidence"] == pytest.approx(0.6)
-    assert q["mean_clarity"] == pytest.approx(0.7)
-    assert q["mean_relevance"] == pytest.approx(0.5)
-    assert q["conflicts"] == 1 and q["conflict_ratio"] == pytest.approx(1 / 3)
-    empty = triple_quality(evaluated_fixture().iloc[0:0])
-    assert empty["mean_confidence"] is None and empty["conflict_ratio"] is None
+def test_mean_confidence_clarity_relevance_by_hand():
+    ev = evaluated_fixture()
+    new = new_triples(ev, {("d1", "t1"), ("d1", "t2"), ("d1", "t3")})  # t4 accepted but not merged, t3 rejected
+    assert list(new["triple_id"]) == ["t1", "t2"]
+    q = triple_quality(new)
+    # MC = (0.9 + 0.6) / 2 = 0.75, MCl = (0.8 + 0.4) / 2 = 0.6, MR = (0.7 + 0.5) / 2 = 0.6
+    assert (q["mean_confidence"], q["mean_clarity"], q["mean_relevance"]) == pytest.approx((0.75, 0.6, 0.6))
+    # no new triple: nothing to average -> None, never 0
+    assert triple_quality(new.iloc[0:0]) == {"mean_confidence": None, "mean_clarity": None, "mean_relevance": None}
+    # the evaluator did not run (ablated / single-agent): C, Cl, R are None -> n/a
+    unscored = new.assign(confidence=None, clarity=None, relevance=None)
+    assert triple_quality(unscored) == {"mean_confidence": None, "mean_clarity": None, "mean_relevance": None}
 
 
-def test_connectivity_gain_by_hand():
+def test_connectivity_gain_both_readings_by_hand():
     seed = [("a", "treats", "b"), ("b", "associates", "c")]
     after = seed + [("a", "causes", "c"), ("a", "binds", "x"), ("x", "binds", "y"), ("a", "treats", "b")]
-    # existing {a, b, c}: deg before a1 b2 c1; after a3 b2 c2 -> net (3-1)+(2-2)+(2-1) = 3, per entity 3/3 = 1.0
+    # existing {a, b, c}: deg before a1 b2 c1 (sum 4); after a3 b2 c2 (sum 7); x, y are new entities, not counted
+    # (a) net = (3-1) + (2-2) + (2-1) = 3        (b) ratio = 7 / 4 = 1.75
     net, ratio = connectivity_gain(seed, after, {"a", "b", "c"})
-    assert net == 3 and ratio == pytest.approx(1.0)
-    assert connectivity_gain(seed, seed, {"a", "b", "c"}) == (0, 0.0)
+    assert net == 3 and ratio == pytest.approx(1.75)
+    assert connectivity_gain(seed, seed, {"a", "b", "c"}) == (0, 1.0), "nothing added: net 0, ratio 1"
+    # a superseded seed edge leaves the graph after: a -treats-> b replaced by a -causes-> b
+    # before a1 b2 c1 (4); after a1 b2 c1 (4): net 0, ratio 1
+    assert connectivity_gain(seed, [("a", "causes", "b"), ("b", "associates", "c")], {"a", "b", "c"}) == (0, 1.0)
+    # existing entities without any edge before: the ratio has no denominator
+    assert connectivity_gain([], [("a", "binds", "b")], {"a", "b"}) == (2, None)
+
+
+def resolved_fixture() -> pd.DataFrame:
+    base = dict(doc_key="d1", contradicts=None, schema_status="aligned", conflict=False, verdict="none", action="keep")
+    rows = [
+        {**base, "triple_id": "r1", "conflict": True, "verdict": "contradict", "action": "discard",
+         "contradicts": "A -treats-> B"},  # removed by CRA
+        {**base, "triple_id": "r2", "conflict": True, "verdict": "contradict", "action": "review",
+         "contradicts": "A -treats-> C"},  # removed by CRA (to review, not the KG)
+        {**base, "triple_id": "r3", "conflict": True, "verdict": "agree", "action": "keep"},  # conflict, kept
+        {**base, "triple_id": "r4"},  # no conflict; the merge discards it (same-day contradiction)
+        {**base, "triple_id": "r5", "conflict": True, "verdict": "contradict", "action": "replace",
+         "contradicts": "X -treats-> Y; X -palliates-> Y"},  # wins, supersedes two older edges
+        {**base, "triple_id": "r6", "schema_status": "review", "conflict": True, "action": "discard"},  # not in CRA
+    ]
+    return pd.DataFrame(rows)
+
+
+def test_conflict_ratio_by_hand():
+    merged = {("d1", "r3"), ("d1", "r5")}
+    adjudications = [
+        {"doc_key": "d1", "triple_id": "r4", "action": "discard", "against": "d2: A -causes-> B"},
+        {"doc_key": "d1", "triple_id": "r5", "action": "replace", "against": "X -treats-> Y"},  # also in contradicts
+        {"doc_key": "d2", "triple_id": "q1", "action": "replace", "against": "P -binds-> Q"},
+    ]
+    c = conflict_ratio(resolved_fixture(), adjudications, merged)
+    # into CRA: the 5 aligned rows r1..r5 (r6 went to schema review); removed: r1, r2 (CRA) + r4 (merge) = 3
+    # R_CR = 3 / 5 = 0.6; replaced: {X -treats-> Y, X -palliates-> Y, P -binds-> Q} = 3 distinct edges
+    assert (c.triples_into_cra, c.conflicts_removed, c.conflicts_removed_at_merge) == (5, 3, 1)
+    assert c.conflict_ratio == pytest.approx(0.6) and c.replaced_edges == 3
+    # conflicting but kept (r3) does not count: without the merge's removal R_CR = 2 / 5
+    assert conflict_ratio(resolved_fixture(), [], merged).conflict_ratio == pytest.approx(0.4)
+    # a replace row that never reached the KG (rejected later) superseded nothing
+    assert conflict_ratio(resolved_fixture(), [], set()).replaced_edges == 0
+    # CRA did not run (ablated / single-agent): every verdict skipped -> n/a; nothing entered it -> n/a
+    skipped = resolved_fixture().assign(verdict="skipped", action="keep", conflict=False)
+    assert conflict_ratio(skipped, adjudications, merged).conflict_ratio is None
+    assert conflict_ratio(pd.DataFrame(), [], set()).conflict_ratio is None
 
 
 def test_rule_judge_and_correctness_by_hand():
@@ -70,6 +126,7 @@ def test_rule_judge_and_correctness_by_hand():
     # t1 states 'reduc' plainly -> likely_correct; t2 hedged ('may') -> uncertain; t4 negated -> likely_incorrect
     assert list(verdicts["verdict"]) == ["likely_correct", "uncertain", "likely_incorrect"]
     counts, lc = correctness(verdicts)
+    # LC = likely_correct / judged = 1 / 3
     assert counts == {"likely_correct": 1, "uncertain": 1, "likely_incorrect": 1, "not_judged": 0}
     assert lc == pytest.approx(1 / 3)
     none = judge_triples(new, NoJudge("judge gpt-4o NOT CONFIGURED: set OPENAI_API_KEY"))
@@ -79,11 +136,30 @@ def test_rule_judge_and_correctness_by_hand():
                                          evidence="x was measured together with y."))[0] == "uncertain"
 
 
+def test_judge_is_flagged_when_it_is_the_chain_model():
+    gpt = BackboneSettings(kind="litellm", model="openai/gpt-4o")
+    assert "openai/gpt-4o" in judge_chain_overlap(LLMJudge("gpt-4o", object(), model="OpenAI/GPT-4o"), gpt)
+    assert judge_chain_overlap(LLMJudge("deepseek", object(), model="deepseek/deepseek-chat"), gpt) == ""
+    assert judge_chain_overlap(LLMJudge("gpt-4o", object(), model="openai/gpt-4o"), BackboneSettings()) == ""
+    # the rule judge shares dictionary/cues.py with every local chain (single-agent too); not with an LLM chain
+    assert "cues" in judge_chain_overlap(RuleJudge(), BackboneSettings())
+    assert "cues" in judge_chain_overlap(RuleJudge(), BackboneSettings(mode="single_agent"))
+    assert judge_chain_overlap(RuleJudge(), gpt) == ""
+    assert judge_chain_overlap(NoJudge("key missing"), gpt) == ""
+    # the judge resource answers the same question without building its backbone (the run report uses it)
+    resource = JudgeResource(name="gpt-4o", backbone=BackboneConfig(kind="litellm", model="openai/gpt-4o"))
+    assert (resource.kind, resource.model) == ("litellm", "openai/gpt-4o") and judge_chain_overlap(resource, gpt)
+    missing = JudgeResource(name="gpt-4o", unavailable="judge 'gpt-4o' NOT CONFIGURED: set OPENAI_API_KEY")
+    assert missing.kind == "none" and judge_chain_overlap(missing, gpt) == ""
+    assert JudgeResource().kind == "rules"
+
 
 def test_compute_kg_metrics_from_plain_stores_by_hand(tmp_path):
     stages = StageStore(tmp_path / "stages")
     stages.write("local", "documents", "d1", pd.DataFrame({"doc_key": ["d1"]}))
     stages.write("local", "evaluated", "d1", evaluated_fixture())
+    stages.write("local", "resolved", "d1", evaluated_fixture().drop(
+        columns=["confidence", "clarity", "relevance", "accepted"]))
     kg = KGStore(tmp_path / "kg.duckdb")
     day, now = dt.date(2024, 1, 2), dt.datetime(2024, 1, 2, 12)
     with kg.connect() as con:
@@ -95,21 +171,37 @@ def test_compute_kg_metrics_from_plain_stores_by_hand(tmp_path):
             "'s1', 'ev', 'local', 'v1', 'r1', ?)", [(day, "t1", now), (day, "t2", now)])
         con.execute("INSERT INTO extracted_nodes VALUES ('local', 'Gene::X', 'X', 'Gene', NULL, [], 'd1', ?, 'r1', ?)",
                     [day, now])
+        con.execute(  # the date's merge kept t4 out: a same-day contradiction it lost
+            "INSERT INTO adjudications (namespace, date, doc_key, triple_id, head_id, relation, tail_id, action, "
+            "against_head_id, against_relation, against_tail_id, reason, run_id, merged_at) VALUES ('local', ?, 'd1', "
+            "'t4', 'Compound::A', 'treats', 'Disease::B', 'discard', 'Compound::A', 'causes', 'Disease::B', 'lost', "
+            "'r1', ?)", [day, now])
     questions = tmp_path / "questions.v1.yaml"
     questions.write_text("version: 1\nquestions:\n"
                          "  - {id: a, question: 'What does A treat?', entity: A, relations: [treats], plausible: [B]}\n"
-                         "  - {id: z, question: 'What does Z treat?', entity: Z, relations: [treats], plausible: [B]}\n")
-    m, verdicts, answers = compute_kg_metrics(stages, kg, "local", RuleJudge(), questions)
-    # new triples t1, t2: MC (0.9+0.6)/2, MCl (0.8+0.4)/2, MR (0.7+0.5)/2, conflict t2 -> CR 1/2
-    assert (m.documents, m.triples_proposed, m.new_triples, m.conflicts) == (1, 4, 2, 1)
+                         "  - {id: z, question: 'What does Z treat?', entity: Z, aliases: [Zed], relations: [treats], "
+                         "plausible: [B]}\n")
+    m, verdicts, answers, seed_answers = compute_kg_metrics(stages, kg, "local", RuleJudge(), questions)
+    # new triples t1, t2: MC (0.9+0.6)/2, MCl (0.8+0.4)/2, MR (0.7+0.5)/2
+    assert (m.documents, m.triples_proposed, m.new_triples) == (1, 4, 2)
     assert (m.mean_confidence, m.mean_clarity, m.mean_relevance) == pytest.approx((0.75, 0.6, 0.6))
-    assert m.conflict_ratio == pytest.approx(0.5)
-    # existing {A, B, C}: degree before A1 B0 C1, after A2 B1 C1 -> net 2, per entity 2/3; one extracted node
-    assert (m.coverage_gain, m.net_degree_increase, m.existing_entities) == (1, 2, 3)
-    assert m.connectivity_gain == pytest.approx(2 / 3)
+    # into CRA: t1..t4 (aligned); removed: t3 (conflict, discard) + t4 (merge discard) -> R_CR = 2/4
+    assert (m.triples_into_cra, m.conflicts_removed, m.conflicts_removed_at_merge) == (4, 2, 1)
+    assert m.conflict_ratio == pytest.approx(0.5) and m.replaced_edges == 0
+    # existing {A, B, C}: degree before A1 B0 C1 (sum 2), after A2 B1 C1 (sum 4) -> net 2, ratio 4/2; one new node
+    assert (m.coverage_gain, m.connectivity_net, m.existing_entities) == (1, 2, 3)
+    assert m.connectivity_ratio == pytest.approx(2.0)
     assert list(verdicts["triple_id"]) == ["t1", "t2"] and m.llm_correctness == pytest.approx(0.5)
+    # with the increments 'a' reaches B (key) and C; over the seed alone only C: QA 1/2, seed-only 0/2
     assert (m.qa_questions, m.qa_answered, m.qa_plausible, m.qa_coherence) == (2, 1, 1, 0.5)
-    assert answers[0].answers == ["B", "C"] and m.qa_judge == "curated key questions.v1.yaml"
+    assert (m.qa_plausible_seed_only, m.qa_coherence_seed_only) == (0, 0.0)
+    assert answers[0].answers == ["B", "C"] and seed_answers[0].answers == ["C"]
+    assert m.qa_judge == "curated key questions.v1.yaml"
+    # the default settings are the local KARMA chain, judged by the rules it shares: flagged
+    assert (m.mode, m.ablated, m.judge_is_chain_model) == ("multi_agent", [], True) and "cues" in m.judge_overlap
+    gpt = BackboneSettings(kind="litellm", model="openai/gpt-4o", ablate=["evaluator"])
+    m2, *_ = compute_kg_metrics(stages, kg, "local", RuleJudge(), questions, settings=gpt)
+    assert (m2.ablated, m2.judge_is_chain_model, m2.judge_overlap) == (["evaluator"], False, "")
 
 
 def test_chain_cost_counts_the_latest_materialization_of_each_stage_partition():
@@ -186,25 +278,72 @@ def test_bc5cdr_cid_is_a_positive_correlation_between_a_chemical_and_a_disease()
     assert score_gold([doc], [[]], [[other]]).relations.pair.tp == 0
 
 
-def test_comparison_table_bolds_the_best_and_keeps_not_configured_rows(tmp_path):
+def test_comparison_table_has_a_row_per_backbone_with_ablations_n_a_and_the_judge_flag(tmp_path):
     rows = [
-        cmp.ComparisonRow(backbone="local", judge="rules", values={
-            "mean_confidence": 0.8, "conflict_ratio": 0.10, **cmp.cost_figures(0.0, 4, 10)}),
-        cmp.ComparisonRow(backbone="gpt", judge="rules", values={
-            "mean_confidence": 0.9, "conflict_ratio": 0.05, **cmp.cost_figures(0.02, 4, 5)}),
+        cmp.ComparisonRow(backbone="local", judge="rules", judge_is_chain_model=True,
+                          judge_overlap="the rule-based judge uses the local chain's cues", values={
+                              "mean_confidence": 0.8, "conflict_ratio": 0.10, "connectivity_ratio": 1.25,
+                              "qa_coherence": 0.5, **cmp.cost_figures(0.0, 4, 10)}),
+        cmp.ComparisonRow(backbone="local-no-evaluator", ablated=["evaluator"], judge="rules",
+                          judge_is_chain_model=True, values={"mean_confidence": None, "conflict_ratio": 0.2}),
+        cmp.ComparisonRow(backbone="gpt", judge="rules", judge_is_chain_model=False, values={
+            "mean_confidence": 0.9, "conflict_ratio": 0.05, "qa_coherence": 0.5, **cmp.cost_figures(0.02, 4, 5)}),
+        cmp.ComparisonRow(backbone="gpt-single", mode="single_agent", judge="rules", judge_is_chain_model=False,
+                          values={"mean_confidence": None, "conflict_ratio": None}),
         cmp.ComparisonRow(backbone="deepseek", status="NOT CONFIGURED: set DEEPSEEK_API_KEY"),
     ]
     md = cmp.markdown(rows)
     lines = md.splitlines()
-    assert "**0.900**" in lines[3] and "0.800" in lines[2] and "**0.800**" not in lines[2]
-    assert "**0.050**" in lines[3]  # lower conflict ratio is better
-    assert "**0.0000**" in lines[2]  # cheaper is better; gpt: 0.02/4 docs = 0.005, 0.02/5 triples = 0.004
-    assert "0.00500" in lines[3] and "0.00400" in lines[3]
-    assert "NOT CONFIGURED: set DEEPSEEK_API_KEY" in lines[4]
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    assert header == ["backbone", "mode", "ablated", "MC ↑", "MCl ↑", "MR ↑", "Δcov ↑", "Δconn Σ(deg′−deg) ↑",
+                      "Δconn Σdeg′/Σdeg ↑", "R_CR ↓", "edges replaced", "LC ↑", "QA ↑", "QA seed only", "docs",
+                      "new triples", "gold mention F1 ↑", "gold id F1 ↑", "gold pair F1 ↑", "gold pair+type F1 ↑",
+                      "cost $", "$ / doc ↓", "$ / accepted triple ↓", "judge = chain"]
+    cells = {line.split("|")[1].strip(): [c.strip() for c in line.strip().strip("|").split("|")] for line in lines[2:7]}
+    assert all(len(c) == len(header) for c in cells.values()), "every row has every column"
+    col = {h: i for i, h in enumerate(header)}
+    assert cells["gpt"][col["MC ↑"]] == "**0.900**" and cells["local"][col["MC ↑"]] == "0.800"
+    assert cells["gpt"][col["R_CR ↓"]] == "**0.050**", "lower conflict ratio is better"
+    assert cells["local"][col["cost $"]] == "**0.0000**" and cells["gpt"][col["$ / doc ↓"]] == "0.00500"
+    assert cells["gpt"][col["$ / accepted triple ↓"]] == "0.00400"  # 0.02 / 5 accepted triples
+    assert cells["local-no-evaluator"][col["ablated"]] == "w/o evaluator"
+    assert cells["local-no-evaluator"][col["MC ↑"]] == "n/a" and cells["gpt-single"][col["R_CR ↓"]] == "n/a"
+    assert (cells["gpt-single"][col["mode"]], cells["gpt-single"][col["ablated"]]) == ("single_agent", "-")
+    assert cells["local"][col["judge = chain"]] == "**yes** ⚠" and cells["gpt"][col["judge = chain"]] == "no"
+    # one measured value, or all tied: nothing is singled out in bold
+    assert cells["local"][col["Δconn Σdeg′/Σdeg ↑"]] == "1.2500" and cells["local"][col["edges replaced"]] == "n/a"
+    assert cells["local"][col["QA ↑"]] == cells["gpt"][col["QA ↑"]] == "0.500"
+    assert "NOT CONFIGURED: set DEEPSEEK_API_KEY" in cells["deepseek"]
+    assert "⚠ The judge is not independent" in md and "- local: the rule-based judge uses the local chain's cues" in md
+    assert "- local-no-evaluator: the judge is the chain's model" in md and "gpt" not in md.split("⚠ The judge")[1]
+    twice = [r.model_copy(update={"backbone": f"{r.backbone}-2"}) for r in rows[:1]]
+    assert cmp.judge_warnings(rows[:1] + twice) == ["local, local-2: the rule-based judge uses the local chain's cues"]
     csv = pd.read_csv(__import__("io").StringIO(cmp.to_csv(rows)))
-    assert list(csv["backbone"]) == ["local", "gpt", "deepseek"] and math.isclose(csv.loc[1, "cost_per_triple"], 0.004)
+    assert list(csv.columns) == ["backbone", "mode", "ablated", "status", *cmp.COLUMNS, "judge_is_chain_model", "judge"]
+    assert list(csv["backbone"]) == ["local", "local-no-evaluator", "gpt", "gpt-single", "deepseek"]
+    assert math.isclose(csv.loc[2, "cost_per_triple"], 0.004) and csv.loc[1, "ablated"] == "evaluator"
+    assert pd.isna(csv.loc[1, "mean_confidence"]) and bool(csv.loc[0, "judge_is_chain_model"])
+    assert cmp.variant("multi_agent", ["summarizer", "conflict_resolution"]) == "w/o summarizer + conflict resolution"
     png = cmp.chart(rows, tmp_path / "c.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_comparison_rows_read_the_metric_files(tmp_path):
+    from karma_dagster.config import BackboneStatus
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "kg_metrics.json").write_text(json.dumps({
+        "documents": 2, "new_triples": 4, "mode": "multi_agent", "ablated": ["summarizer"], "mean_confidence": None,
+        "conflict_ratio": 0.25, "connectivity_net": 6, "connectivity_ratio": 1.5, "qa_coherence": 0.1,
+        "qa_coherence_seed_only": 0.0, "judge": "rules", "judge_is_chain_model": True, "judge_overlap": "why"}))
+    statuses = [BackboneStatus(name="b", kind="litellm", mode="single_agent", enabled=True, key_env="K",
+                               configured=False)]
+    rows = cmp.comparison_rows(tmp_path, ["a"], statuses, lambda ns: 0.5)
+    a, b = rows
+    assert (a.ablated, a.judge_is_chain_model, a.judge_overlap) == (["summarizer"], True, "why")
+    assert a.values["mean_confidence"] is None and a.values["connectivity_ratio"] == 1.5
+    assert a.values["cost_per_document"] == 0.25 and a.values["cost_per_triple"] == 0.125  # 0.5 / 2, 0.5 / 4
+    assert (b.backbone, b.status, b.mode) == ("b", "NOT CONFIGURED: set K", "single_agent")
 
 
 def test_missing_key_means_not_configured_never_a_crash(tmp_path, monkeypatch):

@@ -117,3 +117,32 @@ def test_no_llm_backbone_no_prompt_sensor(tmp_path):
     storage = KarmaStorageResource(data_dir=str(tmp_path / "karma"))
     defs = build_definitions(backbones={"local": BackboneConfig()}, storage=storage)
     assert "prompt_versions" not in {s.name for s in defs.sensors}
+
+
+def test_each_llm_backbone_follows_its_own_chain(tmp_path):
+    """An ablated stage renders no prompt (its edit reruns nothing there); the single-agent baseline renders
+    `single_agent` (its edit reruns it, and only it)."""
+    from karma_dagster.resources.backbones import settings_of
+    from karma_dagster.sensors.prompt_versions import affected_stages, current_versions
+    from karma_dagster.stages import chain_for
+
+    chains = {
+        "llm": chain_for(settings_of(LLM)),
+        "llm-no-evaluator": chain_for(settings_of(LLM.model_copy(update={"ablate": ["evaluator"]}))),
+        "llm-single": chain_for(settings_of(LLM.model_copy(update={"mode": "single_agent"}))),
+    }
+    prompts = tmp_path / "prompts"
+    shutil.copytree(REPO / "prompts", prompts)
+    before = current_versions(chains, str(prompts))
+    assert "evaluator_clarity" in before["llm"] and "evaluator_clarity" not in before["llm-no-evaluator"]
+    assert "single_agent" in before["llm-single"] and "single_agent" not in before["llm"]
+
+    clarity = next((prompts / "evaluator_clarity").glob("evaluator_clarity.v*.jinja"))
+    clarity.write_text(clarity.read_text() + "\nBe brief.\n")
+    assert affected_stages(before, current_versions(chains, str(prompts)), chains) == {"llm": ["evaluated"]}
+
+    before = current_versions(chains, str(prompts))
+    single = max((prompts / "single_agent").glob("single_agent.v*.jinja"))
+    single.write_text(single.read_text() + "\nBe exhaustive.\n")
+    changed = affected_stages(before, current_versions(chains, str(prompts)), chains)
+    assert set(changed) == {"llm-single"} and changed["llm-single"][-1] == "evaluated"

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from karma_dagster.backbones.base import Backbone
+from stub_backbones import PartialBackbone
+
 from karma_dagster.backbones.local.relations import (
     DEFAULT_BIORED, DEFAULT_CDR, RELATION_TYPES, LocalRelationModel, RelationTrainingError,
 )
@@ -106,7 +107,7 @@ def test_held_out_relation_f1_above_floor(model, split):
 
 
 # ---------------------------------------------------------------- the REA agent
-class _RelationBackbone(Backbone):
+class _RelationBackbone(PartialBackbone):
     """Only the REA question, answered by the local model under test."""
 
     name = "local-test"
@@ -121,27 +122,6 @@ class _RelationBackbone(Backbone):
 
     def prompt_id(self, agent):
         return self.model.version
-
-    def clean_document(self, doc):
-        raise NotImplementedError
-
-    def score_relevance(self, sections, kg_context):
-        raise NotImplementedError
-
-    def summarize(self, section, max_sentences):
-        raise NotImplementedError
-
-    def recognize(self, text):
-        raise NotImplementedError
-
-    def align(self, triple, candidates):
-        raise NotImplementedError
-
-    def debate(self, triple, existing_relation):
-        raise NotImplementedError
-
-    def evaluation_signals(self, triple, probability, segment_relevance, linked_entities):
-        raise NotImplementedError
 
 
 def _summary_and_mentions(doc: PubTatorDoc) -> tuple[SummaryRow, list[MentionRow]]:

@@ -1,6 +1,7 @@
 """EA: confidence C, clarity Cl and relevance R per triple, each sigma(bias + sum_i w_i * signal_i) over the
 backbone's signals with the configured weights; a triple is integrated when mean(C, Cl, R) >= Theta and the
-earlier agents let it through (aligned to the schema, kept by conflict resolution).
+earlier agents let it through (aligned to the schema, kept or replacing by conflict resolution). Each row also
+carries its `evidence_score` (records.evidence_score): what the KG's reinforcement aggregates.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from collections.abc import Callable, Collection
 
 from karma_dagster.backbones.base import Backbone, TripleQuery, backbone_map
 from karma_dagster.params import KarmaParams
-from karma_dagster.schemas.records import EvaluatedRow, ResolvedRow
+from karma_dagster.schemas.records import EvaluatedRow, ResolvedRow, evidence_score
 
 
 class EvaluatorError(ValueError):
@@ -69,7 +70,14 @@ def evaluate_triples(
         cl = logistic_score(w.clarity, signals, "clarity")
         r = logistic_score(w.relevance, signals, "relevance")
         score = (c + cl + r) / 3.0
-        accepted = score >= params.integrate_threshold and t.action == "keep" and t.schema_status == "aligned"
-        out.append(EvaluatedRow(**t.model_dump(), confidence=c, clarity=cl, relevance=r, score=score,
-                                accepted=accepted))
+        accepted = score >= params.integrate_threshold and kept_and_aligned(t)
+        row = t.model_dump()
+        out.append(EvaluatedRow(**row, confidence=c, clarity=cl, relevance=r, score=score, accepted=accepted,
+                                evidence_score=evidence_score(row.get("sample_confidence"), score, t.probability)))
     return out
+
+
+def kept_and_aligned(t: ResolvedRow) -> bool:
+    """What the earlier agents must have said for a triple to be integrable: aligned to the schema, and kept by
+    conflict resolution ("replace": kept, and the older KG edge it contradicts is superseded at merge)."""
+    return t.action in ("keep", "replace") and t.schema_status == "aligned"

@@ -2,7 +2,8 @@
 
 Re-validates the evaluated table (the blocking asset check ran in the stage's own run, but a table may
 have been written by a run whose check failed), keeps accepted triples only, and names the new entities
-those triples need, with the kind the schema alignment gave them.
+those triples need, with the kind the schema alignment gave them. Every column travels with a triple, among them
+`evidence_score` (what the KG's reinforcement aggregates) and C, Cl, R, score as None when no evaluator ran.
 """
 
 from __future__ import annotations
@@ -36,9 +37,17 @@ def collect_document(
         {**row, "prompt_version": prompt_version}
         for row in accepted.astype(object).where(accepted.notna(), None).to_dict(orient="records")
     ]
-    new_mentions = entities[entities["status"] == "new"]
+    # new entities, and those linked to an entity an earlier paper of this namespace introduced: this document
+    # carries their node too, so re-merging that earlier date (which may drop it) never orphans this triple
+    # (the KG keeps one node per id: the earliest row names it, so nothing is counted twice)
+    carried = entities["status"] == "new"
+    if "linked_to" in entities.columns:
+        carried |= entities["linked_to"] == "extracted"
+    new_mentions = entities[carried]
     names = {
-        row["entity_id"]: (row["long_form"] or row["text"], row["vocab_id"])
+        row["entity_id"]: (row["long_form"] or row["text"]
+                           if row["status"] == "new" else row["kg_name"] or row["long_form"] or row["text"],
+                           row["vocab_id"])
         for row in new_mentions.astype(object).where(new_mentions.notna(), None).to_dict(orient="records")
     }
     nodes: dict[str, NodeIn] = {}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
+from typing import NamedTuple
 
 from karma_dagster.backbones.base import Backbone, backbone_map
 from karma_dagster.params import KarmaParams
@@ -72,23 +73,36 @@ def candidate_pairs(summary: SummaryRow, mentions: list[MentionRow]) -> list[tup
     return out
 
 
-def sampled_probabilities(samples: list[list[dict[str, float]]], params: KarmaParams) -> list[dict[str, float]]:
-    """MedKGent sampling confidence: per pair and relation, the fraction of the N samples in which the relation
-    passed its theta_r; below `min_sample_confidence` it is 0 (dropped). The fraction becomes the triple's
-    probability, so the evaluator and the KG's reinforcement see the agreement of the samples."""
+class SampleAgreement(NamedTuple):
+    """One relation of one pair over the N samples: MedKGent's sampling confidence and the model's own p."""
+
+    fraction: float  # samples in which p_r >= theta_r, / N: the triple's sample_confidence
+    probability: float  # mean p_r over those samples: the triple's probability
+
+
+def sample_agreement(samples: list[list[dict[str, float]]], params: KarmaParams) -> list[dict[str, SampleAgreement]]:
+    """MedKGent sampling confidence, per pair: the relations proposed (p_r >= theta_r) in at least
+    `min_sample_confidence` of the N samples (and in one at least), each with that fraction and its mean p over
+    the proposing samples. `samples[k][i]` is sample k's answer for pair i."""
     n = len(samples)
-    if n == 0:
-        return []
-    out: list[dict[str, float]] = []
+    out: list[dict[str, SampleAgreement]] = []
     for per_pair in zip(*samples, strict=True):
-        relations = {r for probs in per_pair for r in probs}
-        conf: dict[str, float] = {}
-        for r in sorted(relations):
-            hits = sum(1 for probs in per_pair if probs.get(r, 0.0) >= params.theta_for(r))
-            fraction = hits / n
-            conf[r] = fraction if fraction >= params.min_sample_confidence and hits else 0.0
-        out.append(conf)
+        kept: dict[str, SampleAgreement] = {}
+        for r in sorted({r for probs in per_pair for r in probs}):
+            hits = [probs[r] for probs in per_pair if probs.get(r, 0.0) >= params.theta_for(r)]
+            fraction = len(hits) / n
+            if hits and fraction >= params.min_sample_confidence:
+                kept[r] = SampleAgreement(fraction, min(1.0, max(0.0, sum(hits) / len(hits))))
+        out.append(kept)
     return out
+
+
+def sampled_probabilities(samples: list[list[dict[str, float]]], params: KarmaParams) -> list[dict[str, float]]:
+    """Per pair and relation, the fraction of the N samples in which the relation passed its theta_r; 0 below
+    `min_sample_confidence` (dropped)."""
+    agreed = sample_agreement(samples, params)
+    return [{r: (a[r].fraction if r in a else 0.0) for r in sorted({r for probs in per_pair for r in probs})}
+            for a, per_pair in zip(agreed, zip(*samples, strict=True), strict=True)]
 
 
 def extract_relations(
@@ -102,9 +116,13 @@ def extract_relations(
     """Triples of every summary, deduplicated per document on (unordered pair, relation).
 
     BioRED's relation types are undirected, so (A, r, B) and (B, r, A) are one fact; its head is the mention
-    read first. `n_samples` (default `params.relation_samples`) > 1 turns on MedKGent's sampling confidence:
-    N answers at `params.sampling_temperature`, a triple kept when its sample fraction >= min_sample_confidence
-    (that fraction is its probability). All summaries' (and samples') calls overlap up to the backbone's limit.
+    read first. `n_samples` (default `params.relation_samples`, 5) > 1 is MedKGent's sampling confidence: N
+    answers at `params.sampling_temperature` (each backbone makes its samples differ: an LLM samples at that
+    temperature under a per-sample cache key, the local classifier adds seeded logit noise), a triple kept when
+    the fraction of samples proposing it (p_r >= theta_r) is >= `min_sample_confidence`; that fraction is its
+    `sample_confidence` (the evidence score the KG's reinforcement aggregates) and the mean p_r of those samples
+    its `probability`. N = 1: the single answer thresholded at theta_r, `sample_confidence` None.
+    All summaries' (and samples') calls overlap up to the backbone's limit.
     """
     n = params.relation_samples if n_samples is None else n_samples
     if n < 1:
@@ -138,14 +156,16 @@ def extract_relations(
     for w, (sid, pairs) in enumerate(work):
         summary = by_id[sid]
         samples = answers[w * n: (w + 1) * n]
-        probs = samples[0] if n == 1 else sampled_probabilities(samples, params)
-        for (h, t, sentence), p_r in zip(pairs, probs, strict=True):
-            for relation, p in p_r.items():
-                if (p < params.theta_for(relation)) if n == 1 else p <= 0.0:
-                    continue  # single answer: below theta_r; sampled: below the sample-confidence floor
+        if n == 1:  # the single answer: relations at or over theta_r, no sampling confidence
+            proposed = [{r: (p, None) for r, p in p_r.items() if p >= params.theta_for(r)} for p_r in samples[0]]
+        else:
+            proposed = [{r: (a.probability, a.fraction) for r, a in agreed.items()}
+                        for agreed in sample_agreement(samples, params)]
+        for (h, t, sentence), p_r in zip(pairs, proposed, strict=True):
+            for relation, (p, fraction) in p_r.items():
                 key = (summary.doc_key, frozenset((h.entity_id, t.entity_id)), relation)
-                if key in best and best[key].probability >= p:
-                    continue
+                if key in best and (best[key].sample_confidence or 0.0, best[key].probability) >= (fraction or 0.0, p):
+                    continue  # the document's best reading of this fact: most agreeing samples, then most probable
                 best[key] = TripleRow(
                     doc_key=summary.doc_key,
                     triple_id=_hash(summary.doc_key, *sorted((h.entity_id, t.entity_id)), relation),
@@ -153,6 +173,6 @@ def extract_relations(
                     head_mention_id=h.mention_id, head_id=h.entity_id, head_name=_name(h), head_type=h.type,
                     relation=relation,
                     tail_mention_id=t.mention_id, tail_id=t.entity_id, tail_name=_name(t), tail_type=t.type,
-                    probability=min(1.0, max(0.0, float(p))), evidence=sentence,
+                    probability=min(1.0, max(0.0, float(p))), evidence=sentence, sample_confidence=fraction,
                 )
     return sorted(best.values(), key=lambda r: (r.doc_key, r.summary_id, -r.probability, r.triple_id))

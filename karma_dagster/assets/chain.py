@@ -23,7 +23,7 @@ from karma_dagster.resources.backbones import BackbonesResource
 from karma_dagster.resources.params import KarmaParamsResource
 from karma_dagster.resources.storage import KarmaStorageResource
 from karma_dagster.schemas.frames import records_to_frame
-from karma_dagster.stages import SEED_KG, Stage, StageInputs
+from karma_dagster.stages import ABLATED, SEED_KG, Stage, StageInputs
 from karma_dagster.stage_store import StageStore
 
 
@@ -122,6 +122,8 @@ def finish_stage(context: dg.AssetExecutionContext, store: StageStore, namespace
         "document": context.partition_key,
         "seconds": round(time.perf_counter() - started, 3),
         "preview": preview(frame, stage.preview),
+        "variant": stage.variant,  # karma (the agent ran), ablated (a pass-through ran instead), single_agent
+        "ablated": stage.variant == ABLATED,
         **usage_metadata(backbone, stage.agent),
         **{k: _metadata_value(v) for k, v in figures.items()},
     }
@@ -146,7 +148,7 @@ def stage_asset(namespace: str, stage: Stage, code_version: str, pool: str | Non
         code_version=code_version,
         pool=pool,
         kinds=set(stage.kinds),
-        tags={"karma/stage": stage.name, "karma/backbone": namespace},
+        tags={"karma/stage": stage.name, "karma/backbone": namespace, "karma/variant": stage.variant},
         backfill_policy=STAGE_BACKFILL_POLICY,  # many documents per backfill run (batching.py)
     )
     @per_document

@@ -21,6 +21,7 @@ from karma_dagster.metrics import comparison as cmp
 from karma_dagster.metrics.gold_inbox import compute_gold
 from karma_dagster.metrics.kg_metrics import compute_kg_metrics
 from karma_dagster.metrics.qa import default_questions
+from karma_dagster.resources.backbones import BackbonesResource
 from karma_dagster.resources.judge import JudgeResource
 from karma_dagster.resources.storage import KarmaStorageResource
 
@@ -39,27 +40,40 @@ def build_kg_metrics(ns: str) -> dg.AssetsDefinition:
         group_name=GROUP,
         kinds={"python", "duckdb"},
         description=(
-            "KARMA's Table-1 metrics of this backbone's KG namespace: MC/MCl/MR of the new triples, coverage gain "
-            "(new entities), connectivity gain (net degree increase over existing entities per existing entity), "
-            "conflict ratio, judge correctness (likely correct / uncertain / likely incorrect) and QA coherence "
-            "(data/qa/sample_questions.v1.yaml answered by KG traversal)."
+            "KARMA's Table-1 metrics of this backbone's KG namespace (definitions and equations in "
+            "metrics/kg_metrics.py): MC/MCl/MR of the new triples (n/a when the evaluator did not run), coverage "
+            "gain (new entities), connectivity gain in both readings (net degree increase over the seed entities, "
+            "and their degree after/before), conflict ratio (share of the triples entering conflict resolution "
+            "that it or the date's merge removed; n/a when it did not run) and the older edges replaced, judge "
+            "correctness (likely correct / uncertain / likely incorrect; flagged when the judge is the chain's own "
+            "model) and QA coherence (data/qa/sample_questions.v2.yaml by KG traversal) with and without this "
+            "namespace's increments."
         ),
         tags={"karma/backbone": ns},
     )
-    def kg_metrics(context: dg.AssetExecutionContext, storage: KarmaStorageResource,
-                   judge: JudgeResource) -> dg.MaterializeResult:
+    def kg_metrics(context: dg.AssetExecutionContext, storage: KarmaStorageResource, judge: JudgeResource,
+                   backbones: BackbonesResource) -> dg.MaterializeResult:
         questions = Path(judge.qa_questions) if judge.qa_questions else default_questions()
-        m, verdicts, answers = compute_kg_metrics(storage.stage_store(), KGStore(storage.kg_path()), ns,
-                                                  judge.get(storage), questions)
+        m, verdicts, answers, seed_answers = compute_kg_metrics(
+            storage.stage_store(), KGStore(storage.kg_path()), ns, judge.get(storage), questions,
+            settings=backbones.settings(ns))
+        if m.judge_is_chain_model:
+            context.log.warning(f"backbone {ns}: the judge is not independent of this chain ({m.judge_overlap}); "
+                                "its LLM correctness grades the chain with its own model. Name another model as "
+                                "`judge:` in backbones.yaml.")
         out = cmp.metrics_dir(storage.root(), ns)
         (out / "kg_metrics.json").write_text(m.model_dump_json(indent=2))
         verdicts.to_csv(out / "judge_verdicts.csv", index=False)
-        qa = pd.DataFrame([{**a.model_dump(), "answers": "; ".join(a.answers[:8])} for a in answers])
+        seed_plausible = {a.id: a.plausible for a in seed_answers}
+        qa = pd.DataFrame([{**a.model_dump(), "answers": "; ".join(a.answers[:8]),
+                            "plausible_seed_only": seed_plausible[a.id]} for a in answers])
         qa.to_csv(out / "qa_answers.csv", index=False)
-        meta: dict[str, object] = {k: v for k, v in m.model_dump().items() if isinstance(v, (int, float, str)) and v is not None}
+        meta: dict[str, object] = {k: v for k, v in m.model_dump().items()
+                                   if isinstance(v, (int, float, str)) and v is not None}
+        meta["ablated"] = ", ".join(m.ablated) or "-"
         meta["verdicts"] = dg.MetadataValue.json(m.verdicts)
         meta["judge_verdicts"] = _md(verdicts.drop(columns=["doc_key", "triple_id"], errors="ignore"))
-        meta["qa_answers"] = _md(qa[["id", "plausible", "answers", "how"]] if len(qa) else qa)
+        meta["qa_answers"] = _md(qa[["id", "plausible", "plausible_seed_only", "answers", "how"]] if len(qa) else qa)
         return dg.MaterializeResult(metadata=meta)
 
     return kg_metrics
@@ -135,8 +149,10 @@ def build_backbone_comparison(namespaces: list[str], statuses: list[BackboneStat
         group_name=GROUP,
         kinds={"python", "matplotlib"},
         description=(
-            "KARMA's Table 1 for these backbones (a row per backbone, best value bold) plus gold F1 and cost per "
-            "document and per accepted triple (cost_usd of the stage materializations); as markdown, CSV and PNG."
+            "KARMA's Table 1 for these backbones in Table 2's shape (a row per backbone, ablation and single-agent "
+            "baseline: mode / ablated columns; n/a where a metric was not measured; best value bold; a judge = chain "
+            "flag) plus gold F1 and cost per document and per accepted triple (cost_usd of the stage "
+            "materializations); as markdown, CSV and PNG."
         ),
     )
     def backbone_comparison(context: dg.AssetExecutionContext, storage: KarmaStorageResource) -> dg.MaterializeResult:
@@ -148,12 +164,17 @@ def build_backbone_comparison(namespaces: list[str], statuses: list[BackboneStat
         png = cmp.chart(rows, out / "backbone_comparison.png")
         encoded = base64.b64encode(png.read_bytes()).decode()
         context.log.info("\n" + table)
+        flagged = [r.backbone for r in rows if r.status == "ok" and r.judge_is_chain_model]
+        for warning in cmp.judge_warnings(rows):
+            context.log.warning(f"judge is the chain's model: {warning}")
         return dg.MaterializeResult(metadata={
             "table": dg.MetadataValue.md(table),
             "chart": dg.MetadataValue.md(f"![backbone comparison](data:image/png;base64,{encoded})"),
             "csv": dg.MetadataValue.path(str(out / "backbone_comparison.csv")),
             "png": dg.MetadataValue.path(str(png)),
             "backbones": len(rows),
+            "judge_is_chain_model": bool(flagged),
+            "judge_is_chain_model_backbones": dg.MetadataValue.json(flagged),
         })
 
     return backbone_comparison

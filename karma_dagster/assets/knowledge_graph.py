@@ -13,6 +13,7 @@ from karma_dagster.kg.merge import IncrementStats, TripleValidationError
 from karma_dagster.kg.store import KGStore
 from karma_dagster.partitions import dates_partitions
 from karma_dagster.resources.backbones import BackbonesResource
+from karma_dagster.resources.params import KarmaParamsResource
 from karma_dagster.resources.storage import KarmaStorageResource
 from karma_dagster.stage_store import StageStore
 from karma_dagster.stages import FINAL_STAGE, SEED_KG, chain_version
@@ -21,6 +22,8 @@ DESCRIPTION = (
     "The KG increment of one day: new entities and the accepted triples of that day's documents, merged into "
     "the DuckDB KG with provenance (document, date, segment, evidence sentence, backbone, prompt version). "
     "A triple seen again is reinforced, s = 1-(1-s_old)(1-s_new), keeping first- and last-seen dates. "
+    "Contradictions between documents of the day are adjudicated here (the loser is discarded or sent to review); "
+    "a triple that won against an older edge supersedes it from this day on (the edge stays in history). "
     "Day D builds on day D-1; re-materializing a day replaces that day's contribution (no double counting)."
 )
 
@@ -44,7 +47,9 @@ def _collect(
     return docs, skipped
 
 
-def _metadata(ns: str, prompt_version: str, merged: list[tuple[IncrementStats, dict[str, str]]]) -> dict:
+def _metadata(
+    ns: str, prompt_version: str, merged: list[tuple[IncrementStats, dict[str, str]]], adjudications: list[dict]
+) -> dict:
     first, last = merged[0][0], merged[-1][0]
     rows = "\n".join(
         f"| {s.date} | {s.n_docs} | {len(skipped)} | {s.n_evidence} | {s.n_new_nodes} | {s.n_new_edges} "
@@ -54,6 +59,9 @@ def _metadata(ns: str, prompt_version: str, merged: list[tuple[IncrementStats, d
     return {
         "dates": len(merged),
         "documents_merged": sum(s.n_docs for s, _ in merged),
+        "same_day_discarded": sum(s.n_discarded for s, _ in merged),
+        "same_day_review": sum(s.n_review for s, _ in merged),
+        "edges_superseded": sum(s.n_superseded for s, _ in merged),
         "documents_skipped": dg.MetadataValue.json({str(s.date): sk for s, sk in merged if sk}),
         "accepted_triples": sum(s.n_evidence for s, _ in merged),
         "new_entities": sum(s.n_new_nodes for s, _ in merged),
@@ -69,7 +77,27 @@ def _metadata(ns: str, prompt_version: str, merged: list[tuple[IncrementStats, d
             "| date | docs | skipped | triples | new nodes | new edges | reinforced | nodes | edges |\n"
             "|---|---|---|---|---|---|---|---|---|\n" + rows
         ),
+        "adjudications": dg.MetadataValue.md(_adjudications_table(adjudications)),
     }
+
+
+def _cell(value: object) -> str:
+    """A markdown table cell: ids or reasons with a pipe would break the row."""
+    return str(value).replace("|", "/")
+
+
+def _adjudications_table(adjudications: list[dict]) -> str:
+    """What the merged days adjudicated (same-day contradictions kept out, edges superseded), as a markdown table."""
+    if not adjudications:
+        return "no contradiction between documents of these days, no edge superseded"
+    rows = "\n".join(
+        f"| {a['date']} | {_cell(a['doc_key'])} | {a['action']} | {_cell(a['head_id'])} -{a['relation']}-> "
+        f"{_cell(a['tail_id'])} | {_cell(a['against'])} | {_cell(a['reason'])} |"
+        for a in adjudications[:50]
+    )
+    more = (f"\n\n... and {len(adjudications) - 50} more (KGStore.merge_adjudications)"
+            if len(adjudications) > 50 else "")
+    return "| date | document | action | triple | against | reason |\n|---|---|---|---|---|---|\n" + rows + more
 
 
 def build(ns: str) -> dg.AssetsDefinition:
@@ -91,10 +119,12 @@ def build(ns: str) -> dg.AssetsDefinition:
         backfill_policy=dg.BackfillPolicy.single_run(),
     )
     def knowledge_graph(
-        context: dg.AssetExecutionContext, storage: KarmaStorageResource, backbones: BackbonesResource
+        context: dg.AssetExecutionContext, storage: KarmaStorageResource, backbones: BackbonesResource,
+        karma_params: KarmaParamsResource,
     ) -> dg.MaterializeResult:
         stages, catalog, kg = storage.stage_store(), Catalog(storage.catalog_path()), KGStore(storage.kg_path())
         prompt_version = chain_version(backbones.get(ns, storage))
+        params = karma_params.params()
         merged: list[tuple[IncrementStats, dict[str, str]]] = []
         for date in sorted(context.partition_keys):  # a single-run backfill carries many days: merge in date order
             day = dt.date.fromisoformat(date)
@@ -102,10 +132,13 @@ def build(ns: str) -> dg.AssetsDefinition:
             for doc_key, why in skipped.items():
                 context.log.warning(f"{date}: document {doc_key} not merged: {why}")
             try:
-                stats = merge.merge_increment(kg, day, ns, docs, run_id=context.run_id, prompt_version=prompt_version)
+                stats = merge.merge_increment(kg, day, ns, docs, run_id=context.run_id, prompt_version=prompt_version,
+                                              params=params)
             except TripleValidationError as exc:
                 raise dg.Failure(description=f"KG increment {date} ({ns}) rejected, KG unchanged: {exc}") from exc
             merged.append((stats, skipped))
-        return dg.MaterializeResult(metadata=_metadata(ns, prompt_version, merged))
+        days = {s.date for s, _ in merged}
+        adjudications = [a for a in kg.merge_adjudications(ns) if a["date"] in days]
+        return dg.MaterializeResult(metadata=_metadata(ns, prompt_version, merged, adjudications))
 
     return knowledge_graph

@@ -6,8 +6,10 @@ import dagster as dg
 from pydantic import Field
 
 from karma_dagster.kg.store import KGStore
+from karma_dagster.metrics.judge import judge_chain_overlap
 from karma_dagster.report import build_report
 from karma_dagster.resources.backbones import BackbonesResource
+from karma_dagster.resources.judge import JudgeResource
 from karma_dagster.resources.storage import KarmaStorageResource
 
 
@@ -29,16 +31,23 @@ def build(namespaces: list[str]) -> dg.AssetsDefinition:
         config: ReportConfig,
         storage: KarmaStorageResource,
         backbones: BackbonesResource,
+        judge: JudgeResource,
     ) -> dg.MaterializeResult:
         report = build_report(storage.stage_store(), KGStore(storage.kg_path()), backbones.names())
         report.documents_failed = dict(config.failed_documents)
         report.wall_time_s = config.wall_time_s if config.wall_time_s >= 0 else None
+        overlaps = {ns: judge_chain_overlap(judge, backbones.settings(ns)) for ns in backbones.names()}
+        report.judge_warnings = {ns: why for ns, why in overlaps.items() if why}
+        for ns, why in report.judge_warnings.items():
+            context.log.warning(f"backbone {ns}: the judge is not independent of this chain ({why})")
         context.log.info("\n" + report.markdown())
         metadata: dict[str, object] = {"report": dg.MetadataValue.md(report.markdown())}
         for b in report.backbones:
             for field, value in b.figures.items():
                 metadata[f"{b.backbone}/{field}"] = value
         metadata["documents_failed"] = len(report.documents_failed)
+        metadata["judge_is_chain_model"] = bool(report.judge_warnings)
+        metadata["judge_is_chain_model_backbones"] = dg.MetadataValue.json(sorted(report.judge_warnings))
         metadata["report_json"] = dg.MetadataValue.json(report.model_dump(mode="json"))  # what `karma run` prints
         if report.wall_time_s is not None:
             metadata["wall_time_s"] = round(report.wall_time_s, 2)

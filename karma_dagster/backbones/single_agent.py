@@ -1,20 +1,26 @@
 """The KARMA paper's single-agent baseline as a backbone mode (`mode: single_agent` in backbones.yaml).
 
-One generation extracts every triple of a text; there is no reader filter (every content segment is kept),
-no summarizer (the segment is its own summary), no debate (a clash with the KG is never argued away) and no
-evaluator model. The chain's agents still run around it, so it writes the same stage tables as the multi-agent
-chain and every metric compares: the relation labels map onto the schema by the schema's table, and C, Cl, R
-are the rule signals of the local judge (no model judges its own output).
+One generation extracts every triple of a paper (or of a paper-sized chunk when the paper exceeds the model's
+context: `single_agent_chunk_chars`). The chain's stage registry gives this mode its own stage variants
+(stages.chain_for): the paper's content cut into chunks instead of the reader's R(s) filter, no summarizer, the
+backbone's own relation answer instead of theta_r, no conflict resolution (verdict "skipped") and no evaluator
+(C, Cl, R n/a, no Theta). This class answers the two model questions that remain, from that one generation:
 
-- over an LLM backbone: prompts/single_agent/single_agent.vN.jinja, one call per text, memoized for the
-  entity and the relation question of the same text;
-- over the local backbone: the dictionary NER and the relation classifier in one pass over the whole text.
+- over an LLM backbone: prompts/single_agent/single_agent.vN.jinja, one call per chunk, shared by the entity and
+  the relation question of the same chunk (memoized per text, sample index and temperature: MedKGent's N
+  samples are N different calls at the sampling temperature, never one memoized answer);
+- over the local backbone: the dictionary NER and the relation classifier in one pass over the whole chunk.
+
+`own_threshold` is the relation answer the underlying model gives by itself: the local classifier's decision
+boundary (p >= 0.5 of its one-vs-rest logistic regressions), or "stated" for an LLM (any triple it lists).
+Schema alignment still maps the labels onto the KG schema by the schema's table (rules, not a model).
 """
 
 from __future__ import annotations
 
 import hashlib
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -32,7 +38,14 @@ from karma_dagster.config import BACKBONE_MODES
 from karma_dagster.dictionary.lexicon import CORPUS_TYPE
 from karma_dagster.schemas.records import MentionSpan, ParsedDocument, RawSection
 
-SINGLE_AGENT_VERSION = "single-agent-v1"
+SINGLE_AGENT_VERSION = "single-agent-v2"
+LOCAL_DECISION = 0.5  # a one-vs-rest logistic regression says "yes" at p >= 0.5
+MEMO_SIZE = 256  # generations kept in memory; older ones come back from the LLM response cache
+STATED = 1e-6  # an LLM's generation: a triple it lists at all (its confidence is kept as the probability)
+
+
+class NoSuchAgent(RuntimeError):
+    """The single-agent baseline was asked what only an agent of the KARMA chain answers."""
 
 
 class SingleAgentTriple(BaseModel):
@@ -57,10 +70,12 @@ class SingleAgentBackbone(Backbone):
         self.name = name
         self.base = base
         self.rules = judge or LocalJudge()
-        self._memo: dict[str, list[SingleAgentTriple]] = {}
+        # the recent generations (a stage asks about one paper's chunks, then the next paper's): bounded
+        self._memo: OrderedDict[tuple[str, int | None, float | None], list[SingleAgentTriple]] = OrderedDict()
         self._lock = threading.Lock()
         self._invalid = 0
         self.is_llm = hasattr(base, "prompts") and hasattr(base, "client")
+        self.own_threshold = STATED if self.is_llm else LOCAL_DECISION
 
     # ------------------------------------------------------------------ bookkeeping
     def prompt_id(self, agent: str) -> str:
@@ -85,27 +100,35 @@ class SingleAgentBackbone(Backbone):
 
     # ------------------------------------------------------------------ no IA / RA / SA agents
     def clean_document(self, doc: ParsedDocument) -> ParsedDocument:
-        return doc
+        return doc  # the parser's text as it is: no ingestion agent
 
     def score_relevance(self, sections: list[RawSection], kg_context: Sequence[str]) -> list[float]:
-        return [1.0] * len(sections)
+        return [1.0] * len(sections)  # no reader filter: the single-agent chain never asks; any caller keeps all
 
     def summarize(self, section: RawSection, max_sentences: int) -> str:
-        return section.text
+        return section.text  # no summarizer
 
     # ------------------------------------------------------------------ the one extraction
-    def _triples(self, text: str) -> list[SingleAgentTriple]:
-        key = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    def _triples(self, text: str, sample: int | None = None, temperature: float | None = None
+                 ) -> list[SingleAgentTriple]:
+        """The generation for `text` (sample `sample` at `temperature` when MedKGent sampling asks), memoized so
+        the entity and the relation question of one chunk share one call; the LLM cache keys samples apart."""
+        key = (hashlib.sha256(text.encode("utf-8")).hexdigest(), sample, temperature)
         with self._lock:
             if key in self._memo:
+                self._memo.move_to_end(key)
                 return self._memo[key]
         llm = self.base
-        out: SingleAgentOutput = llm._ask(  # type: ignore[attr-defined]
-            "single_agent", SingleAgentOutput, entity_types=llm.entity_types,  # type: ignore[attr-defined]
-            relation_types=llm.relation_types, text=text,  # type: ignore[attr-defined]
-        )
+        rendered = llm._render(  # type: ignore[attr-defined]
+            "single_agent", entity_types=llm.entity_types, relation_types=llm.relation_types,  # type: ignore[attr-defined]
+            text=text)
+        out, usage = llm.client.complete_json(  # type: ignore[attr-defined]
+            rendered, SingleAgentOutput, temperature=temperature, sample=sample)
+        llm._record(usage)  # type: ignore[attr-defined]
         with self._lock:
             self._memo[key] = out.triples
+            while len(self._memo) > MEMO_SIZE:
+                self._memo.popitem(last=False)
         return out.triples
 
     def recognize(self, text: str) -> list[MentionSpan]:
@@ -135,13 +158,29 @@ class SingleAgentBackbone(Backbone):
     ) -> list[dict[str, float]]:
         if not self.is_llm:
             return self.base.relation_probabilities(text, pairs)
+        return self._stated(self._triples(text), pairs)
+
+    def sample_relation_probabilities(
+        self, text: str, pairs: list[tuple[MentionSpan, MentionSpan]], sample: int, temperature: float
+    ) -> list[dict[str, float]]:
+        """MedKGent sample `sample`: a generation of its own at `temperature` (an LLM), or whatever sampling the
+        local classifier offers."""
+        if not self.is_llm:
+            return self.base.sample_relation_probabilities(text, pairs, sample, temperature)
+        if sample < 0 or not temperature > 0:
+            raise ValueError(f"sample must be >= 0 and temperature > 0 (got {sample}, {temperature})")
+        return self._stated(self._triples(text, sample, temperature), pairs) if pairs else []
+
+    def _stated(self, triples: list[SingleAgentTriple], pairs: list[tuple[MentionSpan, MentionSpan]]
+                ) -> list[dict[str, float]]:
+        """Per pair, the confidence of each relation the generation states between the two surfaces (0 if none)."""
         if not pairs:
             return []
         names = [t["name"] for t in self.base.relation_types]  # type: ignore[attr-defined]
         canonical = {n.lower(): n for n in names}
         stated: dict[frozenset[str], dict[str, float]] = {}
         invalid = 0
-        for t in self._triples(text):
+        for t in triples:
             label = canonical.get(t.relation.strip().lower())
             if label is None:
                 invalid += 1
@@ -160,18 +199,16 @@ class SingleAgentBackbone(Backbone):
 
     # ------------------------------------------------------------------ no SAA / CRA / EA models
     def align(self, triple: TripleQuery, candidates: list[str]) -> AlignmentAnswer:
-        return self.rules.align(triple, candidates)
+        return self.rules.align(triple, candidates)  # the schema's label table, no model
 
     def debate(self, triple: TripleQuery, existing_relation: str) -> DebateAnswer:
-        return DebateAnswer(
-            argument_for="single-agent baseline: the extracted triple is kept as generated",
-            argument_against="single-agent baseline: no conflict-resolution agent argues against it",
-            verdict="agree", confidence=0.0,
-        )
+        raise NoSuchAgent(f"backbone {self.name!r} is the single-agent baseline: it has no conflict-resolution "
+                          "agent (its resolved stage is a pass-through, verdict 'skipped')")
 
     def evaluation_signals(self, triple: TripleQuery, probability: float, segment_relevance: float,
                            linked_entities: int) -> EvaluationSignals:
-        return self.rules.evaluation_signals(triple, probability, segment_relevance, linked_entities)
+        raise NoSuchAgent(f"backbone {self.name!r} is the single-agent baseline: it has no evaluator agent (its "
+                          "evaluated stage is a pass-through, C/Cl/R n/a)")
 
 
 def wrap_mode(name: str, mode: str, base: Backbone) -> Backbone:

@@ -1,23 +1,37 @@
-"""The KG's entity names in a LanceDB table, searched by cosine distance (normalization of mentions).
+"""The KG's entity names in LanceDB tables, searched by cosine distance (normalization of mentions).
 
 One row per (entity, name or synonym). Brute-force search is exact and fast enough below ~100k rows
 (STACK.md: ~72 ms/query at 50k x 384); above `ann_threshold` rows an IVF_HNSW_SQ index is built.
 A mention type restricts the search to compatible KG kinds (a Disease mention may be a Symptom or Side Effect).
+
+Two tables. `entities` holds the seed KG's names, shared by every namespace. `extracted_entities` holds the
+entities each namespace's merges added to the KG (KGStore.extracted_entities), with the namespace and the date
+the entity was first merged: a document of that namespace dated D links to those first merged before D (the
+documents of D are merged together, after their chains ran), and another namespace never sees them.
+That table is state-driven: `sync_namespace` makes a namespace's rows equal to the KG's extracted nodes, so a
+merge in another process, a re-merge that removed an entity, or a crash between a merge and the index update
+is repaired by the next sync; the KG is the truth, the table its vector view.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import threading
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from difflib import SequenceMatcher
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+import filelock
 import pyarrow as pa
+import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict
 
 from karma_dagster.kg.embeddings import Embedder, HashingCharNgramEmbedder, normalize_name
 
 TABLE = "entities"
+EXTRACTED_TABLE = "extracted_entities"
 RERANK_POOL = 10  # vector candidates re-scored with the word distance
 # NER type (or KG kind) -> KG kinds a mention of it may link to.
 COMPATIBLE_KINDS: dict[str, tuple[str, ...]] = {
@@ -49,11 +63,28 @@ class KGEntity(BaseModel):
     synonyms: list[str] = []
 
 
+class ExtractedEntity(KGEntity):
+    """An entity a namespace's merges added to the KG; linkable by that namespace's documents dated after
+    `first_seen` (the date of the first increment that merged it)."""
+
+    first_seen: dt.date
+
+
 class Hit(BaseModel):
     entity_id: str
     name: str
     kind: str
     distance: float
+    source: Literal["seed", "extracted"] = "seed"  # the shared seed KG, or an entity the namespace's merges added
+
+
+class SyncResult(BaseModel):
+    """What one `sync_namespace` changed in the index (entities, not name rows)."""
+
+    namespace: str
+    entities: int  # the namespace's extracted entities now indexed
+    added: int
+    removed: int
 
 
 def compatible_kinds(kind: str | None) -> tuple[str, ...] | None:
@@ -104,15 +135,29 @@ class EntityIndex:
         self.embedder = embedder or HashingCharNgramEmbedder()
         self.ann_threshold = ann_threshold
         self._db = lancedb.connect(self.uri)
-        self._table = self._db.open_table(TABLE) if TABLE in self._db.table_names() else None
+        self._table = self._open(TABLE)
+        self._extracted = self._open(EXTRACTED_TABLE)
+        # namespace -> fingerprint of the KG state last synced in this process (see `sync_namespace`)
+        self._synced: dict[str, str] = {}
+        self._memo_lock = threading.Lock()
+        self._sync_lock = filelock.FileLock(self.uri.rstrip("/") + ".sync.lock")  # across processes
+
+    def _open(self, name: str) -> Any:
+        try:
+            return self._db.open_table(name)
+        except ValueError:  # "Table ... was not found": not built yet (or, for EXTRACTED_TABLE, nothing merged yet)
+            return None
 
     def __len__(self) -> int:
+        """Name rows of the seed table (the namespaces' own entities: `count_extracted`)."""
         return 0 if self._table is None else self._table.count_rows()
 
-    def _rows(self, entities: Iterable[KGEntity | Mapping[str, Any]]) -> pa.Table:
-        ids, names, kinds = [], [], []
+    def _rows(self, entities: Iterable[KGEntity | Mapping[str, Any]], namespace: str | None = None) -> pa.Table:
+        """Name rows of the seed table, or (with `namespace`) of the extracted table: + namespace, first_seen."""
+        ids, names, kinds, firsts = [], [], [], []
+        model = KGEntity if namespace is None else ExtractedEntity
         for e in entities:
-            ent = e if isinstance(e, KGEntity) else KGEntity.model_validate(e)
+            ent = e if isinstance(e, model) else model.model_validate(e)
             if not ent.id or not ent.name.strip():
                 raise ValueError(f"EntityIndex: entity needs an id and a name: {ent!r}")
             seen = set()
@@ -124,15 +169,22 @@ class EntityIndex:
                 ids.append(ent.id)
                 names.append(name)
                 kinds.append(ent.kind)
+                if isinstance(ent, ExtractedEntity):
+                    firsts.append(ent.first_seen.isoformat())
         vecs = self.embedder.embed(names)
         vec_type = pa.list_(pa.float32(), self.embedder.dim)
-        return pa.table({
+        columns = {
             "entity_id": pa.array(ids, pa.string()),
             "name": pa.array(names, pa.string()),
             "kind": pa.array(kinds, pa.string()),
-            "vector": pa.FixedSizeListArray.from_arrays(pa.array(vecs.reshape(-1), pa.float32()), self.embedder.dim)
-            if len(names) else pa.array([], vec_type),
-        })
+        }
+        if namespace is not None:  # ISO dates compare as strings in Lance filters
+            columns |= {"namespace": pa.array([namespace] * len(ids), pa.string()),
+                        "first_seen": pa.array(firsts, pa.string())}
+        columns["vector"] = (
+            pa.FixedSizeListArray.from_arrays(pa.array(vecs.reshape(-1), pa.float32()), self.embedder.dim)
+            if len(names) else pa.array([], vec_type))
+        return pa.table(columns)
 
     def build(self, entities: Iterable[KGEntity | Mapping[str, Any]], replace: bool = True) -> int:
         """(Re)create the table from the KG's entities; returns the number of name rows."""
@@ -145,7 +197,8 @@ class EntityIndex:
         return data.num_rows
 
     def add(self, entities: Iterable[KGEntity | Mapping[str, Any]]) -> int:
-        """Index entities newly merged into the KG (rows for ids already present are replaced)."""
+        """Add names to the shared seed table, visible to every namespace (rows for ids already present are
+        replaced). A namespace's merged entities go through `sync_namespace` instead, visible to it alone."""
         data = self._rows(entities)
         if data.num_rows == 0:
             return 0
@@ -158,34 +211,149 @@ class EntityIndex:
         self._maybe_index()
         return data.num_rows
 
-    def _maybe_index(self) -> None:
-        if self._table is None or self._table.count_rows() < self.ann_threshold:
+    def _maybe_index(self, table: Any = None, rebuild: bool = True) -> None:
+        """An ANN index once a table passes `ann_threshold` rows; rows added later are searched exactly beside it,
+        so the often-synced extracted table builds it once (rebuild=False) instead of at every sync."""
+        table = table if table is not None else self._table
+        if table is None or table.count_rows() < self.ann_threshold:
+            return
+        if not rebuild and table.list_indices():
             return
         from lancedb.index import IvfHnswSq
 
-        self._table.create_index("vector", config=IvfHnswSq(distance_type="cosine"), replace=True)
+        table.create_index("vector", config=IvfHnswSq(distance_type="cosine"), replace=True)
 
-    def search(self, names: list[str], kinds: list[str | None] | None = None, k: int = 1) -> list[list[Hit]]:
-        """Nearest KG names for each query name (cosine distance, 0 = same normalized name)."""
+    def search(
+        self, names: list[str], kinds: list[str | None] | None = None, k: int = 1, *,
+        namespace: str | None = None, before: dt.date | None = None,
+    ) -> list[list[Hit]]:
+        """Nearest KG names for each query name (cosine distance, 0 = same normalized name).
+
+        Without `namespace` only the seed's names are searched; with it, also the entities that namespace's
+        merges added, first merged before `before` (None = all of them)."""
         if kinds is not None and len(kinds) != len(names):
             raise ValueError(f"EntityIndex.search: {len(names)} names but {len(kinds)} kinds")
-        if self._table is None or not names:
+        if not names:
+            return []
+        extracted_filter = None
+        if namespace is not None and self._extracted is not None:
+            extracted_filter = f"namespace = {_sql_str(namespace)}"
+            if before is not None:
+                extracted_filter += f" AND first_seen < {_sql_str(before.isoformat())}"
+        if self._table is None and extracted_filter is None:
             return [[] for _ in names]
         vecs = self.embedder.embed(names)
         out: list[list[Hit]] = []
         for i, vec in enumerate(vecs):
-            # Vector search proposes candidates; the reported distance is max(cosine, word distance), so a name
-            # that is close in characters but not in words (a more specific entity, a prefixed word) is far.
-            q = self._table.search(vec, vector_column_name="vector").distance_type("cosine").limit(max(k, RERANK_POOL))
             allowed = compatible_kinds(kinds[i]) if kinds is not None else None
-            if allowed:
-                q = q.where("kind IN (" + ",".join(_sql_str(a) for a in allowed) + ")", prefilter=True)
-            rows = q.select(["entity_id", "name", "kind", "_distance"]).to_list()
-            hits = [
-                Hit(entity_id=r["entity_id"], name=r["name"], kind=r["kind"], distance=name_distance(names[i], r))
-                for r in rows
-            ]
-            rank = {kd: j for j, kd in enumerate(allowed or ())}  # ties: the mention type's own kind first
-            hits.sort(key=lambda h: (round(h.distance, 6), rank.get(h.kind, len(rank))))
+            kind_filter = "kind IN (" + ",".join(_sql_str(a) for a in allowed) + ")" if allowed else None
+            hits = []
+            if self._table is not None:
+                hits += self._query(self._table, vec, names[i], max(k, RERANK_POOL), kind_filter, "seed")
+            if extracted_filter is not None:
+                where = extracted_filter + (f" AND {kind_filter}" if kind_filter else "")
+                hits += self._query(self._extracted, vec, names[i], max(k, RERANK_POOL), where, "extracted")
+            rank = {kd: j for j, kd in enumerate(allowed or ())}  # ties: the mention type's own kind first, then seed
+            hits.sort(key=lambda h: (round(h.distance, 6), rank.get(h.kind, len(rank)), h.source != "seed"))
             out.append(hits[:k])
         return out
+
+    def _query(self, table: Any, vec: Any, name: str, limit: int, where: str | None,
+               source: Literal["seed", "extracted"]) -> list[Hit]:
+        # Vector search proposes candidates; the reported distance is max(cosine, word distance), so a name
+        # that is close in characters but not in words (a more specific entity, a prefixed word) is far.
+        q = table.search(vec, vector_column_name="vector").distance_type("cosine").limit(limit)
+        if where:
+            q = q.where(where, prefilter=True)
+        rows = q.select(["entity_id", "name", "kind", "_distance"]).to_list()
+        return [Hit(entity_id=r["entity_id"], name=r["name"], kind=r["kind"], distance=name_distance(name, r),
+                    source=source) for r in rows]
+
+    def view(self, namespace: str, before: dt.date | None = None) -> "IndexView":
+        """What a document of `namespace` dated `before` links against (seed + the namespace's earlier entities)."""
+        return IndexView(self, namespace, before)
+
+    # ------------------------------------------------------------ the namespaces' own entities
+    def synced_fingerprint(self, namespace: str) -> str | None:
+        """The KG fingerprint this process last synced `namespace` at (None: never); callers skip an unchanged KG."""
+        with self._memo_lock:
+            return self._synced.get(namespace)
+
+    def sync_namespace(
+        self, namespace: str, entities: Iterable[ExtractedEntity | Mapping[str, Any]], fingerprint: str | None = None
+    ) -> SyncResult:
+        """Make the namespace's indexed entities equal `entities` (the KG's extracted nodes of that namespace).
+
+        Compares per entity (its names, kind and first date) with what the table holds, removes what the KG no
+        longer has or has changed, adds what is missing. Under a file lock and on the table's latest version, so
+        processes syncing at once neither duplicate nor lose rows; idempotent, so it also repairs a crash between
+        a merge and an earlier sync. `fingerprint` (the KG state the entities were read at) is remembered."""
+        if not namespace:
+            raise ValueError("EntityIndex.sync_namespace: namespace must be non-empty")
+        wanted = self._rows(entities, namespace=namespace)
+        want = _entity_states(wanted)
+        with self._sync_lock:
+            table = self._latest_extracted()
+            have: dict[str, frozenset] = {}
+            if table is not None:
+                rows = (table.search().where(f"namespace = {_sql_str(namespace)}")
+                        .select(["entity_id", "name", "kind", "first_seen"]).limit(None).to_arrow())
+                have = _entity_states(rows)
+            stale = sorted(i for i in have if have[i] != want.get(i))
+            missing = sorted(i for i in want if have.get(i) != want[i])
+            if stale and table is not None:
+                table.delete(f"namespace = {_sql_str(namespace)} AND entity_id IN ("
+                             + ",".join(_sql_str(i) for i in stale) + ")")
+            if missing:
+                add = wanted.filter(pc.is_in(wanted.column("entity_id"), pa.array(missing, pa.string())))
+                if table is None:
+                    self._extracted = self._db.create_table(EXTRACTED_TABLE, data=add)
+                else:
+                    table.add(add)
+                self._maybe_index(self._extracted, rebuild=False)
+        if fingerprint is not None:
+            with self._memo_lock:
+                self._synced[namespace] = fingerprint
+        removed = sum(1 for i in stale if i not in want)
+        return SyncResult(namespace=namespace, entities=len(want), added=len(missing), removed=removed)
+
+    def _latest_extracted(self) -> Any:
+        """The extracted table at its newest version (another process may have created or changed it)."""
+        if self._extracted is None:
+            self._extracted = self._open(EXTRACTED_TABLE)
+        if self._extracted is not None:
+            self._extracted.checkout_latest()
+        return self._extracted
+
+    def count_extracted(self, namespace: str, before: dt.date | None = None) -> int:
+        """The namespace's own entities a document dated `before` can link to (name rows are not counted twice)."""
+        if self._extracted is None:
+            return 0
+        where = f"namespace = {_sql_str(namespace)}"
+        if before is not None:
+            where += f" AND first_seen < {_sql_str(before.isoformat())}"
+        rows = self._extracted.search().where(where).select(["entity_id"]).limit(None).to_arrow()
+        return len(set(rows.column("entity_id").to_pylist()))
+
+
+def _entity_states(rows: pa.Table) -> dict[str, frozenset]:
+    """entity_id -> its (name, kind, first_seen) rows: what decides whether an indexed entity is up to date."""
+    out: dict[str, set] = {}
+    for eid, name, kind, first in zip(*(rows.column(c).to_pylist() for c in ("entity_id", "name", "kind", "first_seen"))):
+        out.setdefault(eid, set()).add((name, kind, first))
+    return {k: frozenset(v) for k, v in out.items()}
+
+
+@dataclass(frozen=True)
+class IndexView:
+    """The index as one namespace's document dated `before` sees it: what the EEA links against."""
+
+    index: EntityIndex
+    namespace: str
+    before: dt.date | None = None
+
+    def search(self, names: list[str], kinds: list[str | None] | None = None, k: int = 1) -> list[list[Hit]]:
+        return self.index.search(names, kinds, k, namespace=self.namespace, before=self.before)
+
+    def count_extracted(self) -> int:
+        return self.index.count_extracted(self.namespace, self.before)

@@ -3,12 +3,21 @@
 Re-materializing a date deletes what its documents contributed before (in this namespace) and inserts the new
 rows, so a rerun never duplicates evidence nor reinforces an edge twice. Edge confidence is not stored: the
 `edges` view aggregates 1 - prod(1 - s) over seed confidence and evidence scores (see store.py), which is
-exactly MedKGent's reinforcement applied in any order. A crash before COMMIT leaves the file as it was.
+exactly MedKGent's reinforcement applied in any order. An occurrence's score is its `evidence_score` (MedKGent
+sampling confidence, else the evaluator's score, else the extractor's probability) when the row has one, else
+its `score`. A crash before COMMIT leaves the file as it was.
+
+The merge of day D is also where D's documents meet: each was checked against the KG as of D-1 and against
+itself (agents/conflict_resolution.py), so contradictions *between* documents of D are adjudicated here
+(kg/adjudication.py `same_day`): the losing triples are kept out of the KG (discard / review), and triples that won
+against an older KG edge ("replace") supersede it from D on. Both are stored in `adjudications`, in the same
+transaction, and replaced by a re-merge of D like the evidence.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import math
 import numbers
 import time
@@ -20,13 +29,18 @@ from typing import Any
 import pandas as pd
 from pydantic import BaseModel
 
+from karma_dagster.kg import adjudication as adj
+from karma_dagster.kg.schema import KGSchema
 from karma_dagster.kg.store import (
+    EdgeFacts,
     KGStore,
     NodeIn,
+    edge_text,
     load_schema,
     metaedge_by_abbrev,
     schema_relations,
 )
+from karma_dagster.params import KarmaParams
 
 
 class TripleValidationError(ValueError):
@@ -48,6 +62,9 @@ class IncrementStats(BaseModel):
     n_new_edges: int
     n_reinforced: int
     seconds: float
+    n_discarded: int = 0  # same-day contradictions kept out of the KG
+    n_review: int = 0  # same-day contradictions sent to review (kept out of the KG)
+    n_superseded: int = 0  # older edges replaced by this date's triples (kept in history)
 
 
 TripleLike = Mapping[str, Any] | BaseModel
@@ -59,6 +76,15 @@ _REQUIRED_TEXT = ("triple_id", "head_id", "tail_id", "segment_id", "evidence")
 
 def _as_dict(row: TripleLike) -> dict[str, Any]:
     return row.model_dump() if isinstance(row, BaseModel) else dict(row)
+
+
+def _missing(value: object) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))  # NaN: a missing value from pandas
+
+
+@functools.lru_cache(maxsize=1)
+def _default_schema() -> KGSchema:
+    return KGSchema.load()
 
 
 def validate_triple(
@@ -93,7 +119,7 @@ def validate_triple(
     if relation not in schema_relations():
         raise fail(f"relation {relation!r} is not a schema relation ({', '.join(sorted(schema_relations()))})")
     metaedge = r.get("metaedge")
-    if isinstance(metaedge, float) and math.isnan(metaedge):  # a missing value from a pandas frame
+    if _missing(metaedge):
         metaedge = None
     if metaedge is not None:
         me = metaedge_by_abbrev().get(metaedge)
@@ -101,9 +127,21 @@ def validate_triple(
             raise fail(f"unknown metaedge {metaedge!r}")
         if me.relation != relation:
             raise fail(f"metaedge {metaedge!r} means {me.relation!r}, not {relation!r}")
-    score = r.get("score")
+    source = "score" if _missing(r.get("evidence_score")) else "evidence_score"
+    score = r.get(source)
     if isinstance(score, bool) or not isinstance(score, numbers.Real) or not 0.0 <= float(score) <= 1.0:
-        raise fail(f"score {score!r} is not a number in [0, 1]")
+        raise fail(f"{source} {score!r} is not a number in [0, 1]")
+    action = "keep" if _missing(r.get("action")) else r["action"]
+    if action not in ("keep", "replace"):
+        raise fail(f"action {action!r}: only triples kept or replacing an older edge enter the KG")
+    contradicts = None if _missing(r.get("contradicts")) else str(r["contradicts"])
+    if action == "replace":
+        if contradicts is None:
+            raise fail("action 'replace' names no edge it supersedes (contradicts is empty)")
+        try:
+            adj.parse_edges(contradicts)
+        except adj.EdgeTextError as exc:
+            raise fail(f"action 'replace': {exc}") from exc
     if node_ids is not None:
         for end in ("head_id", "tail_id"):
             if r[end] not in node_ids:
@@ -119,6 +157,14 @@ def validate_triple(
         "segment_id": r["segment_id"],
         "evidence": r["evidence"],
         "prompt_version": str(r.get("prompt_version") or prompt_version),
+        # for the day's adjudication (not evidence columns)
+        "action": action,
+        "contradicts": contradicts,
+        "adjudication": None if _missing(r.get("adjudication")) else str(r["adjudication"]),
+        # "skipped": no conflict agent ran for this chain (ablated, or the single-agent baseline): not adjudicated
+        "verdict": None if _missing(r.get("verdict")) else str(r["verdict"]),
+        "head_kg_type": None if _missing(r.get("head_kg_type")) else r["head_kg_type"],
+        "tail_kg_type": None if _missing(r.get("tail_kg_type")) else r["tail_kg_type"],
     }
 
 
@@ -156,13 +202,16 @@ def merge_increment(
     namespace: str | None = None,
     prompt_version: str = "",
     on_doc: Callable[[str, int, int], None] | None = None,
+    params: KarmaParams | None = None,
+    schema: KGSchema | None = None,
 ) -> IncrementStats:
     """Merge one date's documents (doc_key -> (accepted triples, new entities)) in one transaction.
 
     namespace defaults to the backbone, so backbones grow side-by-side graphs over the shared seed.
     The increments row of (namespace, date) is replaced: a call carries the whole increment of that date.
     `on_doc(doc_key, i, n)` is called once each document's rows are inserted (inserts go in batches of
-    ~1000 rows; progress reporting, and the crash test's hook).
+    ~1000 rows; progress reporting, and the crash test's hook). `params` (adjudication thresholds) and `schema`
+    (which relations contradict) default to KarmaParams() and the packaged schema.
     """
     t0 = time.perf_counter()
     if not backbone or not run_id:
@@ -175,16 +224,23 @@ def merge_increment(
         new_ids = {n.id for _, nodes in prepared.values() for n in nodes}
         known, seed_ids = _known_ids(con, stamp.ns, prepared, new_ids)
         _check_endpoints(prepared, known | new_ids, prompt_version)
+        judged = _adjudicate_day(con, stamp, prepared, schema or _default_schema(), params or KarmaParams())
+        prepared = _without(prepared, judged.removed)
+        new_ids = {n.id for _, nodes in prepared.values() for n in nodes}
         keys = {(r["head_id"], r["relation"], r["tail_id"]) for rows, _ in prepared.values() for r in rows}
         n_reinforced = _count_existing_edges(con, stamp.ns, keys)
         _insert_documents(con, prepared, seed_ids, stamp, on_doc)
+        _insert_adjudications(con, judged.rows)
         nodes_after, edges_after = _sizes(con, stamp.ns)
+        actions = [r["action"] for r in judged.rows]
         stats = IncrementStats(
             date=date, namespace=stamp.ns, backbone=backbone, run_id=run_id, n_docs=len(prepared),
             n_evidence=sum(len(rows) for rows, _ in prepared.values()), nodes_before=nodes_before,
             nodes_after=nodes_after, edges_before=edges_before, edges_after=edges_after,
             n_new_nodes=len(new_ids - known), n_new_edges=len(keys) - n_reinforced, n_reinforced=n_reinforced,
-            seconds=0.0,
+            seconds=0.0, n_discarded=actions.count("discard"), n_review=actions.count("review"),
+            n_superseded=len({(r["against_head_id"], r["against_relation"], r["against_tail_id"])
+                              for r in judged.rows if r["action"] == "replace"}),
         )
         _record_increment(con, stats, stamp)
     return stats.model_copy(update={"seconds": round(time.perf_counter() - t0, 4)})
@@ -236,6 +292,10 @@ def _delete_previous(con: Any, stamp: _Stamp, doc_keys: list[str]) -> None:
         "DELETE FROM extracted_nodes WHERE namespace = ? AND doc_key IN (SELECT doc_key FROM _docs)", [stamp.ns]
     )
     con.execute("DELETE FROM increments WHERE namespace = ? AND date = ?", [stamp.ns, stamp.date])
+    con.execute(
+        "DELETE FROM adjudications WHERE namespace = ? AND (date = ? OR doc_key IN (SELECT doc_key FROM _docs))",
+        [stamp.ns, stamp.date],
+    )
 
 
 def _known_ids(con: Any, ns: str, prepared: Prepared, new_ids: set[str]) -> tuple[set[str], set[str]]:
@@ -264,6 +324,166 @@ def _count_existing_edges(con: Any, ns: str, keys: set[tuple[str, str, str]]) ->
         "SELECT count(*) FROM kg_edges(?) JOIN _keys USING (head_id, relation, tail_id)", [ns]
     ).fetchall()[0]
     return int(n)
+
+
+Edge = tuple[str, str, str]
+_SEVERITY = {"review": 1, "discard": 2}
+
+
+@dataclass(frozen=True)
+class _DayJudgement:
+    removed: frozenset[tuple[str, str]]  # (doc_key, triple_id) kept out of the KG
+    rows: list[dict[str, Any]]  # what goes into `adjudications`
+
+
+def _adjudicate_day(
+    con: Any, stamp: _Stamp, prepared: Prepared, schema: KGSchema, params: KarmaParams
+) -> _DayJudgement:
+    """The day's cross-document contradictions first (losers leave the merge), then the supersessions that the
+    triples which stay carry ("replace" rows of the conflict agent)."""
+    removed = _same_day(con, stamp, prepared, schema, params)
+    kept = [(doc, r) for doc, (rows, _) in prepared.items() for r in rows if (doc, r["triple_id"]) not in removed]
+    return _DayJudgement(frozenset(removed), list(removed.values()) + _supersessions(con, stamp, kept))
+
+
+def _same_day(
+    con: Any, stamp: _Stamp, prepared: Prepared, schema: KGSchema, params: KarmaParams
+) -> dict[tuple[str, str], dict[str, Any]]:
+    """(doc_key, triple_id) -> its adjudication row, for every triple that loses (or cannot win) a contradiction
+    with another document of the day. Occurrences of one edge reinforce each other (1 - prod(1 - s)) before the two
+    edges are weighed; edges that only one document asserts were judged by that document's own chain."""
+    by_pair: dict[frozenset[str], dict[Edge, list[tuple[str, dict[str, Any]]]]] = {}
+    for doc, (rows, _) in prepared.items():
+        for r in rows:
+            if r.get("verdict") == "skipped":  # the chain has no conflict resolution: the merge does not add one
+                continue
+            edge = (r["head_id"], r["relation"], r["tail_id"])
+            by_pair.setdefault(frozenset((edge[0], edge[2])), {}).setdefault(edge, []).append((doc, r))
+    contested = {p: e for p, e in by_pair.items() if len({edge[1] for edge in e}) > 1}
+    if not contested:
+        return {}
+    kind_of = _kinds(con, stamp.ns, prepared, {i for pair in contested for i in pair})
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for edges in contested.values():
+        items = sorted(edges.items())
+        for i, (e1, occ1) in enumerate(items):
+            for e2, occ2 in items[i + 1:]:
+                kinds = (kind_of.get(e1[0]), kind_of.get(e1[2]))
+                if kinds[0] is None or kinds[1] is None or not schema.incompatible(e1[1], e2[1], kinds[0], kinds[1]):
+                    continue
+                if len({d for d, _ in occ1} | {d for d, _ in occ2}) < 2:
+                    continue
+                s1, s2 = adj.reinforced(r["score"] for _, r in occ1), adj.reinforced(r["score"] for _, r in occ2)
+                a1, a2 = adj.same_day(s1, s2, params)
+                outcome = "too close to call" if a1 == a2 == "review" else (
+                    f"{edge_text(*(e1 if a1 == 'keep' else e2))} leads by >= {params.conflict_replace_margin:.2f}")
+                reason = (f"same day {stamp.date}: {_side(e1, occ1, s1)} vs {_side(e2, occ2, s2)}: {outcome}")
+                for action, occ, other, other_occ, s_other in ((a1, occ1, e2, occ2, s2), (a2, occ2, e1, occ1, s1)):
+                    if action == "keep":
+                        continue
+                    for doc, r in occ:
+                        key = (doc, r["triple_id"])
+                        if key in out and _SEVERITY[out[key]["action"]] >= _SEVERITY[action]:
+                            continue
+                        out[key] = _adjudication_row(
+                            stamp, doc, r, action, other, reason, confidence=s_other, first_seen=stamp.date,
+                            last_seen=stamp.date, n_evidence=len(other_occ), in_seed=False,
+                        )
+    return out
+
+
+def _side(edge: Edge, occ: list[tuple[str, dict[str, Any]]], support: float) -> str:
+    docs = sorted({d for d, _ in occ})
+    return f"{edge_text(*edge)} {support:.2f} ({len(occ)} triple(s) of {', '.join(docs)})"
+
+
+def _kinds(con: Any, ns: str, prepared: Prepared, ids: set[str]) -> dict[str, str]:
+    """Node kind of each id (what makes two relations incompatible): from the rows and new entities, else the KG."""
+    kinds: dict[str, str] = {}
+    by_abbrev = metaedge_by_abbrev()
+    for rows, nodes in prepared.values():
+        for n in nodes:
+            kinds.setdefault(n.id, n.kind)
+        for r in rows:
+            me = by_abbrev.get(r["metaedge"]) if r["metaedge"] else None
+            for end, orient in (("head", "source"), ("tail", "target")):
+                kind = r.get(f"{end}_kg_type") or (getattr(me, orient) if me is not None else None)
+                if kind:
+                    kinds.setdefault(r[f"{end}_id"], kind)
+    rest = sorted(ids - kinds.keys())
+    if rest:
+        _temp_table(con, "_kind_ids", "id VARCHAR", [(i,) for i in rest])
+        kinds.update(dict(con.execute(
+            "SELECT id, kind FROM kg_nodes(?) WHERE id IN (SELECT id FROM _kind_ids)", [ns]).fetchall()))
+    return kinds
+
+
+def _supersessions(con: Any, stamp: _Stamp, kept: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """A "replace" row's older edges are superseded from the merge's date: one adjudication row per edge, with the
+    edge's support as it stood the day before (its history: the edge itself and its evidence stay stored)."""
+    wanted = [(doc, r, e) for doc, r in kept if r["action"] == "replace" for e in adj.parse_edges(r["contradicts"])]
+    if not wanted:
+        return []
+    _temp_table(con, "_sup_edges", "head_id VARCHAR, relation VARCHAR, tail_id VARCHAR",
+                sorted({e for _, _, e in wanted}))
+    facts = {
+        (h, rel, t): EdgeFacts(head_id=h, relation=rel, tail_id=t, confidence=c, first_seen=f, last_seen=la,
+                               n_evidence=n, in_seed=seed)
+        for h, rel, t, c, f, la, n, seed in con.execute(
+            "SELECT head_id, relation, tail_id, confidence, first_seen, last_seen, n_evidence, in_seed "
+            "FROM kg_edges(?, as_of := ?) JOIN _sup_edges USING (head_id, relation, tail_id)",
+            [stamp.ns, stamp.date - dt.timedelta(days=1)],
+        ).fetchall()
+    }
+    out = []
+    for doc, r, e in wanted:
+        f = facts.get(e)
+        reason = r["adjudication"] or "the conflict agent replaced it"
+        if f is None:
+            reason += f" (the edge was not in the KG as of {stamp.date - dt.timedelta(days=1)})"
+        out.append(_adjudication_row(
+            stamp, doc, r, "replace", e, reason, confidence=f.confidence if f else None,
+            first_seen=f.first_seen if f else None, last_seen=f.last_seen if f else None,
+            n_evidence=f.n_evidence if f else None, in_seed=f.in_seed if f else None,
+        ))
+    return out
+
+
+def _adjudication_row(
+    stamp: _Stamp, doc: str, r: dict[str, Any], action: str, against: Edge, reason: str, *,
+    confidence: float | None, first_seen: dt.date | None, last_seen: dt.date | None, n_evidence: int | None,
+    in_seed: bool | None,
+) -> dict[str, Any]:
+    return {
+        "namespace": stamp.ns, "date": stamp.date, "doc_key": doc, "triple_id": r["triple_id"],
+        "head_id": r["head_id"], "relation": r["relation"], "tail_id": r["tail_id"], "support": r["score"],
+        "action": action, "against_head_id": against[0], "against_relation": against[1],
+        "against_tail_id": against[2], "against_confidence": confidence, "against_first_seen": first_seen,
+        "against_last_seen": last_seen, "against_n_evidence": n_evidence, "against_in_seed": in_seed,
+        "reason": reason, "run_id": stamp.run_id, "merged_at": stamp.merged_at,
+    }
+
+
+def _insert_adjudications(con: Any, rows: list[dict[str, Any]]) -> None:
+    if rows:
+        columns = list(rows[0])
+        con.executemany(
+            f"INSERT INTO adjudications ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
+            [[row[c] for c in columns] for row in rows],
+        )
+
+
+def _without(prepared: Prepared, removed: frozenset[tuple[str, str]]) -> Prepared:
+    """The merge minus the triples the day's adjudication kept out, and the new entities only those needed."""
+    if not removed:
+        return prepared
+    out: Prepared = {}
+    for doc, (rows, nodes) in prepared.items():
+        kept = [r for r in rows if (doc, r["triple_id"]) not in removed]
+        dropped_ids = {r[e] for r in rows if (doc, r["triple_id"]) in removed for e in ("head_id", "tail_id")}
+        kept_ids = {r[e] for r in kept for e in ("head_id", "tail_id")}
+        out[doc] = (kept, [n for n in nodes if n.id not in dropped_ids or n.id in kept_ids])
+    return out
 
 
 def _insert_documents(

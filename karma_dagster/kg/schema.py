@@ -41,13 +41,22 @@ class RelationMapping(BaseModel):
     relation: str
 
 
+class RelationPair(BaseModel):
+    """Two metaedges joining the same two node kinds, judged (in)compatible, with the reason a curator reads."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    between: tuple[str, str]  # metaedge abbreviations
+    why: str = Field(min_length=1)
+
+
 class KGSchema(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     node_kinds: list[str]
     ner_type_to_kind: dict[str, str]
     metaedges: list[Metaedge]
     relation_map: list[RelationMapping] = []
-    incompatible_pairs: list[tuple[str, str]] = Field(default=[], alias="incompatible")
+    incompatible_pairs: list[RelationPair] = Field(default=[], alias="incompatible")
+    compatible_pairs: list[RelationPair] = Field(default=[], alias="compatible")
     dangling_mappings: list[RelationMapping] = Field(default=[], exclude=True)
 
     @model_validator(mode="after")
@@ -69,14 +78,40 @@ class KGSchema(BaseModel):
             warnings.warn(f"KG schema relation_map rows with no matching metaedge are ignored: {rows}", stacklevel=2)
             object.__setattr__(self, "relation_map", [rm for rm in self.relation_map if rm not in dangling])
             object.__setattr__(self, "dangling_mappings", dangling)
-        names = {me.relation for me in self.metaedges}
-        for a, b in self.incompatible_pairs:
-            for r in (a, b):
-                if r not in names:
-                    problems.append(f"incompatible: {r!r} is not a relation of any metaedge")
+        problems += self._pair_problems()
         if problems:
             raise ValueError("; ".join(problems))
+        unjudged = self.unjudged_pairs
+        if unjudged:
+            # A pair nobody judged is treated as compatible (no conflict is ever raised for it); said loudly so a
+            # KG's own schema gets its table completed rather than silently missing contradictions.
+            rows = ", ".join("/".join(sorted(p)) for p in unjudged)
+            warnings.warn(f"KG schema: metaedge pairs on one kind pair in neither 'incompatible' nor 'compatible' "
+                          f"(treated as compatible): {rows}", stacklevel=2)
         return self
+
+    def _pair_problems(self) -> list[str]:
+        """Each listed pair names two different metaedges of one kind pair, and is listed once."""
+        by_abbrev = {me.abbrev: me for me in self.metaedges}
+        problems: list[str] = []
+        seen: dict[frozenset[str], str] = {}
+        for section, pairs in (("incompatible", self.incompatible_pairs), ("compatible", self.compatible_pairs)):
+            for pair in pairs:
+                a, b = pair.between
+                unknown = [x for x in (a, b) if x not in by_abbrev]
+                if unknown:
+                    problems.append(f"{section}: {unknown} not metaedge abbreviations ({sorted(by_abbrev)})")
+                    continue
+                if a == b:
+                    problems.append(f"{section}: [{a}, {b}] pairs a metaedge with itself")
+                    continue
+                if _kind_pair(by_abbrev[a]) != _kind_pair(by_abbrev[b]):
+                    problems.append(f"{section}: {a} and {b} join different node kinds, so never the same pair")
+                key = frozenset((a, b))
+                if key in seen:
+                    problems.append(f"{section}: [{a}, {b}] is already listed under {seen[key]}")
+                seen[key] = section
+        return problems
 
     # ------------------------------------------------------------------ loading
     @classmethod
@@ -149,10 +184,49 @@ class KGSchema(BaseModel):
         return sorted({rm.label for rm in self.relation_map
                        if rm.relation == relation and set(rm.kinds) == {kind_a, kind_b}})
 
+    # ------------------------------------------------------------------ contradictions
     @cached_property
     def _incompatible(self) -> frozenset[frozenset[str]]:
-        return frozenset(frozenset(p) for p in self.incompatible_pairs)
+        return frozenset(frozenset(p.between) for p in self.incompatible_pairs)
 
-    def incompatible(self, rel_a: str, rel_b: str) -> bool:
-        """True when the schema says the two relations cannot both hold for the same pair."""
-        return rel_a != rel_b and frozenset((rel_a, rel_b)) in self._incompatible
+    @cached_property
+    def pairs_to_judge(self) -> list[frozenset[str]]:
+        """Every two metaedges (abbreviations) that join the same two node kinds: the pairs the incompatible /
+        compatible tables must cover, since only such relations can meet on one pair of entities."""
+        out = []
+        for i, a in enumerate(self.metaedges):
+            for b in self.metaedges[i + 1:]:
+                if _kind_pair(a) == _kind_pair(b):
+                    out.append(frozenset((a.abbrev, b.abbrev)))
+        return out
+
+    @cached_property
+    def unjudged_pairs(self) -> list[frozenset[str]]:
+        judged = {frozenset(p.between) for p in (*self.incompatible_pairs, *self.compatible_pairs)}
+        return [p for p in self.pairs_to_judge if p not in judged]
+
+    def incompatible(self, rel_a: str, rel_b: str, kind_a: str | None = None, kind_b: str | None = None) -> bool:
+        """True when the two relations cannot both hold for one pair of entities of kinds (kind_a, kind_b), in
+        either orientation; without kinds, when they are incompatible on some kind pair where both exist."""
+        if rel_a == rel_b:
+            return False
+        if kind_a is None or kind_b is None:
+            return any(self._abbrevs_incompatible(a, b) for a in self.metaedges if a.relation == rel_a
+                       for b in self.metaedges if b.relation == rel_b and _kind_pair(a) == _kind_pair(b))
+        me_a, me_b = self._find(rel_a, kind_a, kind_b), self._find(rel_b, kind_a, kind_b)
+        return me_a is not None and me_b is not None and self._abbrevs_incompatible(me_a, me_b)
+
+    def _abbrevs_incompatible(self, a: Metaedge, b: Metaedge) -> bool:
+        return frozenset((a.abbrev, b.abbrev)) in self._incompatible
+
+    def why_incompatible(self, rel_a: str, rel_b: str, kind_a: str, kind_b: str) -> str | None:
+        """The schema's stated reason the two relations contradict on this kind pair (None when they do not)."""
+        me_a, me_b = self._find(rel_a, kind_a, kind_b), self._find(rel_b, kind_a, kind_b)
+        if me_a is None or me_b is None:
+            return None
+        key = frozenset((me_a.abbrev, me_b.abbrev))
+        return next((p.why for p in self.incompatible_pairs if frozenset(p.between) == key), None)
+
+
+def _kind_pair(me: Metaedge) -> frozenset[str]:
+    return frozenset((me.source, me.target))

@@ -112,6 +112,29 @@ class SnapshotCounts(BaseModel):
     n_evidence: int
 
 
+class EdgeFacts(BaseModel):
+    """A KG edge as of a date with what supports it: what a contradiction is adjudicated against."""
+
+    model_config = ConfigDict(frozen=True)
+    head_id: str
+    relation: str
+    tail_id: str
+    confidence: float  # 1 - prod(1 - s) over its seed confidence and live evidence scores
+    first_seen: dt.date | None  # its first live evidence (None: seed only)
+    last_seen: dt.date | None  # its latest live evidence (None: seed only)
+    n_evidence: int
+    in_seed: bool
+
+    @property
+    def text(self) -> str:
+        return edge_text(self.head_id, self.relation, self.tail_id)
+
+
+def edge_text(head_id: str, relation: str, tail_id: str) -> str:
+    """How an edge is named in stage tables and adjudications: "head_id -relation-> tail_id"."""
+    return f"{head_id} -{relation}-> {tail_id}"
+
+
 # ---------------------------------------------------------------- DDL
 SEED_DDL = """
 CREATE TABLE IF NOT EXISTS seed_nodes(
@@ -141,6 +164,19 @@ CREATE TABLE IF NOT EXISTS increments(
     n_evidence INTEGER NOT NULL, nodes_before BIGINT NOT NULL, nodes_after BIGINT NOT NULL,
     edges_before BIGINT NOT NULL, edges_after BIGINT NOT NULL, run_id VARCHAR NOT NULL, backbone VARCHAR NOT NULL,
     merged_at TIMESTAMP NOT NULL, PRIMARY KEY (namespace, date));
+-- What a date's merge adjudicated (one row per new triple and the edge it lost to or superseded):
+-- discard / review = the triple was kept out of the KG (a same-day contradiction it lost or could not settle);
+-- replace = the triple won and the `against` edge is superseded from `date` on: kg_edges as of that date or later
+-- ignore its earlier support (seed row, evidence dated before), which stays stored; this is its history.
+-- A re-merge of the date replaces its rows, like its evidence.
+CREATE TABLE IF NOT EXISTS adjudications(
+    namespace VARCHAR NOT NULL, date DATE NOT NULL, doc_key VARCHAR NOT NULL, triple_id VARCHAR NOT NULL,
+    head_id VARCHAR NOT NULL, relation VARCHAR NOT NULL, tail_id VARCHAR NOT NULL, support DOUBLE,
+    action VARCHAR NOT NULL CHECK (action IN ('discard', 'review', 'replace')),
+    against_head_id VARCHAR NOT NULL, against_relation VARCHAR NOT NULL, against_tail_id VARCHAR NOT NULL,
+    against_confidence DOUBLE, against_first_seen DATE, against_last_seen DATE, against_n_evidence INTEGER,
+    against_in_seed BOOLEAN, reason VARCHAR NOT NULL, run_id VARCHAR NOT NULL, merged_at TIMESTAMP NOT NULL,
+    PRIMARY KEY (namespace, doc_key, triple_id, against_head_id, against_relation, against_tail_id));
 
 CREATE OR REPLACE VIEW namespaces AS
     SELECT 'local' AS namespace UNION SELECT namespace FROM evidence UNION SELECT namespace FROM extracted_nodes;
@@ -174,14 +210,27 @@ SELECT e.namespace, e.id, e.name, e.kind, 'extracted' AS source, e.vocab_id, see
     e.created_by_doc
 FROM exn e LEFT JOIN seen ON seen.namespace = e.namespace AND seen.id = e.id;
 
+-- Edges superseded by a replace dated <= as_of, with the latest such date.
+CREATE OR REPLACE MACRO kg_superseded(as_of, only_ns := NULL) AS TABLE
+    SELECT namespace, against_head_id AS head_id, against_relation AS relation, against_tail_id AS tail_id,
+        max(date) AS superseded_on
+    FROM adjudications
+    WHERE action = 'replace' AND (as_of IS NULL OR date <= as_of) AND (only_ns IS NULL OR namespace = only_ns)
+    GROUP BY ALL;
+
+-- An edge superseded on day S keeps only support dated after S (a later paper may assert it again).
 CREATE OR REPLACE MACRO kg_edges_all(as_of, only_ns := NULL) AS TABLE
-WITH c AS (
+WITH c0 AS (
     SELECT n.namespace, head_id, relation, tail_id, metaedge, confidence AS s, NULL::DATE AS date,
         NULL::VARCHAR AS doc_key, true AS is_seed
     FROM seed_edges CROSS JOIN kg_namespaces(only_ns) n
     UNION ALL
     SELECT namespace, head_id, relation, tail_id, metaedge, score, date, doc_key, false
-    FROM evidence WHERE (as_of IS NULL OR date <= as_of) AND (only_ns IS NULL OR namespace = only_ns))
+    FROM evidence WHERE (as_of IS NULL OR date <= as_of) AND (only_ns IS NULL OR namespace = only_ns)),
+c AS (
+    SELECT c0.* FROM c0 LEFT JOIN kg_superseded(as_of, only_ns := only_ns) x
+        USING (namespace, head_id, relation, tail_id)
+    WHERE x.superseded_on IS NULL OR c0.date > x.superseded_on)
 SELECT namespace, head_id, relation, tail_id, max(metaedge) AS metaedge, 1 - product(1 - s) AS confidence,
     min(date) AS first_seen, max(date) AS last_seen, count(doc_key) AS n_evidence,
     count(DISTINCT doc_key) AS n_docs, bool_or(is_seed) AS in_seed,
@@ -248,11 +297,12 @@ class KGStore:
             con = duckdb.connect(str(self.path), read_only=True)
             try:
                 present = con.execute(
-                    "SELECT count(*) FROM duckdb_views() WHERE view_name IN ('nodes', 'edges')"
+                    "SELECT (SELECT count(*) FROM duckdb_views() WHERE view_name IN ('nodes', 'edges')) "
+                    "+ (SELECT count(*) FROM duckdb_tables() WHERE table_name = 'adjudications')"
                 ).fetchall()[0]
             finally:
                 con.close()
-            if present and present[0] == 2:
+            if present and present[0] == 3:  # a file from before adjudications gets the table and new views
                 self._ready = True
                 return
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -313,6 +363,73 @@ class KGStore:
             out[(h, t)].append(r)
         return out
 
+    def edges_between(
+        self, pairs: Iterable[tuple[str, str]], namespace: str = DEFAULT_NAMESPACE, as_of: dt.date | None = None
+    ) -> dict[tuple[str, str], list[EdgeFacts]]:
+        """The edges stored as head -> tail for each (head, tail), with their support as of the date (seed +
+        evidence dated <= as_of, minus edges superseded by then): what the conflict agent adjudicates against."""
+        wanted = list(dict.fromkeys(pairs))
+        out: dict[tuple[str, str], list[EdgeFacts]] = {p: [] for p in wanted}
+        if not wanted:
+            return out
+        with self.connect(read_only=True) as con:
+            con.execute("CREATE OR REPLACE TEMP TABLE _edge_pairs(head_id VARCHAR, tail_id VARCHAR)")
+            con.executemany("INSERT INTO _edge_pairs VALUES (?, ?)", wanted)
+            rows = con.execute(
+                "SELECT e.head_id, e.relation, e.tail_id, e.confidence, e.first_seen, e.last_seen, e.n_evidence, "
+                "e.in_seed FROM kg_edges(?, as_of := ?) e JOIN _edge_pairs p USING (head_id, tail_id) "
+                "ORDER BY e.head_id, e.tail_id, e.relation",
+                [namespace, as_of],
+            ).fetchall()
+            con.execute("DROP TABLE _edge_pairs")
+        for h, r, t, conf, first, last, n, seed in rows:
+            out[(h, t)].append(EdgeFacts(head_id=h, relation=r, tail_id=t, confidence=float(conf), first_seen=first,
+                                         last_seen=last, n_evidence=int(n), in_seed=bool(seed)))
+        return out
+
+    def merge_adjudications(self, namespace: str) -> list[dict]:
+        """What the namespace's merges adjudicated, in date order: same-day contradictions they kept out of the KG
+        (action discard / review) and older edges new triples superseded (replace). Keys: doc_key, triple_id,
+        date, action, against (edge text), reason, plus the triple (head_id, relation, tail_id, support) and the
+        other side's support as it stood (against_confidence, against_first_seen, against_last_seen,
+        against_n_evidence, against_in_seed)."""
+        with self.connect(read_only=True) as con:
+            cur = con.execute(
+                "SELECT doc_key, triple_id, date, action, against_head_id, against_relation, against_tail_id, reason, "
+                "head_id, relation, tail_id, support, against_confidence, against_first_seen, against_last_seen, "
+                "against_n_evidence, against_in_seed FROM adjudications WHERE namespace = ? "
+                "ORDER BY date, doc_key, triple_id, against_relation",
+                [namespace],
+            )
+            names = [d[0] for d in cur.description]
+            rows = cur.fetchall()
+        out = []
+        for row in rows:
+            r = dict(zip(names, row, strict=True))
+            r["against"] = edge_text(r.pop("against_head_id"), r.pop("against_relation"), r.pop("against_tail_id"))
+            out.append(r)
+        return out
+
+    def edge_history(self, head_id: str, relation: str, tail_id: str, namespace: str = DEFAULT_NAMESPACE) -> list[dict]:
+        """Everything that ever happened to one edge of the namespace, oldest first (seed first): its seed row,
+        each evidence row, and each supersession (with the triple that replaced it and why). Superseded support
+        is never deleted, so the history of a replaced edge stays whole."""
+        with self.connect(read_only=True) as con:
+            rows = con.execute(
+                "SELECT NULL::DATE AS date, 'seed' AS event, NULL AS doc_key, NULL AS triple_id, confidence AS score, "
+                "'imported seed edge' AS detail FROM seed_edges WHERE head_id = ? AND relation = ? AND tail_id = ? "
+                "UNION ALL SELECT date, 'evidence', doc_key, triple_id, score, evidence FROM evidence "
+                "WHERE namespace = ? AND head_id = ? AND relation = ? AND tail_id = ? "
+                "UNION ALL SELECT date, 'superseded', doc_key, triple_id, support, "
+                "'by ' || head_id || ' -' || relation || '-> ' || tail_id || ': ' || reason FROM adjudications "
+                "WHERE action = 'replace' AND namespace = ? AND against_head_id = ? AND against_relation = ? "
+                "AND against_tail_id = ? ORDER BY date NULLS FIRST, event, doc_key, triple_id",
+                [head_id, relation, tail_id, namespace, head_id, relation, tail_id, namespace, head_id, relation,
+                 tail_id],
+            ).fetchall()
+        keys = ("date", "event", "doc_key", "triple_id", "score", "detail")
+        return [dict(zip(keys, r, strict=True)) for r in rows]
+
     def node_kind(self, node_id: str, namespace: str = DEFAULT_NAMESPACE) -> str | None:
         with self.connect(read_only=True) as con:
             rows = con.execute("SELECT kind FROM kg_nodes(?) WHERE id = ?", [namespace, node_id]).fetchall()
@@ -339,6 +456,32 @@ class KGStore:
             LexiconRow(id=i, name=n, kind=k, source="extracted", synonyms=list(s or [])) for i, n, k, s in extracted
         ]
         return rows
+
+    def extracted_entities(self, namespace: str, known: str | None = None) -> tuple[str, list[dict] | None]:
+        """(fingerprint, entities) of the nodes the namespace's merges added, for its entity index view.
+
+        An entity: id, name and kind as first merged, synonyms = every other name any document merged it under,
+        first_seen = the date of its first increment. The fingerprint changes with any extracted_nodes row of the
+        namespace; entities is None when it equals `known` (the caller's index is in sync, nothing to read).
+        """
+        with self.connect(read_only=True) as con:
+            n, digest = con.execute(
+                "SELECT count(*), coalesce(sum(hash(id, name, kind, date, coalesce(synonyms::VARCHAR, ''))), 0)"
+                "::VARCHAR FROM extracted_nodes WHERE namespace = ?", [namespace],
+            ).fetchall()[0]
+            fingerprint = f"{n}:{digest}"
+            if fingerprint == known:
+                return fingerprint, None
+            rows = con.execute(
+                "SELECT id, min_by(name, (date, doc_key)), min_by(kind, (date, doc_key)), "
+                "list_sort(list_distinct(list(name) || flatten(list(coalesce(synonyms, []::VARCHAR[]))))), min(date) "
+                "FROM extracted_nodes WHERE namespace = ? AND id NOT IN (SELECT id FROM seed_nodes) "
+                "GROUP BY id ORDER BY id", [namespace],
+            ).fetchall()
+        return fingerprint, [
+            {"id": i, "name": name, "kind": kind, "synonyms": [s for s in names if s != name], "first_seen": first}
+            for i, name, kind, names, first in rows
+        ]
 
     # ------------------------------------------------------------ named queries (callers write no SQL on these tables)
     def _fetch(self, sql: str, params: list[object] | None = None) -> list[tuple]:

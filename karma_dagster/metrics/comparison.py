@@ -1,7 +1,12 @@
-"""The side-by-side table of backbones (KARMA's Table 1 + gold F1 + cost): markdown, CSV and a PNG chart.
+"""The side-by-side table of backbones (KARMA's Table 1, in Table 2's shape with ablation rows, + gold F1 + cost):
+markdown, CSV and a PNG chart.
 
-Best value per column in bold (higher is better except the conflict ratio and the costs). A backbone that is
-enabled but not configured (its key variable is missing) gets a row saying which variable to set.
+One row per backbone namespace: the KARMA chain, its ablations (`mode` multi_agent, `ablated` the agents switched
+off) and the single-agent baseline (`mode` single_agent). A metric that was not measured is "n/a" (None): the
+evaluator's MC/MCl/MR when it did not run, R_CR when conflict resolution did not run. Best value per column in
+bold (higher is better except the conflict ratio and the costs; counts that are no quality are never bold).
+A row whose judge is the chain's own model is flagged (`judge = chain`), with a warning under the table. A
+backbone that is enabled but not configured (its key variable is missing) gets a row saying which variable to set.
 """
 
 from __future__ import annotations
@@ -18,18 +23,21 @@ from pydantic import BaseModel
 if TYPE_CHECKING:
     from karma_dagster.config import BackboneStatus
 
-# column -> (header, higher is better, format)
-COLUMNS: dict[str, tuple[str, bool, str]] = {
-    "documents": ("docs", True, "{:.0f}"),
-    "new_triples": ("new triples", True, "{:.0f}"),
+# column -> (header, higher is better (None: not a quality, never bold), format); Table 1's metrics first
+COLUMNS: dict[str, tuple[str, bool | None, str]] = {
     "mean_confidence": ("MC ↑", True, "{:.3f}"),
     "mean_clarity": ("MCl ↑", True, "{:.3f}"),
     "mean_relevance": ("MR ↑", True, "{:.3f}"),
     "coverage_gain": ("Δcov ↑", True, "{:.0f}"),
-    "connectivity_gain": ("Δconn ↑", True, "{:.4f}"),
-    "conflict_ratio": ("CR ↓", False, "{:.3f}"),
+    "connectivity_net": ("Δconn Σ(deg′−deg) ↑", True, "{:.0f}"),
+    "connectivity_ratio": ("Δconn Σdeg′/Σdeg ↑", True, "{:.4f}"),
+    "conflict_ratio": ("R_CR ↓", False, "{:.3f}"),
+    "replaced_edges": ("edges replaced", None, "{:.0f}"),
     "llm_correctness": ("LC ↑", True, "{:.3f}"),
     "qa_coherence": ("QA ↑", True, "{:.3f}"),
+    "qa_coherence_seed_only": ("QA seed only", None, "{:.3f}"),
+    "documents": ("docs", None, "{:.0f}"),
+    "new_triples": ("new triples", None, "{:.0f}"),
     "gold_mention_f1": ("gold mention F1 ↑", True, "{:.3f}"),
     "gold_id_f1": ("gold id F1 ↑", True, "{:.3f}"),
     "gold_pair_f1": ("gold pair F1 ↑", True, "{:.3f}"),
@@ -38,15 +46,32 @@ COLUMNS: dict[str, tuple[str, bool, str]] = {
     "cost_per_document": ("$ / doc ↓", False, "{:.5f}"),
     "cost_per_triple": ("$ / accepted triple ↓", False, "{:.5f}"),
 }
+# text columns of the CSV around the metrics (the markdown shows mode, ablated, judge = chain)
+LEADING = ["backbone", "mode", "ablated", "status"]
+TRAILING = ["judge_is_chain_model", "judge"]
 CHART_COLUMNS = ["mean_confidence", "mean_clarity", "mean_relevance", "conflict_ratio", "llm_correctness",
-                 "qa_coherence", "gold_mention_f1", "gold_pair_f1"]
+                 "qa_coherence", "qa_coherence_seed_only", "gold_mention_f1", "gold_pair_f1"]
+AGENT_NAMES = {"summarizer": "summarizer", "conflict_resolution": "conflict resolution", "evaluator": "evaluator"}
 
 
 class ComparisonRow(BaseModel):
     backbone: str
     status: str = "ok"  # ok | NOT CONFIGURED: set VAR | ...
+    mode: str = "multi_agent"
+    ablated: list[str] = []
     judge: str = ""
+    judge_is_chain_model: bool | None = None  # None = unknown (no metrics yet)
+    judge_overlap: str = ""
     values: dict[str, float | None] = {}
+
+
+def variant(mode: str, ablated: list[str]) -> str:
+    """How the paper names a row: KARMA, KARMA w/o <agents>, or the single-agent baseline."""
+    if mode == "single_agent":
+        return "single-agent"
+    if ablated:
+        return "w/o " + " + ".join(AGENT_NAMES.get(a, a) for a in ablated)
+    return "KARMA"
 
 
 def cost_figures(cost_usd: float | None, documents: int, accepted: int) -> dict[str, float | None]:
@@ -111,48 +136,80 @@ def comparison_rows(metrics_root: Path, namespaces: list[str], statuses: list[Ba
         for c in ("mention_f1", "id_f1", "pair_f1", "pair_type_f1"):
             values[f"gold_{c}"] = gold.get(f"gold_{c}")
         values.update(cost_figures(cost_of(ns), int(km.get("documents") or 0), int(km.get("new_triples") or 0)))
-        rows.append(ComparisonRow(backbone=ns, status="ok" if km else "no kg_metrics yet",
-                                  judge=km.get("judge", ""), values=values))
+        rows.append(ComparisonRow(
+            backbone=ns, status="ok" if km else "no kg_metrics yet", mode=km.get("mode", "multi_agent"),
+            ablated=list(km.get("ablated") or []), judge=km.get("judge", ""),
+            judge_is_chain_model=km.get("judge_is_chain_model") if km else None,
+            judge_overlap=km.get("judge_overlap", ""), values=values))
     for s in statuses:
         if s.name not in namespaces and s.enabled:
-            rows.append(ComparisonRow(backbone=s.name, status=s.status))
+            rows.append(ComparisonRow(backbone=s.name, status=s.status, mode=s.mode,
+                                      ablated=list(getattr(s, "ablate", []) or [])))
     return rows
 
 
 def frame(rows: list[ComparisonRow]) -> pd.DataFrame:
-    data = [{"backbone": r.backbone, "status": r.status, **{c: r.values.get(c) for c in COLUMNS}, "judge": r.judge}
-            for r in rows]
-    return pd.DataFrame(data, columns=["backbone", "status", *COLUMNS, "judge"])
+    """The CSV's table: backbone, mode, ablated (';'-joined agents), status, the metrics, judge flag, judge."""
+    data = [{"backbone": r.backbone, "mode": r.mode, "ablated": ";".join(r.ablated), "status": r.status,
+             **{c: r.values.get(c) for c in COLUMNS}, "judge_is_chain_model": r.judge_is_chain_model,
+             "judge": r.judge} for r in rows]
+    return pd.DataFrame(data, columns=[*LEADING, *COLUMNS, *TRAILING])
 
 
 def best(df: pd.DataFrame, column: str) -> float | None:
+    """The best value of a column among the measured rows; None when the column ranks nothing (not a quality,
+    nothing measured, or every row ties: bolding them all would single nothing out)."""
+    better = COLUMNS[column][1]
     values = pd.to_numeric(df.loc[df["status"] == "ok", column], errors="coerce").dropna()
-    if values.empty:
+    if better is None or values.nunique() < 2:
         return None
-    return float(values.max() if COLUMNS[column][1] else values.min())
+    return float(values.max() if better else values.min())
+
+
+def _cell(value: object, column: str, best_value: float | None) -> str:
+    if value is None or pd.isna(value):  # type: ignore[arg-type]
+        return "n/a"
+    text = COLUMNS[column][2].format(value)
+    return f"**{text}**" if best_value is not None and abs(float(value) - best_value) < 1e-12 else text  # type: ignore[arg-type]
+
+
+def _flag(value: bool | None) -> str:
+    return "n/a" if value is None else ("**yes** ⚠" if value else "no")
+
+
+def judge_warnings(rows: list[ComparisonRow]) -> list[str]:
+    """One line per reason the judge is not independent of a row's chain, naming those rows (empty when none)."""
+    by_reason: dict[str, list[str]] = {}
+    for r in rows:
+        if r.status == "ok" and r.judge_is_chain_model:
+            by_reason.setdefault(r.judge_overlap or "the judge is the chain's model", []).append(r.backbone)
+    return [f"{', '.join(names)}: {why}" for why, names in by_reason.items()]
 
 
 def markdown(rows: list[ComparisonRow]) -> str:
     df = frame(rows)
     bests = {c: best(df, c) for c in COLUMNS}
-    head = "| backbone | " + " | ".join(h for h, _, _ in COLUMNS.values()) + " |"
-    out = [head, "|---|" + "---:|" * len(COLUMNS)]
-    for r in df.itertuples(index=False):
+    head = "| backbone | mode | ablated | " + " | ".join(h for h, _, _ in COLUMNS.values()) + " | judge = chain |"
+    out = [head, "|---|---|---|" + "---:|" * len(COLUMNS) + "---|"]
+    for r, (_, row) in zip(rows, df.iterrows(), strict=True):
+        ablated = variant(r.mode, r.ablated) if r.ablated else "-"
         if r.status != "ok":
-            out.append(f"| {r.backbone} | {r.status} |" + " |" * (len(COLUMNS) - 1))
+            out.append(f"| {r.backbone} | {r.mode} | {ablated} | {r.status} |" + " |" * len(COLUMNS))
             continue
-        cells = []
-        for c, (_h, _up, fmt) in COLUMNS.items():
-            v = getattr(r, c)
-            if v is None or pd.isna(v):
-                cells.append("n/a")
-                continue
-            text = fmt.format(v)
-            cells.append(f"**{text}**" if bests[c] is not None and abs(float(v) - bests[c]) < 1e-12 else text)
-        out.append(f"| {r.backbone} | " + " | ".join(cells) + " |")
+        cells = [_cell(row[c], c, bests[c]) for c in COLUMNS]
+        out.append(f"| {r.backbone} | {r.mode} | {ablated} | " + " | ".join(cells) + f" | {_flag(r.judge_is_chain_model)} |")
+    out += ["", "n/a: not measured (the evaluator or the conflict resolution agent did not run, or nothing to "
+            "measure). Δconn Σ(deg′−deg): net degree increase over the seed entities; Δconn Σdeg′/Σdeg: their "
+            "degree after / before. R_CR: share of the triples entering conflict resolution that it (or the "
+            "date's merge) removed. QA seed only: the same questions over the seed KG alone."]
     judges = sorted({r.judge for r in rows if r.judge})
     if judges:
         out += ["", "Correctness (LC) judged by: " + "; ".join(judges)]
+    warnings = judge_warnings(rows)
+    if warnings:
+        out += ["", "⚠ The judge is not independent of these chains (their LC, and QA answers the judge accepts, "
+                "grade the chain with its own model or rules; name another model as `judge:` in backbones.yaml):"]
+        out += [f"- {w}" for w in warnings]
     return "\n".join(out)
 
 

@@ -36,8 +36,9 @@ class BackbonesResource(dg.ConfigurableResource):
         return settings_of(self.backbones[name])
 
     def get(self, name: str, storage: KarmaStorageResource) -> Backbone:
-        return services.backbone(name, self.settings(name), storage.paths(), self.prompts_root(),
-                                 required_prompts=stages.all_prompts())
+        settings = self.settings(name)
+        return services.backbone(name, settings, storage.paths(), self.prompts_root(),
+                                 required_prompts=stages.all_prompts(stages.chain_for(settings)))
 
 
 def backbone_configs_from_file(path: Path | None = None) -> dict[str, BackboneConfig]:  # type: ignore[valid-type]

@@ -18,7 +18,7 @@ class JudgeResource(dg.ConfigurableResource):
     backbone: BackboneConfig | None = Field(None, description="the LLM judge's config (key through EnvVar)")  # type: ignore[valid-type]
     unavailable: str = Field("", description="why the named judge cannot run (e.g. its key variable is unset)")
     prompts_dir: str = ""
-    qa_questions: str = Field("", description="QA-coherence question set; empty = data/qa/sample_questions.v1.yaml")
+    qa_questions: str = Field("", description="QA-coherence question set; empty = data/qa/sample_questions.v2.yaml")
 
     def get(self, storage: KarmaStorageResource) -> TripleJudge:
         if self.unavailable:
@@ -28,7 +28,18 @@ class JudgeResource(dg.ConfigurableResource):
         built = BackbonesResource(backbones={self.name: self.backbone}, prompts_dir=self.prompts_dir).get(
             self.name, storage)
         base = getattr(built, "base", built)  # a single-agent wrapper judges with its LLM
-        return LLMJudge(self.name, base)
+        return LLMJudge(self.name, base, model=self.backbone.model)
+
+    @property
+    def kind(self) -> str:
+        """'litellm' (an LLM judge that can run), 'rules' (the rule-based judge) or 'none' (cannot run)."""
+        if self.unavailable:
+            return "none"
+        return "litellm" if self.backbone is not None and self.backbone.kind == "litellm" else "rules"
+
+    @property
+    def model(self) -> str:
+        return self.backbone.model if self.kind == "litellm" and self.backbone is not None else ""
 
     @property
     def label(self) -> str:

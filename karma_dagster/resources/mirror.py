@@ -7,10 +7,20 @@ latter field by field (types, defaults, bounds, descriptions), nested models inc
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal, get_args, get_origin
 
 import dagster as dg
 from pydantic import BaseModel, Field, create_model
+
+
+def _dagster_type(annotation: Any) -> Any:
+    """Dagster config has no Literal: a Literal of strings (also inside a list) becomes str; the core model
+    still checks the value when the settings are built from the config (e.g. `settings_of`)."""
+    if get_origin(annotation) is Literal:
+        return str
+    if get_origin(annotation) is list and get_args(annotation) and get_origin(get_args(annotation)[0]) is Literal:
+        return list[str]
+    return annotation
 
 
 def mirror(model: type[BaseModel], base: type[BaseModel] = dg.Config, name: str | None = None,
@@ -27,5 +37,5 @@ def mirror(model: type[BaseModel], base: type[BaseModel] = dg.Config, name: str 
         elif defaults and field_name in defaults:
             fields[field_name] = (annotation, Field(default=defaults[field_name], description=info.description))
         else:
-            fields[field_name] = (annotation, info)
+            fields[field_name] = (_dagster_type(annotation), info)
     return create_model(name or f"{model.__name__}Config", __base__=base, **fields)

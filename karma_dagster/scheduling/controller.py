@@ -1,11 +1,25 @@
 """KARMA's Central Controller (CCA) as a scheduler: which pending document runs first.
 
-Each pending document is a task with a utility U (novelty of its entities against the KG, recency of its date)
-and a task type tau (the dominant kind of entity it names). The controller picks greedily, like the paper's
-UCB rule: score = U + alpha * sqrt(ln t / (1 + n_tau)), where t counts tasks dispatched so far (+1) and n_tau
-those of the document's type; after each pick t and n_tau grow, so an over-served type yields to the others.
-The pick's score becomes the Dagster run priority (`dagster/priority`, higher first); the inputs go into run
-tags so the UI shows why a run was ordered where it was. No Dagster import: the sensors and backfills call it.
+Each pending document is a task. Its priority is KARMA's Eq. 4, a weighted sum of utility, urgency and cost:
+
+    priority = w_utility * U + w_urgency * urgency - w_cost * cost
+
+- U in [0, 1]: what processing the paper is likely to add to the KG. Estimated by an LLM when backbones.yaml
+  names a `controller:` LLM backbone (scheduling/llm_utility.py), else the rule U = w_novelty * novelty +
+  w_recency * recency (novelty: share of the title's entity names the KG lacks; recency: 2^(-age / half-life)).
+- urgency in [0, 1): how long the paper has waited since it arrived (the catalog's first registration),
+  1 - 2^(-waiting hours / urgency_half_life_hours): a paper left waiting rises.
+- cost in [0, 1): the estimated tokens of its chain (all backbones) from the cost ledger (ledger.py),
+  tokens / (tokens + cost_reference_tokens). The paper writes "+ w3 * cost"; cheaper tasks should go first, so
+  the cost enters with a minus sign and w_cost >= 0 (the same as the paper's form with w3 < 0). The local
+  backbone spends no tokens: its cost is 0 and Eq. 4 reduces to utility and urgency.
+
+On top, the paper's UCB rule balances task types tau (the dominant entity type of the title): the controller
+picks greedily score = priority + alpha * sqrt(ln t / (1 + n_tau)), where t counts tasks dispatched so far (+1)
+and n_tau those of the document's type; after each pick t and n_tau grow, so an over-served type yields to the
+others. The pick's score becomes the Dagster run priority (`dagster/priority`, higher first); every input, the
+weights and which U was used go into run tags, so the UI shows why a run was ordered where it was. No Dagster
+import: the sensors and backfills call it.
 """
 
 from __future__ import annotations
@@ -15,37 +29,39 @@ import heapq
 import math
 import sqlite3
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from karma_dagster.params import ControllerParams
+
 PRIORITY_SCALE = 100  # score 1.23 -> dagster/priority 123
+RULE = "rule"  # utility_source of the rule-based U
 
-
-class ControllerParams(BaseModel):
-    """Weights of the utility and the exploration bonus (alpha as in KARMA's CCA)."""
-
-    model_config = ConfigDict(frozen=True)
-    alpha: float = Field(0.5, ge=0.0)
-    w_novelty: float = Field(0.7, ge=0.0)
-    w_recency: float = Field(0.3, ge=0.0)
-    recency_half_life_days: float = Field(365.0, gt=0.0)
+__all__ = ["Candidate", "ControllerParams", "Decision", "DispatchHistory", "PRIORITY_SCALE", "RULE", "cost_fraction",
+           "eq4_priority", "exploration_bonus", "order", "urgency", "utility"]
 
 
 class Candidate(BaseModel):
-    """A pending document partition with the utility's inputs (each in [0, 1])."""
+    """A pending document partition with Eq. 4's inputs (each in [0, 1]) and what they were derived from."""
 
     model_config = ConfigDict(frozen=True)
     doc_key: str
     tau: str = "unknown"
     novelty: float = Field(0.5, ge=0.0, le=1.0)
     recency: float = Field(0.5, ge=0.0, le=1.0)
+    llm_utility: float | None = Field(None, ge=0.0, le=1.0)  # U from the controller LLM; None = the rule U
+    utility_source: str = RULE  # "rule", "llm:<backbone>", or "rule (<why the LLM gave none>)"
+    wait_hours: float = Field(0.0, ge=0.0)  # since the document arrived
+    urgency: float = Field(0.0, ge=0.0, le=1.0)
+    cost_tokens: float = Field(0.0, ge=0.0)  # estimated tokens of its chain (all backbones)
+    cost: float = Field(0.0, ge=0.0, le=1.0)
 
 
 class Decision(BaseModel):
-    """One pick: its rank, the formula's inputs and result, and the run priority derived from it."""
+    """One pick: its rank, Eq. 4's inputs and result, the UCB bonus, and the run priority derived from them."""
 
     rank: int
     doc_key: str
@@ -53,29 +69,66 @@ class Decision(BaseModel):
     novelty: float
     recency: float
     utility: float
+    utility_source: str
+    wait_hours: float
+    urgency: float
+    cost_tokens: float
+    cost: float
+    eq4: float  # w_utility * U + w_urgency * urgency - w_cost * cost
     t: int
     n_tau: int
     bonus: float
-    score: float
+    score: float  # eq4 + bonus
     priority: int
+    weights: str = ""  # the weights that produced it, for the run tags
 
     def tags(self) -> dict[str, str]:
         return {
             "dagster/priority": str(self.priority),
             "karma/cca_score": f"{self.score:.4f}",
+            "karma/cca_eq4": f"{self.eq4:.4f}",
             "karma/cca_utility": f"{self.utility:.4f}",
+            "karma/cca_utility_source": self.utility_source[:200],
             "karma/cca_novelty": f"{self.novelty:.4f}",
             "karma/cca_recency": f"{self.recency:.4f}",
+            "karma/cca_urgency": f"{self.urgency:.4f}",
+            "karma/cca_wait_hours": f"{self.wait_hours:.1f}",
+            "karma/cca_cost": f"{self.cost:.4f}",
+            "karma/cca_cost_tokens": f"{self.cost_tokens:.0f}",
             "karma/cca_bonus": f"{self.bonus:.4f}",
             "karma/cca_tau": self.tau,
             "karma/cca_t": str(self.t),
             "karma/cca_n_tau": str(self.n_tau),
             "karma/cca_rank": str(self.rank),
+            "karma/cca_weights": self.weights,
         }
 
 
 def utility(c: Candidate, params: ControllerParams) -> float:
+    """U: the controller LLM's estimate when there is one, else w_novelty * novelty + w_recency * recency."""
+    if c.llm_utility is not None:
+        return c.llm_utility
     return params.w_novelty * c.novelty + params.w_recency * c.recency
+
+
+def eq4_priority(c: Candidate, params: ControllerParams) -> float:
+    """KARMA Eq. 4: w_utility * U + w_urgency * urgency - w_cost * cost (cheaper first: the cost is subtracted)."""
+    return params.w_utility * utility(c, params) + params.w_urgency * c.urgency - params.w_cost * c.cost
+
+
+def urgency(wait_hours: float, half_life_hours: float) -> float:
+    """1 - 2^(-wait / half-life): 0 on arrival, 0.5 after one half-life, towards 1 the longer a paper waits."""
+    return 1.0 - 0.5 ** (max(wait_hours, 0.0) / half_life_hours)
+
+
+def cost_fraction(tokens: float, reference_tokens: float) -> float:
+    """tokens / (tokens + reference): 0 for a free (local) chain, 0.5 at the reference size, towards 1 above."""
+    return tokens / (tokens + reference_tokens) if tokens > 0 else 0.0
+
+
+def _weights(params: ControllerParams) -> str:
+    return (f"w_utility={params.w_utility:g} w_urgency={params.w_urgency:g} w_cost={params.w_cost:g} "
+            f"alpha={params.alpha:g}")
 
 
 def exploration_bonus(alpha: float, t: int, n_tau: int) -> float:
@@ -88,9 +141,10 @@ def exploration_bonus(alpha: float, t: int, n_tau: int) -> float:
 def order(
     candidates: Sequence[Candidate], params: ControllerParams, dispatched: Counter[str] | None = None
 ) -> list[Decision]:
-    """Greedy UCB order of `candidates`, given the counts per type dispatched before (`dispatched`).
+    """Greedy UCB order of `candidates` by Eq. 4's priority plus the exploration bonus, given the counts per type
+    dispatched before (`dispatched`).
 
-    Within one type the bonus is shared, so each type's best is the top of its utility heap: one pick costs
+    Within one type the bonus is shared, so each type's best is the top of its priority heap: one pick costs
     O(types), a whole order O(n log n + n * types); 100,000 documents order in about a second.
     """
     seen: set[str] = set()
@@ -102,11 +156,12 @@ def order(
     t = sum(counts.values()) + 1
     heaps: dict[str, list[tuple[float, str, Candidate]]] = {}
     for c in candidates:
-        heaps.setdefault(c.tau, []).append((-utility(c, params), c.doc_key, c))
+        heaps.setdefault(c.tau, []).append((-eq4_priority(c, params), c.doc_key, c))
     for heap in heaps.values():
         heapq.heapify(heap)
     out: list[Decision] = []
     last_priority: int | None = None
+    weights = _weights(params)
     while heaps:
         best: tuple[float, str, str] | None = None  # (-score, doc_key, tau): ties broken by key
         for tau, heap in heaps.items():
@@ -117,17 +172,19 @@ def order(
                 best = cand
         assert best is not None
         tau = best[2]
-        neg_u, _, c = heapq.heappop(heaps[tau])
+        neg_p, _, c = heapq.heappop(heaps[tau])
         if not heaps[tau]:
             del heaps[tau]
         bonus = exploration_bonus(params.alpha, t, counts[tau])
-        score = -neg_u + bonus
+        score = -neg_p + bonus
         priority = round(score * PRIORITY_SCALE)
         if last_priority is not None:
             priority = min(priority, last_priority)  # Dagster dequeues by priority: keep the pick order
         last_priority = priority
         out.append(Decision(rank=len(out) + 1, doc_key=c.doc_key, tau=tau, novelty=c.novelty, recency=c.recency,
-                            utility=-neg_u, t=t, n_tau=counts[tau], bonus=bonus, score=score, priority=priority))
+                            utility=utility(c, params), utility_source=c.utility_source, wait_hours=c.wait_hours,
+                            urgency=c.urgency, cost_tokens=c.cost_tokens, cost=c.cost, eq4=-neg_p, t=t,
+                            n_tau=counts[tau], bonus=bonus, score=score, priority=priority, weights=weights))
         counts[tau] += 1
         t += 1
     return out
@@ -139,27 +196,25 @@ def recency(date: dt.date, today: dt.date, half_life_days: float) -> float:
     return 0.5 ** (age / half_life_days)
 
 
-def entity_features(text: str, ner, kg_names: set[str]) -> tuple[str, float]:
-    """(tau, novelty) of a text: its dominant dictionary entity type, and the share of its distinct entity
-    names the KG does not hold yet (0.5 when it names none: nothing known either way)."""
+class TitleFeatures(BaseModel):
+    """What the title tells before ingestion: its dominant entity type, novelty, and the names behind them."""
+
+    tau: str = "unknown"
+    novelty: float = 0.5
+    known: list[str] = []  # entity names the KG holds
+    new: list[str] = []  # entity names it lacks
+
+
+def title_features(text: str, ner, kg_names: set[str]) -> TitleFeatures:
+    """tau = the dominant dictionary entity type of `text`; novelty = the share of its distinct entity names the KG
+    does not hold yet (0.5 when it names none: nothing known either way)."""
     mentions = list(ner.recognize(text)) if text else []
     if not mentions:
-        return "unknown", 0.5
+        return TitleFeatures()
     tau = Counter(m.type for m in mentions).most_common(1)[0][0]
-    names = {m.text.lower() for m in mentions}
-    return tau, sum(n not in kg_names for n in names) / len(names)
-
-
-def candidates_from_titles(
-    rows: Iterable[tuple[str, dt.date, str]], ner, kg_names: set[str], today: dt.date, params: ControllerParams
-) -> list[Candidate]:
-    """(doc_key, date, title) rows of the catalog -> candidates; the title is what is known before ingestion."""
-    out = []
-    for key, date, title in rows:
-        tau, novelty = entity_features(title or "", ner, kg_names)
-        out.append(Candidate(doc_key=key, tau=tau, novelty=novelty,
-                             recency=recency(date, today, params.recency_half_life_days)))
-    return out
+    names = sorted({m.text.lower() for m in mentions})
+    new = [n for n in names if n not in kg_names]
+    return TitleFeatures(tau=tau, novelty=len(new) / len(names), known=[n for n in names if n in kg_names], new=new)
 
 
 # ---------------------------------------------------------------- what was dispatched (n_tau, t)

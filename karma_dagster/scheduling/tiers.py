@@ -2,8 +2,9 @@
 
 A backfill's tags apply to all its runs, and a multi-partition run needs a contiguous range of document
 partitions, so the unit of priority is a chunk: up to `max_per_run` documents adjacent in the partition
-order, ranked by the best controller score inside it. Chunks are cut into tiers by rank; the queued-run
-coordinator starts a higher tier's runs first; tags show each tier's score range and size.
+order, ranked by the best controller score (Eq. 4 + UCB bonus) inside it. Chunks are cut into tiers by rank; the
+queued-run coordinator starts a higher tier's runs first; tags show each tier's score range and size, the
+weights and which utility (rule or LLM) ordered it.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ def controller_tiers(
         part = chunks[i:i + size]
         tier_keys = [k for c in part for k in c]
         scores = [decisions[best[id(c)]].score for c in part]
+        sources = sorted({decisions[k].utility_source for k in tier_keys})
         tiers.append((tier_keys, {
             "dagster/priority": str(round(max(scores) * PRIORITY_SCALE)),
             "karma/cca_tier": str(len(tiers) + 1),
@@ -51,5 +53,7 @@ def controller_tiers(
             "karma/cca_score_min": f"{min(scores):.4f}",
             "karma/cca_documents": str(len(tier_keys)),
             "karma/cca_runs": str(len(part)),
+            "karma/cca_utility_source": "; ".join(sources)[:200],
+            "karma/cca_weights": decisions[tier_keys[0]].weights,
         }))
     return tiers

@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 SourceFormat = Literal["pdf", "jats", "pubtator", "text"]
 SectionKind = Literal[
@@ -138,6 +138,11 @@ class MentionRow(Record):
     kg_name: str | None
     distance: float
     status: Literal["linked", "new"]
+    # The KG node kind: a linked entity's own; a new entity's from its type (KARMA Eq. 14: the backbone's typed
+    # answer mapped through kg/schema.yaml ner_type_to_kind). None only in tables written before it existed.
+    kind: str | None = None
+    in_dictionary: bool = True  # the dictionary (KG + MeSH lexicon) knew the span; False = kept as unlisted
+    linked_to: Literal["seed", "extracted"] | None = None  # the shared seed, or an entity an earlier merge added
 
 
 # ---------------------------------------------------------------- relation extraction (REA) and later stages
@@ -157,6 +162,9 @@ class TripleRow(Record):
     tail_type: str
     probability: float = Field(ge=0.0, le=1.0)
     evidence: str
+    # MedKGent sampling confidence: the fraction of the N relation samples that produced this triple (kept when
+    # >= min_sample_confidence); None when N == 1 (no sampling). The evidence score reinforcement aggregates.
+    sample_confidence: float | None = Field(None, ge=0.0, le=1.0)
 
 
 class AlignedRow(TripleRow):
@@ -169,15 +177,62 @@ class AlignedRow(TripleRow):
 
 
 class ResolvedRow(AlignedRow):
+    """CRA's outcome for one aligned triple: what it clashes with, the debate, and the adjudication.
+
+    `contradicts` names the deciding clash ("head_id -relation-> tail_id"; for "replace", every KG edge the triple
+    supersedes, "; "-joined). `verdict` "skipped" = the CRA did not run (ablated, or the single-agent baseline).
+    `action` "replace" = the new triple wins and the older KG edge is superseded at merge (kept in history).
+    """
+
     conflict: bool
-    contradicts: str | None  # the existing KG edge, "head_id -relation-> tail_id"
-    verdict: Literal["none", "agree", "contradict"]
-    action: Literal["keep", "discard", "review"]
+    contradicts: str | None
+    verdict: Literal["none", "agree", "contradict", "skipped"]
+    action: Literal["keep", "discard", "replace", "review"]
+    against: Literal["none", "kg", "same_document"] = "none"  # what the deciding clash is
+    against_date: dt.date | None = None  # its date: the KG edge's last evidence (None: seed only), or the document's
+    against_confidence: float | None = Field(None, ge=0.0, le=1.0)  # its support: edge confidence or triple's
+    debate_confidence: float | None = Field(None, ge=0.0, le=1.0)  # the debate's confidence in its verdict
+    argument_for: str | None = None  # the debate's case for the new triple
+    argument_against: str | None = None  # the debate's case against it
+    adjudication: str | None = None  # why the action (human-readable: both sides' support and dates)
+
+
+def evidence_score(sample_confidence: float | None, score: float | None, probability: float) -> float:
+    """What one occurrence of a triple adds to its KG edge (MedKGent's s in 1 - prod(1 - s)): the fraction of
+    the N samples that produced it when sampled, else the evaluator's mean score, else the extractor's p."""
+    if sample_confidence is not None:
+        return sample_confidence
+    return score if score is not None else probability
 
 
 class EvaluatedRow(ResolvedRow):
-    confidence: float = Field(ge=0.0, le=1.0)
-    clarity: float = Field(ge=0.0, le=1.0)
-    relevance: float = Field(ge=0.0, le=1.0)
-    score: float = Field(ge=0.0, le=1.0)
+    """C, Cl, R and their mean `score` are None when the evaluator did not run (ablated, or the single-agent
+    baseline): n/a, never a made-up number. `evidence_score` is what the KG's reinforcement aggregates for this
+    occurrence: the MedKGent sampling confidence when sampled, else the evaluator's score, else the extractor's
+    probability (filled so when not given)."""
+
+    confidence: float | None = Field(ge=0.0, le=1.0)
+    clarity: float | None = Field(ge=0.0, le=1.0)
+    relevance: float | None = Field(ge=0.0, le=1.0)
+    score: float | None = Field(ge=0.0, le=1.0)
+    evidence_score: float = Field(ge=0.0, le=1.0)
     accepted: bool
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_evidence_score(cls, data: object) -> object:
+        if isinstance(data, dict) and data.get("evidence_score") is None and data.get("probability") is not None:
+            return {**data, "evidence_score": evidence_score(data.get("sample_confidence"), data.get("score"),
+                                                             data["probability"])}
+        return data
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "EvaluatedRow":
+        judged = [v is not None for v in (self.confidence, self.clarity, self.relevance, self.score)]
+        if any(judged) and not all(judged):
+            raise ValueError(f"triple {self.triple_id}: confidence, clarity, relevance and score are all set (the "
+                             "evaluator ran) or all None (it did not)")
+        if self.accepted and not (self.action in ("keep", "replace") and self.schema_status == "aligned"):
+            raise ValueError(f"triple {self.triple_id}: accepted, but action {self.action!r} / schema status "
+                             f"{self.schema_status!r} (needs keep or replace, aligned)")
+        return self

@@ -6,6 +6,8 @@ scores in range, consistency between columns).
 
 from __future__ import annotations
 
+from typing import Optional
+
 import pandas as pd
 import pandera.pandas as pa
 from pandera.typing import Series
@@ -87,10 +89,20 @@ class EntitiesTable(_Strict):
     kg_name: Series[str] = pa.Field(nullable=True)
     distance: Series[float] = pa.Field(ge=0.0)
     status: Series[str] = pa.Field(isin=["linked", "new"])
+    # optional: tables written before entity typing and index growth lack them and stay valid
+    kind: Optional[Series[str]] = pa.Field(nullable=True)
+    in_dictionary: Optional[Series[bool]]
+    linked_to: Optional[Series[str]] = pa.Field(nullable=True, isin=["seed", "extracted"])
 
     @pa.dataframe_check
     def linked_have_kg_id(cls, df: pd.DataFrame) -> Series[bool]:
         return (df["status"] == "new") | df["kg_id"].notna()
+
+    @pa.dataframe_check
+    def linked_say_where(cls, df: pd.DataFrame) -> Series[bool]:
+        if "linked_to" not in df:
+            return pd.Series(True, index=df.index)
+        return (df["status"] == "new") == df["linked_to"].isna()
 
     @pa.dataframe_check
     def spans_ordered(cls, df: pd.DataFrame) -> Series[bool]:
@@ -113,6 +125,7 @@ class RelationsTable(_Strict):
     tail_type: Series[str]
     probability: Series[float] = Score()
     evidence: Series[str] = pa.Field(str_length={"min_value": 1})
+    sample_confidence: Series[float] = pa.Field(ge=0.0, le=1.0, nullable=True)  # None (NaN) when N == 1
 
     @pa.dataframe_check
     def no_self_loops(cls, df: pd.DataFrame) -> Series[bool]:
@@ -135,8 +148,15 @@ class AlignedTable(RelationsTable):
 class ResolvedTable(AlignedTable):
     conflict: Series[bool]
     contradicts: Series[str] = pa.Field(nullable=True)
-    verdict: Series[str] = pa.Field(isin=["none", "agree", "contradict"])
-    action: Series[str] = pa.Field(isin=["keep", "discard", "review"])
+    verdict: Series[str] = pa.Field(isin=["none", "agree", "contradict", "skipped"])
+    action: Series[str] = pa.Field(isin=["keep", "discard", "replace", "review"])
+    against: Series[str] = pa.Field(isin=["none", "kg", "same_document"])
+    against_date: Series[pa.DateTime] = pa.Field(nullable=True, coerce=True)
+    against_confidence: Series[float] = pa.Field(ge=0.0, le=1.0, nullable=True)
+    debate_confidence: Series[float] = pa.Field(ge=0.0, le=1.0, nullable=True)
+    argument_for: Series[str] = pa.Field(nullable=True)
+    argument_against: Series[str] = pa.Field(nullable=True)
+    adjudication: Series[str] = pa.Field(nullable=True)
 
     @pa.dataframe_check
     def conflicts_name_the_edge(cls, df: pd.DataFrame) -> Series[bool]:
@@ -144,12 +164,19 @@ class ResolvedTable(AlignedTable):
 
 
 class EvaluatedTable(ResolvedTable):
-    confidence: Series[float] = Score()
-    clarity: Series[float] = Score()
-    relevance: Series[float] = Score()
-    score: Series[float] = Score()
+    # null = the evaluator did not run (ablated, single-agent baseline): n/a, not zero
+    confidence: Series[float] = pa.Field(ge=0.0, le=1.0, nullable=True)
+    clarity: Series[float] = pa.Field(ge=0.0, le=1.0, nullable=True)
+    relevance: Series[float] = pa.Field(ge=0.0, le=1.0, nullable=True)
+    score: Series[float] = pa.Field(ge=0.0, le=1.0, nullable=True)
+    evidence_score: Series[float] = Score()
     accepted: Series[bool]
 
     @pa.dataframe_check
     def accepted_only_if_kept_and_aligned(cls, df: pd.DataFrame) -> Series[bool]:
-        return ~df["accepted"] | ((df["action"] == "keep") & (df["schema_status"] == "aligned"))
+        return ~df["accepted"] | (df["action"].isin(["keep", "replace"]) & (df["schema_status"] == "aligned"))
+
+    @pa.dataframe_check
+    def judged_all_or_none(cls, df: pd.DataFrame) -> Series[bool]:
+        judged = df[["confidence", "clarity", "relevance", "score"]].notna()
+        return judged.all(axis=1) | ~judged.any(axis=1)

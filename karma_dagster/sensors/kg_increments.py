@@ -10,7 +10,9 @@ import json
 import dagster as dg
 from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
+from karma_dagster.date_range import split_dates
 from karma_dagster.ingest.keys import date_of_document_key
+from karma_dagster.partitions import first_kg_date
 from karma_dagster.stages import FINAL_STAGE
 
 
@@ -36,7 +38,10 @@ def build_kg_increments_sensor(
             ).records
             if not records:
                 continue
-            dates = sorted({date_of_document_key(r.partition_key) for r in records if r.partition_key})
+            dates, outside = split_dates({date_of_document_key(r.partition_key) for r in records if r.partition_key},
+                                         start=first_kg_date())
+            for why in outside.values():  # no partition to request: say so, never fail the other dates' requests
+                context.log.error(f"{ns}: {why}")
             last = max(r.storage_id for r in records)
             cursor[ns] = last
             requests += [

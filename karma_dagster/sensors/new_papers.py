@@ -15,7 +15,9 @@ from dagster._core.definitions.unresolved_asset_job_definition import Unresolved
 
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.ingest.inbox import scan_inbox
+from karma_dagster.params import ControllerParams
 from karma_dagster.partitions import documents_partitions
+from karma_dagster.resources.params import KarmaParamsResource
 from karma_dagster.resources.storage import KarmaStorageResource
 from karma_dagster.stage_store import StageStore
 from karma_dagster.stages import FINAL_STAGE
@@ -62,12 +64,15 @@ def plan_runs(
     ]
 
 
-def controller_tags(storage: KarmaStorageResource, keys: list[str]) -> dict[str, dict[str, str]]:
-    """The Central Controller's decision per document, as run tags, in its order."""
+def controller_tags(
+    storage: KarmaStorageResource, keys: list[str], params: ControllerParams | None = None
+) -> dict[str, dict[str, str]]:
+    """The Central Controller's decision per document (KARMA Eq. 4 + UCB, its figures and which utility), as run
+    tags, in its order."""
     from karma_dagster.scheduling.plan import decide
 
     try:
-        decisions = decide(keys, storage.paths())
+        decisions = decide(keys, storage.paths(), params=params or ControllerParams())
     except Exception as exc:  # noqa: BLE001 - ordering is an optimisation: never block new papers on it
         import logging
 
@@ -87,7 +92,9 @@ def build_new_papers_sensor(
         description="Registers a document partition for each new paper in the inbox (PDF, JATS XML, PubTator, "
         "text) and requests its agent chain; a changed file is requested again; unreadable files are skipped.",
     )
-    def new_papers(context: dg.SensorEvaluationContext, storage: KarmaStorageResource) -> dg.SensorResult:
+    def new_papers(
+        context: dg.SensorEvaluationContext, storage: KarmaStorageResource, karma_params: KarmaParamsResource
+    ) -> dg.SensorResult:
         catalog = Catalog(storage.catalog_path())
         after = json.loads(context.cursor).get("last_request_seq", 0) if context.cursor else 0
         result = scan_inbox(storage.inbox_dir(), catalog, arrival_date=dt.date.today())
@@ -104,7 +111,8 @@ def build_new_papers_sensor(
             seen = len(result.unchanged_files) + len(result.failed)
             return dg.SensorResult(skip_reason=f"no new or changed papers ({seen} files seen)", cursor=cursor)
         return dg.SensorResult(
-            run_requests=plan_runs(requested, job.name, controller_tags(storage, sorted({k for k, _ in requested}))),
+            run_requests=plan_runs(requested, job.name, controller_tags(
+                storage, sorted({k for k, _ in requested}), karma_params.params().controller)),
             dynamic_partitions_requests=[documents_partitions.build_add_request(new_keys)] if new_keys else [],
             cursor=cursor,
         )

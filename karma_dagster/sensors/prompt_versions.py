@@ -20,30 +20,35 @@ from dagster._core.definitions.partitions.subset.default import DefaultPartition
 
 from karma_dagster.assets.chain import stage_key
 from karma_dagster.prompts import PromptStore
-from karma_dagster.stages import STAGES, Stage
+from karma_dagster.stages import Stage
 
 PromptVersions = dict[str, dict[str, str]]  # backbone -> prompt -> "reader.v2@1a2b3c4d5e6f"
+Chains = Mapping[str, Sequence[Stage]]  # backbone -> the stages it runs (stages.chain_for: ablations, baseline)
 
 
-def current_versions(namespaces: list[str], prompts_root: str, registry: Sequence[Stage] = STAGES) -> PromptVersions:
+def current_versions(chains: Chains, prompts_root: str) -> PromptVersions:
+    """Each backbone's prompts as its own chain renders them: an ablated stage renders none, the single-agent
+    baseline renders `single_agent`."""
     store = PromptStore(prompts_root or None)
-    names = sorted({name for stage in registry for name in stage.prompts})
-    per_prompt = {name: store.prompt_id(name) for name in names}
-    return {ns: dict(per_prompt) for ns in namespaces}
+    ids: dict[str, str] = {}
+    out: PromptVersions = {}
+    for ns, chain in chains.items():
+        names = sorted({name for stage in chain for name in stage.prompts})
+        out[ns] = {name: ids.setdefault(name, store.prompt_id(name)) for name in names}
+    return out
 
 
-def affected_stages(previous: PromptVersions, current: PromptVersions,
-                    registry: Sequence[Stage] = STAGES) -> dict[str, list[str]]:
+def affected_stages(previous: PromptVersions, current: PromptVersions, chains: Chains) -> dict[str, list[str]]:
     """backbone -> the first stage whose prompt changed and every stage after it (through `evaluated`)."""
     out: dict[str, list[str]] = {}
     for ns, agents in current.items():  # agents: prompt name -> versioned id
         before = previous.get(ns)
         if before is None:
             continue  # a backbone seen for the first time: its baseline, nothing to rerun
-        changed = [i for i, stage in enumerate(registry)
-                   if any(before.get(name) != agents[name] for name in stage.prompts)]
+        chain = list(chains[ns])
+        changed = [i for i, stage in enumerate(chain) if any(before.get(name) != agents[name] for name in stage.prompts)]
         if changed:
-            out[ns] = [stage.name for stage in registry[min(changed):]]
+            out[ns] = [stage.name for stage in chain[min(changed):]]
     return out
 
 
@@ -60,22 +65,21 @@ def rerun_targets(
     return targets
 
 
-def build_prompt_versions_sensor(namespaces: list[str], prompts_root: str, registry: Sequence[Stage] = STAGES,
-                                 interval_s: int = 60) -> dg.SensorDefinition:
-    """`namespaces`: the LLM backbones (local backbones have no prompts)."""
+def build_prompt_versions_sensor(chains: Chains, prompts_root: str, interval_s: int = 60) -> dg.SensorDefinition:
+    """`chains`: the LLM backbones' chains (local backbones have no prompts)."""
 
     @dg.sensor(
         name="prompt_versions",
-        asset_selection=dg.AssetSelection.assets(*[stage_key(ns, s.name) for ns in namespaces for s in registry]),
+        asset_selection=dg.AssetSelection.assets(*[stage_key(ns, s.name) for ns, chain in chains.items() for s in chain]),
         minimum_interval_seconds=interval_s,
         default_status=dg.DefaultSensorStatus.STOPPED,
         description="A new or edited prompt version reruns, as one backfill, the stages that use it and everything "
         "downstream (through evaluated), for the document partitions already materialized; nothing upstream.",
     )
     def prompt_versions(context: dg.SensorEvaluationContext) -> dg.SensorResult:
-        current = current_versions(namespaces, prompts_root, registry)
+        current = current_versions(chains, prompts_root)
         previous: PromptVersions = json.loads(context.cursor) if context.cursor else {}
-        stages = affected_stages(previous, current, registry)
+        stages = affected_stages(previous, current, chains)
         cursor = json.dumps(current, sort_keys=True)
         if not stages:
             reason = "prompt versions recorded (baseline)" if not previous else "no prompt changed"

@@ -8,6 +8,7 @@ in `usage().invalid_items` (never silently kept).
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 import threading
 import unicodedata
@@ -34,6 +35,8 @@ from karma_dagster.backbones.llm.outputs import (
     RelationOutput,
     SummaryOutput,
 )
+from karma_dagster.kg.entity_index import compatible_kinds
+from karma_dagster.kg.schema import KGSchema
 from karma_dagster.prompts import PromptStore, RenderedPrompt
 from karma_dagster.schemas.records import MentionSpan, ParsedDocument, RawSection
 
@@ -291,16 +294,45 @@ class LLMBackbone(Backbone):
         return out.summary.strip()
 
     # ------------------------------------------------------------------ EEA
+    @functools.cached_property
+    def _schema(self) -> KGSchema:
+        return KGSchema.load()
+
+    @functools.cached_property
+    def _listed_type_of_kind(self) -> dict[str, str]:
+        """KG node kind -> the listed entity type for it: the first the schema maps to that kind (kg/schema.yaml
+        ner_type_to_kind), else the first whose mentions may link to that kind (a Symptom is a Disease mention)."""
+        out: dict[str, str] = {}
+        for t in self.entity_types:
+            kind = self._schema.kind_for_ner_type(t["name"])
+            if kind is not None:
+                out.setdefault(kind, t["name"])
+        for t in self.entity_types:
+            for kind in compatible_kinds(t["name"]) or ():
+                out.setdefault(kind, t["name"])
+        return out
+
+    def entity_type(self, answered: str) -> str | None:
+        """The listed type the model's typed answer means (KARMA Eq. 14 is the model's typing): a listed name in
+        any case, or a type outside the list that the schema maps to a node kind a listed type covers ("Drug" ->
+        ChemicalEntity, "Symptom" -> DiseaseOrPhenotypicFeature); None when the schema cannot place it (the item
+        is dropped, counted)."""
+        allowed = {t["name"].lower(): t["name"] for t in self.entity_types}
+        answered = answered.strip()
+        if answered.lower() in allowed:
+            return allowed[answered.lower()]
+        kind = self._schema.kind_for_ner_type(answered) if answered else None
+        return self._listed_type_of_kind.get(kind) if kind else None
+
     def recognize(self, text: str) -> list[MentionSpan]:
         if not text.strip():
             return []
         out: EntityOutput = self._ask("entity_extraction", EntityOutput, entity_types=self.entity_types, text=text)
-        allowed = {t["name"].lower(): t["name"] for t in self.entity_types}
         items, invalid = [], 0
         for e in out.entities:
-            etype = allowed.get(e.type.strip().lower())
+            etype = self.entity_type(e.type)
             if etype is None:
-                invalid += 1  # a type outside the list
+                invalid += 1  # a type the list and the schema cannot place
                 continue
             items.append((e.text, etype))
         spans, unfound = locate_mentions(text, items)

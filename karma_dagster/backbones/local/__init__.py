@@ -14,6 +14,7 @@ from karma_dagster.backbones.base import (
 from karma_dagster.backbones.local import cleanup, reader, summarizer
 from karma_dagster.backbones.local.judge import JUDGE_VERSION, LocalJudge
 from karma_dagster.backbones.local.relations import LocalRelationModel
+from karma_dagster.backbones.local.sampling import SAMPLER_VERSION, RelationSampler
 from karma_dagster.dictionary.ner import DictionaryNER
 from karma_dagster.schemas.records import MentionSpan, ParsedDocument, RawSection
 
@@ -35,6 +36,7 @@ class LocalBackbone(Backbone):
         self.ner = ner
         self.relations = relations
         self.judge = judge or LocalJudge()
+        self._sampler = RelationSampler(relations.probabilities)
 
     def prompt_id(self, agent: str) -> str:
         versions = {
@@ -42,7 +44,7 @@ class LocalBackbone(Backbone):
             "reader": f"{reader.VERSION}+{self.ner.version}",
             "summarizer": f"{SUMMARIZER_VERSION}+{self.ner.version}",
             "entity_extraction": self.ner.version,
-            "relation_extraction": self.relations.version,
+            "relation_extraction": f"{self.relations.version}+{SAMPLER_VERSION}",
         }
         return versions.get(agent, JUDGE_VERSION)
 
@@ -63,6 +65,13 @@ class LocalBackbone(Backbone):
         self, text: str, pairs: list[tuple[MentionSpan, MentionSpan]]
     ) -> list[dict[str, float]]:
         return self.relations.probabilities(text, pairs)
+
+    def sample_relation_probabilities(
+        self, text: str, pairs: list[tuple[MentionSpan, MentionSpan]], sample: int, temperature: float
+    ) -> list[dict[str, float]]:
+        """MedKGent sample `sample`: the classifier's answer with seeded logistic noise on each relation's logit
+        at `temperature` (backbones/local/sampling.py): samples differ, reruns repeat them exactly."""
+        return self._sampler.sample(text, pairs, sample, temperature)
 
     def align(self, triple: TripleQuery, candidates: list[str]) -> AlignmentAnswer:
         return self.judge.align(triple, candidates)
