@@ -38,8 +38,9 @@ def build(namespaces: list[str]) -> dg.AssetsDefinition:
         report.wall_time_s = config.wall_time_s if config.wall_time_s >= 0 else None
         overlaps = {ns: judge_chain_overlap(judge, backbones.settings(ns)) for ns in backbones.names()}
         report.judge_warnings = {ns: why for ns, why in overlaps.items() if why}
-        for ns, why in report.judge_warnings.items():
-            context.log.warning(f"backbone {ns}: the judge is not independent of this chain ({why})")
+        if report.judge_warnings:  # one line: the report's own text lists each backbone and why
+            context.log.warning(f"the judge is not independent of {', '.join(sorted(report.judge_warnings))} "
+                                "(see the report's judge section)")
         context.log.info("\n" + report.markdown())
         metadata: dict[str, object] = {"report": dg.MetadataValue.md(report.markdown())}
         for b in report.backbones:
