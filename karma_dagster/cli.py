@@ -31,10 +31,34 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     inst = runner.instance()
     defs_ = _defs(args)
-    report = runner.run_main(defs_, inst)
+    outcome = runner.run_main(defs_, inst)
     print("\n# karma-dagster run report\n")
-    print(report.markdown())
+    print(outcome.markdown())
     _print_comparison(defs_, inst)
+    if outcome.failed:  # scripts and schedulers must be able to tell: non-zero, and what failed
+        print(f"\nFAILED: {len(outcome.failed)} item(s); `karma run` again retries them:", file=sys.stderr)
+        for what, why in sorted(outcome.failed.items()):
+            print(f"- {what}: {why}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """Per backbone: documents registered, evaluated, merged, unmerged, failed, pending (read-only)."""
+    from karma_dagster import runner
+
+    states = runner.document_states(_defs(args), runner.instance())
+    names = ("registered", "evaluated", "merged", "unmerged", "failed", "pending")
+    print("| backbone | " + " | ".join(names) + " |")
+    print("|---|" + "---|" * len(names))
+    for ns, state in states.items():
+        counts = state.counts()
+        print(f"| {ns} | " + " | ".join(str(counts[n]) for n in names) + " |")
+    for ns, state in states.items():
+        if state.unmerged:
+            print(f"\n{ns}: unmerged (the next `karma run` merges them): {', '.join(state.unmerged)}")
+        for key, why in sorted(state.failed.items()):
+            print(f"{ns}: failed {key}: {why}")
     return 0
 
 
@@ -187,6 +211,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--here", action="store_true", help="run in this process instead of launching Dagster backfills")
     p.add_argument("--timeout", type=float, default=3600, help="seconds to wait for each backfill")
     p.set_defaults(func=cmd_backfill)
+
+    p = sub.add_parser("status", help="per backbone: documents registered, evaluated, merged, unmerged, failed, pending")
+    common(p)
+    p.set_defaults(func=cmd_status)
 
     p = sub.add_parser("ledger", help="calls, cache hits, tokens and cost per backbone and agent (the cost ledger)")
     p.add_argument("--data-dir", help="run-time data folder (default: $DAGSTER_HOME/karma)")

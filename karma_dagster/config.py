@@ -42,7 +42,8 @@ class BackboneSettings(BaseModel):
     api_key: str | None = Field(None, description="set with EnvVar; never written to files or metadata")
     temperature: float = 0.0
     max_tokens: int = 1024
-    timeout: float = 60.0
+    timeout: float = Field(60.0, description="seconds: the total deadline of one LLM call attempt (connect and all "
+                           "reads; a slow-dripping server cannot stretch it); retries get their own")
     max_retries: int = 4
     concurrency: int = Field(4, description="concurrent calls to this backbone")
     domain: str = Field("general biomedicine", description="genomics, proteomics, metabolomics, general biomedicine")
@@ -164,45 +165,79 @@ def _closest(word: str, options: list[str]) -> str:
     return f" (did you mean {match[0]!r}?)" if match else ""
 
 
-def _explain(path: Path, error: ValidationError) -> str:
-    lines = []
+def _key_lines(node: yaml.Node | None, prefix: tuple[str, ...] = ()) -> dict[tuple[str, ...], int]:
+    """1-based line of every mapping key in the composed YAML, by key path, so errors can point at the line."""
+    out: dict[tuple[str, ...], int] = {}
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            where = (*prefix, str(key.value))
+            out[where] = key.start_mark.line + 1
+            out.update(_key_lines(value, where))
+    return out
+
+
+def _at(lines: dict[tuple[str, ...], int], loc: tuple[Any, ...]) -> str:
+    """'line N: ' of the deepest key of `loc` the file has, '' when none."""
+    for n in range(len(loc), 0, -1):
+        line = lines.get(tuple(str(p) for p in loc[:n]))
+        if line is not None:
+            return f"line {line}: "
+    return ""
+
+
+def _explain(path: Path, error: ValidationError, key_lines: dict[tuple[str, ...], int] | None = None) -> str:
+    messages = []
     for err in error.errors():
         where = ".".join(str(p) for p in err["loc"])
+        at = _at(key_lines or {}, err["loc"])
         if err["type"] == "extra_forbidden":
             known = list(BackboneEntry.model_fields) if len(err["loc"]) == 3 else list(BackbonesFile.model_fields)
-            lines.append(f"unknown key {where!r}{_closest(str(err['loc'][-1]), known)}")
+            messages.append(f"{at}unknown key {where!r}{_closest(str(err['loc'][-1]), known)}")
         elif "ablate" in err["loc"] and err["type"] in ("literal_error", "list_type"):
             where = ".".join(str(p) for p in err["loc"][: err["loc"].index("ablate") + 1])
             what = (f"unknown ablation {err['input']!r}{_closest(str(err['input']), list(ABLATIONS))}"
                     if err["type"] == "literal_error" else f"expected a list such as [summarizer], got {err['input']!r}")
-            lines.append(f"{where}: {what}; ablatable agents: {', '.join(ABLATIONS)}")
+            messages.append(f"{at}{where}: {what}; ablatable agents: {', '.join(ABLATIONS)}")
         else:
-            lines.append(f"{where}: {err['msg']}")
-    return f"{path.name}: " + "; ".join(lines)
+            messages.append(f"{at}{where}: {err['msg']}")
+    return f"{paths.display_path(path)}: " + "; ".join(messages)
 
 
 def read_backbones(path: Path | str | None = None) -> BackbonesFile:
     """Parse and validate backbones.yaml (default: the shipped one); errors name the file, key and line."""
     path = Path(path) if path is not None else paths.backbones_file()
+    shown = paths.display_path(path)
     try:
-        data: Any = yaml.safe_load(path.read_text()) or {}
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{shown}: cannot be read: {exc}") from exc
+    try:
+        data: Any = yaml.safe_load(text) or {}
+        lines = _key_lines(yaml.compose(text))
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path.name}: not valid YAML: {exc}") from exc
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{shown}: not valid YAML{where}: {what}") from None
     if not isinstance(data, dict):
-        raise ConfigError(f"{path.name}: expected a mapping with 'backbones:' (and optionally 'judge:')")
+        raise ConfigError(f"{shown}: line 1: expected a mapping with 'backbones:' (and optionally 'judge:'), "
+                          f"got a {type(data).__name__}")
+    if not isinstance(data.get("backbones") or {}, dict):
+        raise ConfigError(f"{shown}: line {lines.get(('backbones',), 1)}: 'backbones' must be a mapping of name -> "
+                          f"settings, got a {type(data['backbones']).__name__}")
     for name, entry in (data.get("backbones") or {}).items():
         if not isinstance(name, str) or not BACKBONE_NAME.match(name):
-            raise ConfigError(f"{path.name}: backbone name {name!r} must start with a letter or digit and use only "
+            raise ConfigError(f"{shown}: line {lines.get(('backbones', str(name)), '?')}: backbone name {name!r} must start with a letter or digit and use only "
                               "a-z, 0-9, '.', '-', '_'")
         if not isinstance(entry, dict):
-            raise ConfigError(f"{path.name}: backbone {name!r} must be a mapping")
+            raise ConfigError(f"{shown}: line {lines.get(('backbones', name), '?')}: backbone {name!r} must be a mapping")
         if "api_key" in entry:
-            raise ConfigError(f"{path.name}: backbone {name!r} has an api_key: never put a key in a file; name the "
+            raise ConfigError(f"{shown}: line {lines.get(('backbones', name, 'api_key'), '?')}: backbone {name!r} has an api_key: never put a key in a file; name the "
                               "environment variable that holds it in api_key_env")
     try:
         return BackbonesFile.model_validate({**data, "backbones": data.get("backbones") or {}})
     except ValidationError as exc:
-        raise ConfigError(_explain(path, exc)) from exc
+        raise ConfigError(_explain(path, exc, lines)) from None
 
 
 def statuses_markdown(statuses: list[BackboneStatus], judge: str) -> str:

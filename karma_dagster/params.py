@@ -6,10 +6,12 @@ Defaults were chosen on the shipped *training* corpora and the sample papers, ne
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
+
+from karma_dagster.strict_keys import StrictModel
 
 
-class EvaluatorWeights(BaseModel):
+class EvaluatorWeights(StrictModel):
     """Weights of the evaluator's logistic scores C, Cl, R = sigma(bias + sum w_i * signal_i)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -29,7 +31,7 @@ def _llm_weights() -> EvaluatorWeights:
     )
 
 
-class ControllerParams(BaseModel):
+class ControllerParams(StrictModel):
     """The Central Controller's weights (KARMA Eq. 4 and its UCB exploration term), see scheduling/controller.py.
 
     priority = w_utility * U + w_urgency * urgency - w_cost * cost, score = priority + alpha * sqrt(ln t / (1 + n_tau)).
@@ -52,7 +54,7 @@ class ControllerParams(BaseModel):
         "(all backbones' calls) costs 0.5")
 
 
-class KarmaParams(BaseModel):
+class KarmaParams(StrictModel):
     model_config = ConfigDict(extra="forbid")
 
     delta: float = Field(0.35, ge=0, le=1, description="reader: keep a segment when R(s) >= delta")

@@ -19,14 +19,19 @@ from collections.abc import Callable
 import dagster as dg
 from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
 from dagster._core.utils import make_new_backfill_id
+from pydantic import BaseModel
 
 from karma_dagster import paths, services
 from karma_dagster import date_range
 from karma_dagster.assets.batching import MAX_DOCUMENTS_PER_RUN
 from karma_dagster.config import BackboneStatus
+from karma_dagster.home import ensure_partitions
+from karma_dagster.agents.integration import StageTableInvalid, collect_document
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.ingest.inbox import scan_inbox
 from karma_dagster.ingest.keys import date_of_document_key
+from karma_dagster.kg import merge
+from karma_dagster.kg.store import KGStore
 from karma_dagster.jobs import (
     COMPARE_JOB,
     DOCUMENT_JOB,
@@ -51,9 +56,13 @@ QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
 def instance() -> dg.DagsterInstance:
+    """The instance of $DAGSTER_HOME; its creation holds the home's lock so two processes that start together on
+    a fresh home do not both set up Dagster's SQLite schema (home.py)."""
+    from karma_dagster.home import under_home_lock
+
     os.environ.setdefault("DAGSTER_HOME", str(paths.dagster_home()))
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    return dg.DagsterInstance.get()
+    return under_home_lock(os.environ["DAGSTER_HOME"], dg.DagsterInstance.get)
 
 
 def setup_pools(inst: dg.DagsterInstance, backbones: BackbonesResource) -> None:
@@ -96,6 +105,7 @@ def run_documents(
     """One in-process run per document; returns {document: error} for those that failed. Progress lines count
     from `first` of `total` (a caller running the documents date by date numbers them across dates)."""
     job = defs.resolve_job_def(DOCUMENT_JOB)
+    ensure_partitions(inst, documents_partitions.name, keys)  # a new DAGSTER_HOME over a data dir the catalog knows
     failed: dict[str, str] = {}
     total = len(keys) if total is None else total
     for i, key in enumerate(keys, first):
@@ -113,24 +123,104 @@ def run_documents(
 
 def run_dates(
     defs: dg.Definitions, inst: dg.DagsterInstance, keys: list[str], namespaces: list[str],
-    log: Callable[[str], None] = print,
+    log: Callable[[str], None] = print, *, unmerged: dict[str, set[str]] | None = None,
 ) -> tuple[dict[str, str], dict[str, dict[str, bool]]]:
     """The documents `keys` date by date: date D's chains, then D's KG increment for every namespace, then D+1, so
     each document's conflict check (the KG as of the day before its date) sees every earlier increment.
 
+    `unmerged` ({namespace: dates}, from `unmerged_dates`) adds the dates of documents evaluated earlier but never
+    merged (a crash between chain and merge): their increments run in the same date order.
     Returns ({document: error}, {namespace: {date: merged ok}})."""
-    by_date: dict[str, list[str]] = {}
+    unmerged = unmerged or {}
+    by_date: dict[str, list[str]] = {date: [] for dates in unmerged.values() for date in dates}
     for key in sorted(keys):
         by_date.setdefault(date_of_document_key(key), []).append(key)
     failed: dict[str, str] = {}
     merged: dict[str, dict[str, bool]] = {ns: {} for ns in namespaces}
     done = 0
     for date, day_keys in sorted(by_date.items()):
-        failed.update(run_documents(defs, inst, day_keys, log, first=done + 1, total=len(keys)))
+        if day_keys:
+            failed.update(run_documents(defs, inst, day_keys, log, first=done + 1, total=len(keys)))
         done += len(day_keys)
         for ns in namespaces:
-            merged[ns].update(run_increments(defs, inst, ns, [date]))
+            if day_keys or date in unmerged.get(ns, set()):
+                merged[ns].update(run_increments(defs, inst, ns, [date]))
     return failed, merged
+
+
+class DocumentStates(BaseModel):
+    """Where each registered document of one backbone stands (`karma status`, and what `karma run` merges).
+
+    merged: its evaluated table's accepted triples are in the KG as they are now (same fingerprint);
+    unmerged: evaluated, but not merged or merged from a different table; pending: registered, not evaluated;
+    failed: known failures (an evaluated table the merge cannot take, or a pending document whose last run failed).
+    """
+
+    backbone: str
+    registered: list[str] = []
+    evaluated: list[str] = []
+    merged: list[str] = []
+    unmerged: list[str] = []
+    pending: list[str] = []
+    failed: dict[str, str] = {}
+
+    def counts(self) -> dict[str, int]:
+        return {name: len(getattr(self, name))
+                for name in ("registered", "evaluated", "merged", "unmerged", "failed", "pending")}
+
+
+def document_states(defs: dg.Definitions, inst: dg.DagsterInstance | None = None) -> dict[str, DocumentStates]:
+    """Every backbone's DocumentStates, from the stores (catalog, stage tables, the KG's merged_documents) and,
+    when `inst` is given, the latest document run of pending documents (its failure, if it failed)."""
+    storage, backbones = _resources(defs)
+    return states_in_stores(storage, list(backbones.names()), _last_document_failures(inst) if inst else None)
+
+
+def states_in_stores(
+    storage: KarmaStorageResource, namespaces: list[str], last_failures: dict[str, str] | None = None
+) -> dict[str, DocumentStates]:
+    """`document_states` from the stores alone (what the kg_increments sensor can see in a tick)."""
+    stages, kg = storage.stage_store(), KGStore(storage.kg_path())
+    registered = sorted(Catalog(storage.catalog_path()).all_keys())
+    last_failures = last_failures or {}
+    out: dict[str, DocumentStates] = {}
+    for ns in namespaces:
+        state = DocumentStates(backbone=ns, registered=registered)
+        recorded = kg.merged_documents(ns)
+        for key in registered:
+            if not stages.exists(ns, FINAL_STAGE, key):
+                state.pending.append(key)
+                if key in last_failures:
+                    state.failed[key] = last_failures[key]
+                continue
+            state.evaluated.append(key)
+            try:
+                triples, nodes = collect_document(
+                    key, stages.read(ns, FINAL_STAGE, key), stages.read(ns, "entities", key), ""
+                )
+                fingerprint = merge.document_fingerprint(key, triples, nodes)
+            except (StageTableInvalid, merge.TripleValidationError, FileNotFoundError) as exc:
+                state.failed[key] = f"cannot be merged: {exc}"
+                continue
+            (state.merged if recorded.get(key) == fingerprint else state.unmerged).append(key)
+        out[ns] = state
+    return out
+
+
+def _last_document_failures(inst: dg.DagsterInstance) -> dict[str, str]:
+    """document -> "last run <id> failed" for documents whose most recent document-job run failed."""
+    latest: dict[str, dg.DagsterRun] = {}
+    for run in inst.get_runs(filters=dg.RunsFilter(job_name=DOCUMENT_JOB)):  # newest first
+        key = run.tags.get("dagster/partition")
+        if key and key not in latest:
+            latest[key] = run
+    return {key: f"last run {run.run_id[:8]} failed" for key, run in latest.items()
+            if run.status == dg.DagsterRunStatus.FAILURE}
+
+
+def unmerged_dates(states: dict[str, DocumentStates]) -> dict[str, set[str]]:
+    """{namespace: dates of its unmerged documents}: the increments the next run must (re-)merge."""
+    return {ns: {date_of_document_key(k) for k in st.unmerged} for ns, st in states.items()}
 
 
 def unfinished_documents(defs: dg.Definitions) -> list[str]:
@@ -176,7 +266,19 @@ def run_report(defs: dg.Definitions, inst: dg.DagsterInstance, wall_time_s: floa
     return RunReport.model_validate(materialization.metadata["report_json"].value)
 
 
-def run_main(defs: dg.Definitions, inst: dg.DagsterInstance, log: Callable[[str], None] = print) -> RunReport:
+class RunOutcome(RunReport):
+    """The run report plus what failed in it: the caller (cli) turns `failed` into the exit status."""
+
+    increments_failed: dict[str, str] = {}
+
+    @property
+    def failed(self) -> dict[str, str]:
+        return {**self.documents_failed, **self.increments_failed}
+
+
+def run_main(defs: dg.Definitions, inst: dg.DagsterInstance, log: Callable[[str], None] = print) -> RunOutcome:
+    """Import the seed if needed, register the inbox, run every unfinished document and merge every date that
+    has an unmerged document (this run's or an earlier, interrupted one's), date by date; then the report."""
     t0 = time.perf_counter()
     storage, backbones = _resources(defs)
     setup_pools(inst, backbones)
@@ -186,12 +288,18 @@ def run_main(defs: dg.Definitions, inst: dg.DagsterInstance, log: Callable[[str]
             raise RuntimeError("importing the seed KG failed; see the import_kg run in the Dagster UI")
     new_keys, failed_files = register_inbox(defs, inst)
     keys = sorted(set(new_keys) | set(unfinished_documents(defs)))
-    log(f"{len(new_keys)} new or changed documents, {len(keys)} to process, {len(failed_files)} unreadable files")
-    failed, merged = run_dates(defs, inst, keys, backbones.names(), log)
+    pending_merges = unmerged_dates(document_states(defs))
+    n_unmerged = sum(len(d) for d in pending_merges.values())
+    log(f"{len(new_keys)} new or changed documents, {len(keys)} to process, {len(failed_files)} unreadable files"
+        + (f", {n_unmerged} increments with unmerged documents" if n_unmerged else ""))
+    failed, merged = run_dates(defs, inst, keys, backbones.names(), log, unmerged=pending_merges)
     failed.update({f"file {path}": why for path, why in failed_files.items()})
     for ns, outcome in merged.items():
         log(f"KG increments ({ns}): " + ", ".join(f"{d} {'ok' if ok else 'FAILED'}" for d, ok in outcome.items()))
-    return run_report(defs, inst, time.perf_counter() - t0, failed)
+    bad_merges = {f"KG increment {ns} {d}": f"the {kg_job_name(ns)} run failed (see it in the Dagster UI)"
+                  for ns, outcome in merged.items() for d, ok in outcome.items() if not ok}
+    report = run_report(defs, inst, time.perf_counter() - t0, failed)
+    return RunOutcome(**report.model_dump(), increments_failed=bad_merges)
 
 
 # ---------------------------------------------------------------- backfills through the daemon
@@ -256,6 +364,7 @@ def backfill_dates(
         log(f"no registered documents dated {start}..{end}")
         return {}
     dates = sorted({date_of_document_key(k) for k in keys})
+    ensure_partitions(inst, documents_partitions.name, keys)
     stage_assets = chain_keys(namespaces)
     tiers = backfill_tiers(defs, inst, keys, namespaces[0] if namespaces else "local")
     docs_ids = [

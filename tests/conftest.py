@@ -126,3 +126,14 @@ def make_module_pipeline(tmp_path_factory: pytest.TempPathFactory, shared_cache:
     factory = PipelineFactory(tmp_path_factory.mktemp("pipeline"), shared_cache)
     yield factory
     factory.close()
+
+
+@pytest.fixture(scope="module")
+def rendered():
+    """One real rendered prompt (schema alignment of a plain triple) for the LLM client's tests."""
+    from karma_dagster.prompts import PromptStore, default_prompt_root
+
+    triple = {"head_name": "lisinopril", "head_type": "Compound", "relation": "Negative_Correlation",
+              "tail_name": "hypertension", "tail_type": "Disease", "evidence": "Lisinopril lowered blood pressure."}
+    return PromptStore(default_prompt_root()).render("schema_alignment", domain="general biomedicine",
+                                                     triple=triple, candidates=["treats", "causes"])

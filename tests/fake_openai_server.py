@@ -3,7 +3,8 @@ in tests without network or keys.
 
 Importable helper (not a test module). Replies come from a queue of scripted items first, then from a responder
 callable(request_json) -> reply. A reply is a string (the assistant's message content) or a `Fault` (an HTTP
-error with headers, a delay, a dropped connection, or a raw non-JSON body). Every request is recorded.
+error with headers, a delay, a dropped connection, a raw non-JSON body, or a slow drip: headers at once, then
+the body a byte at a time). Every request is recorded.
 
 The default responder (`karma_responder`) recognises which agent asked by the `agent: <name>` marker in the
 system prompt and builds a deterministic, plausible JSON answer from the request's own text.
@@ -32,6 +33,7 @@ class Fault:
     delay: float = 0.0  # seconds to sleep before answering (or before dropping)
     drop: bool = False  # close the socket without any response
     then: str | None = None  # with status 200: the content to return after the delay
+    drip: float = 0.0  # send the headers at once, then the body one byte every `drip` seconds (a slow-drip server)
 
 
 Reply = str | Fault
@@ -57,6 +59,7 @@ class FakeOpenAIServer:
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()  # ends a slow drip still running when the server stops
 
     # ------------------------------------------------------------------ scripting
     def script(self, *replies: Reply) -> "FakeOpenAIServer":
@@ -117,6 +120,9 @@ class FakeOpenAIServer:
                         except OSError:
                             pass
                         return
+                    if reply.status == 200 and reply.drip > 0:
+                        self._drip(owner._completion(request, reply.then or "{}"), reply.drip)
+                        return
                     if reply.status == 200:
                         self._send(200, owner._completion(request, reply.then or "{}"), reply.headers)
                         return
@@ -128,6 +134,24 @@ class FakeOpenAIServer:
                     self._send(reply.status, error, reply.headers)
                     return
                 self._send(200, owner._completion(request, reply))
+
+            def _drip(self, payload: dict[str, Any], every: float) -> None:
+                """Headers now, then one byte of the body per `every` seconds: each read is quick, the reply is not."""
+                body = json.dumps(payload).encode()
+                self.close_connection = True
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                try:
+                    self.wfile.flush()
+                    for i in range(len(body)):
+                        if owner._stopping.wait(every):
+                            return
+                        self.wfile.write(body[i:i + 1])
+                        self.wfile.flush()
+                except OSError:  # the client gave up and hung up: what a deadline is meant to do
+                    return
 
             def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
                 self._send_raw(status, json.dumps(payload).encode(), "application/json", headers)
@@ -141,6 +165,7 @@ class FakeOpenAIServer:
                 self.end_headers()
                 self.wfile.write(body)
 
+        self._stopping.clear()
         self._server = _QuietServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="fake-openai", daemon=True)
@@ -148,6 +173,7 @@ class FakeOpenAIServer:
         return self
 
     def stop(self) -> None:
+        self._stopping.set()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()

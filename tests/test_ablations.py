@@ -37,7 +37,7 @@ def test_unknown_or_misplaced_ablations_are_config_errors_naming_the_file_and_ke
     with pytest.raises(ConfigError) as err:
         read_backbones(f)
     msg = str(err.value)
-    assert msg.startswith("backbones.yaml: backbones.local-x.ablate: unknown ablation 'sumarizer'")
+    assert msg.startswith("backbones.yaml: line 2: backbones.local-x.ablate: unknown ablation 'sumarizer'")
     assert "did you mean 'summarizer'?" in msg and "summarizer, conflict_resolution, evaluator" in msg
     f.write_text("backbones:\n  local-x: {kind: local, ablate: evaluator}\n")
     with pytest.raises(ConfigError, match=r"backbones.local-x.ablate: expected a list such as \[summarizer\]"):

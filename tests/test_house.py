@@ -19,12 +19,12 @@ PACKAGE = Path(__file__).resolve().parent.parent / "karma_dagster"
 # Low to high; a module may import its own layer or lower ones, never a higher one. The last layer is the
 # Dagster section: the only modules that may import dagster.
 LAYERS: list[tuple[str, ...]] = [
-    ("paths", "params", "schemas", "prompts", "config", "date_range"),
+    ("paths", "strict_keys", "params", "schemas", "prompts", "config", "date_range"),
     ("dictionary", "ingest", "kg", "stage_store"),
     ("backbones",),
     ("agents",),
     ("metrics", "scheduling", "services", "stages", "report", "ledger"),
-    ("partitions", "resources", "assets", "sensors", "jobs", "definitions", "runner", "cli"),
+    ("partitions", "resources", "assets", "sensors", "jobs", "definitions", "home", "runner", "cli"),
 ]
 SECTION = set(LAYERS[-1])
 

@@ -25,14 +25,6 @@ GOOD = '{"kg_relation": "treats", "probability": 0.9}'
 pytestmark = pytest.mark.usefixtures("fresh_server")  # `server` and `fresh_server`: tests/conftest.py
 
 
-@pytest.fixture(scope="module")
-def rendered() -> RenderedPrompt:
-    triple = {"head_name": "lisinopril", "head_type": "Compound", "relation": "Negative_Correlation",
-              "tail_name": "hypertension", "tail_type": "Disease", "evidence": "Lisinopril lowered blood pressure."}
-    return PromptStore(default_prompt_root()).render("schema_alignment", domain="general biomedicine",
-                                                     triple=triple, candidates=["treats", "causes"])
-
-
 def make_client(server: FakeOpenAIServer, **kw: object) -> LLMClient:
     params: dict[str, object] = {"api_base": server.url, "api_key": SECRET, "backoff_base": 0.01, "timeout": 10,
                                  "name": "fake-backbone"}

@@ -17,6 +17,7 @@ from karma_dagster.ingest.headings import heading_kind
 from karma_dagster.ingest.text import clean_doi
 from karma_dagster.schemas.records import ParsedDocument, RawSection, SectionKind
 
+MAX_XML_DEPTH = 200  # elements nested inside each other; see _parse_bounded
 _FLOATS = {"fig", "table-wrap", "fig-group", "table-wrap-group", "boxed-text", "supplementary-material"}
 _SKIP_IN_TEXT = _FLOATS | {"alternatives", "graphic", "inline-graphic", "media", "object-id", "label"}
 _SEC_TYPE_KIND: dict[str, SectionKind] = {
@@ -38,21 +39,26 @@ def _ws(text: str) -> str:
 
 
 def _text(el: ET.Element | None, skip: set[str] = _SKIP_IN_TEXT) -> str:
-    """Text of an element without the floats and labels nested in it."""
+    """Text of an element without the floats and labels nested in it.
+
+    Walked with an explicit stack, not recursion, so that no nesting depth turns into a RecursionError.
+    """
     if el is None:
         return ""
     parts: list[str] = []
-
-    def walk(node: ET.Element) -> None:
-        if node.text:
-            parts.append(node.text)
-        for child in node:
-            if _local(child.tag) not in skip:
-                walk(child)
+    stack: list[ET.Element | str] = [el]  # an element to visit, or a tail string to emit
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            parts.append(item)
+            continue
+        if item.text:
+            parts.append(item.text)
+        for child in reversed(item):
             if child.tail:
-                parts.append(child.tail)
-
-    walk(el)
+                stack.append(child.tail)
+            if _local(child.tag) not in skip:
+                stack.append(child)
     return _ws("".join(parts))
 
 
@@ -197,10 +203,31 @@ def _ref_list(el: ET.Element, out: list[RawSection]) -> None:
         out.append(RawSection(heading=_text(_child(el, "title")) or "References", kind="references", text="\n".join(refs)))
 
 
+def _parse_bounded(path: Path, rel: str) -> ET.Element:
+    """The parsed tree, refused past MAX_XML_DEPTH levels of nesting.
+
+    Real JATS (MathML included) nests a few dozen levels; a file nested thousands deep is broken or hostile
+    and would exhaust the recursion of the section walkers, so it is refused while parsing, before any walk.
+    """
+    depth = 0
+    events = ET.iterparse(path, events=("start", "end"))
+    for event, _ in events:
+        if event == "start":
+            depth += 1
+            if depth > MAX_XML_DEPTH:
+                raise IngestError(rel, f"XML nested more than {MAX_XML_DEPTH} elements deep: refused "
+                                       "(real JATS articles nest a few dozen levels)")
+        else:
+            depth -= 1
+    root = events.root  # type: ignore[attr-defined]  # set once the whole file is parsed
+    assert root is not None
+    return root
+
+
 def _read_article(path: Path, rel: str) -> tuple[ET.Element, ET.Element | None, ET.Element]:
     """The root <article>, its <front> and <article-meta>: without them there is no JATS article to read."""
     try:
-        root = ET.parse(path).getroot()
+        root = _parse_bounded(path, rel)
     except ET.ParseError as exc:
         raise IngestError(rel, f"not well-formed XML ({exc})") from exc
     except OSError as exc:

@@ -1,7 +1,7 @@
 """One entry point for every source format: `parse_file` picks the parser by the file name.
 
 Every failure is an `IngestError` that names the file (relative to the inbox) and the problem, so the
-sensor can report it and go on with the other files. The parsers share their vocabulary through
+sensor can report it and go on with the other files; that holds for exceptions no parser anticipated too. The parsers share their vocabulary through
 `errors`, `files` and `headings`, never through this module, so they can be imported on their own.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from karma_dagster.ingest.errors import IngestError
-from karma_dagster.ingest.files import relative_name
+from karma_dagster.ingest.files import real_path_in_inbox, relative_name
 from karma_dagster.ingest.jats import parse_jats
 from karma_dagster.ingest.pdf import parse_pdf
 from karma_dagster.ingest.pubtator import parse_pubtator
@@ -41,24 +41,42 @@ def source_format_of(path: Path) -> str | None:
 
 
 def parse_file(path: Path, inbox: Path, *, max_pdf_pages: int = 300, use_sidecar: bool = True) -> list[ParsedDocument]:
-    """All documents in one source file (PubTator files hold many), metadata completed from a sidecar JSON."""
-    rel = relative_name(path, inbox)
-    if not path.is_file():
-        raise IngestError(rel, "no such file")
+    """All documents in one source file (PubTator files hold many), metadata completed from a sidecar JSON.
+
+    A symbolic link is read only when it leads to a file inside the inbox, and the documents carry the real
+    file's name. Any exception a parser raises becomes an IngestError naming the file: a parser bug or a
+    hostile file fails that file, never the scan of the others.
+    """
+    real = real_path_in_inbox(path, inbox)
+    rel = relative_name(real, inbox)
+    if not real.is_file():
+        raise IngestError(rel, "no such file" if not real.exists() else "not a regular file")
+    try:
+        docs = _parse(real, rel, max_pdf_pages)
+        if use_sidecar and len(docs) == 1:
+            record = find_sidecar(real, inbox)
+            if record is not None:
+                docs = [apply_sidecar(docs[0], record)]
+    except IngestError:
+        raise
+    except RecursionError as exc:
+        raise IngestError(rel, "structure nested too deeply to read") from exc
+    except MemoryError as exc:
+        raise IngestError(rel, "out of memory while reading the file") from exc
+    except Exception as exc:  # noqa: BLE001 - any parser failure is this file's problem, reported with its name
+        raise IngestError(rel, f"could not be read: {type(exc).__name__}: {exc}") from exc
+    return docs
+
+
+def _parse(path: Path, rel: str, max_pdf_pages: int) -> list[ParsedDocument]:
     fmt = source_format_of(path)
     if fmt == "pdf":
-        docs = [parse_pdf(path, rel, max_pages=max_pdf_pages)]
-    elif fmt == "jats":
-        docs = [parse_jats(path, rel)]
-    elif fmt == "pubtator":
-        docs = parse_pubtator(path, rel)
-    elif fmt == "text":
-        docs = [parse_text(path, rel)]
-    else:
-        raise IngestError(rel, f"unsupported file type {path.suffix or '(no suffix)'!r} "
-                               "(expected .pdf, .xml/.nxml, .pubtator, .txt)")
-    if use_sidecar and len(docs) == 1:
-        record = find_sidecar(path, inbox)
-        if record is not None:
-            docs = [apply_sidecar(docs[0], record)]
-    return docs
+        return [parse_pdf(path, rel, max_pages=max_pdf_pages)]
+    if fmt == "jats":
+        return [parse_jats(path, rel)]
+    if fmt == "pubtator":
+        return parse_pubtator(path, rel)
+    if fmt == "text":
+        return [parse_text(path, rel)]
+    raise IngestError(rel, f"unsupported file type {path.suffix or '(no suffix)'!r} "
+                           "(expected .pdf, .xml/.nxml, .pubtator, .txt)")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from karma_dagster.ingest.errors import IngestError
-from karma_dagster.ingest.files import relative_name
+from karma_dagster.ingest.files import real_path_in_inbox, relative_name
 from karma_dagster.ingest.text import clean_doi
 from karma_dagster.schemas.records import ParsedDocument
 
@@ -113,7 +114,12 @@ def sidecar_path(path: Path) -> Path:
 
 
 def find_sidecar(path: Path, inbox: Path | None = None) -> SidecarRecord | None:
+    """The record next to `path`, if any; a sidecar that is a link leading out of the inbox is refused, not read."""
     side = sidecar_path(path)
+    if not os.path.lexists(side):
+        return None
+    if inbox is not None:
+        side = real_path_in_inbox(side, inbox)
     if not side.is_file():
         return None
     return read_sidecar(side, relative_name(side, inbox))

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import hashlib
+import json
 import math
 import numbers
 import time
@@ -217,6 +219,7 @@ def merge_increment(
     if not backbone or not run_id:
         raise TripleValidationError(f"merge of {date}: backbone and run_id must be non-empty")
     prepared = _prepare(docs, prompt_version)
+    fingerprints = {doc_key: _fingerprint(rows, nodes) for doc_key, (rows, nodes) in prepared.items()}
     stamp = _Stamp(namespace or backbone, date, backbone, run_id, dt.datetime.now(dt.UTC).replace(tzinfo=None))
     with store.connect() as con, _transaction(con):
         _delete_previous(con, stamp, list(prepared))
@@ -243,6 +246,7 @@ def merge_increment(
                               for r in judged.rows if r["action"] == "replace"}),
         )
         _record_increment(con, stats, stamp)
+        _record_documents(con, fingerprints, stamp)
     return stats.model_copy(update={"seconds": round(time.perf_counter() - t0, 4)})
 
 
@@ -260,6 +264,34 @@ def _prepare(docs: Mapping[str, DocInput], prompt_version: str) -> Prepared:
         nodes = list({n.id: n for n in (_validate_node(n, doc_key, kinds) for n in new_nodes)}.values())
         prepared[doc_key] = (rows, nodes)
     return prepared
+
+
+def document_fingerprint(doc_key: str, triples: Sequence[TripleLike], nodes: Sequence[NodeIn | Mapping[str, Any]]) -> str:
+    """The fingerprint `merge_increment` records for a document it merged (the `merged_documents` table).
+
+    Computed from the validated rows and entities (not the file), so a caller holding the document's
+    evaluated table (integration.collect_document) gets the same value and can tell merged from unmerged.
+    The prompt version is left out: a changed prompt alone changes no triple and needs no re-merge."""
+    ((rows, valid_nodes),) = _prepare({doc_key: (triples, nodes)}, "").values()
+    return _fingerprint(rows, valid_nodes)
+
+
+def _fingerprint(rows: list[dict[str, Any]], nodes: list[NodeIn]) -> str:
+    content = {
+        "rows": sorted(({k: v for k, v in r.items() if k != "prompt_version"} for r in rows),
+                       key=lambda r: str(r["triple_id"])),
+        "nodes": sorted((n.model_dump() for n in nodes), key=lambda n: n["id"]),
+    }
+    return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()[:32]
+
+
+def _record_documents(con: Any, fingerprints: Mapping[str, str], stamp: _Stamp) -> None:
+    """Record which documents this merge took in (their rows were deleted by _delete_previous): same transaction."""
+    if fingerprints:
+        con.executemany(
+            "INSERT INTO merged_documents VALUES (?, ?, ?, ?, ?, ?)",
+            [(stamp.ns, k, stamp.date, fp, stamp.run_id, stamp.merged_at) for k, fp in sorted(fingerprints.items())],
+        )
 
 
 @contextmanager
@@ -292,6 +324,8 @@ def _delete_previous(con: Any, stamp: _Stamp, doc_keys: list[str]) -> None:
         "DELETE FROM extracted_nodes WHERE namespace = ? AND doc_key IN (SELECT doc_key FROM _docs)", [stamp.ns]
     )
     con.execute("DELETE FROM increments WHERE namespace = ? AND date = ?", [stamp.ns, stamp.date])
+    con.execute("DELETE FROM merged_documents WHERE namespace = ? AND doc_key IN (SELECT doc_key FROM _docs)",
+                [stamp.ns])
     con.execute(
         "DELETE FROM adjudications WHERE namespace = ? AND (date = ? OR doc_key IN (SELECT doc_key FROM _docs))",
         [stamp.ns, stamp.date],

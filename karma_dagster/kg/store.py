@@ -177,6 +177,12 @@ CREATE TABLE IF NOT EXISTS adjudications(
     against_confidence DOUBLE, against_first_seen DATE, against_last_seen DATE, against_n_evidence INTEGER,
     against_in_seed BOOLEAN, reason VARCHAR NOT NULL, run_id VARCHAR NOT NULL, merged_at TIMESTAMP NOT NULL,
     PRIMARY KEY (namespace, doc_key, triple_id, against_head_id, against_relation, against_tail_id));
+-- Which documents a merge took in, with the fingerprint of what it merged (merge.document_fingerprint), written in
+-- the merge's transaction: a document evaluated but absent here (or with another fingerprint) is unmerged, and the
+-- next `karma run` / kg_increments tick merges its date (state, not the invocation, decides what is merged).
+CREATE TABLE IF NOT EXISTS merged_documents(
+    namespace VARCHAR NOT NULL, doc_key VARCHAR NOT NULL, date DATE NOT NULL, fingerprint VARCHAR NOT NULL,
+    run_id VARCHAR NOT NULL, merged_at TIMESTAMP NOT NULL, PRIMARY KEY (namespace, doc_key));
 
 CREATE OR REPLACE VIEW namespaces AS
     SELECT 'local' AS namespace UNION SELECT namespace FROM evidence UNION SELECT namespace FROM extracted_nodes;
@@ -298,11 +304,11 @@ class KGStore:
             try:
                 present = con.execute(
                     "SELECT (SELECT count(*) FROM duckdb_views() WHERE view_name IN ('nodes', 'edges')) "
-                    "+ (SELECT count(*) FROM duckdb_tables() WHERE table_name = 'adjudications')"
+                    "+ (SELECT count(*) FROM duckdb_tables() WHERE table_name IN ('adjudications', 'merged_documents'))"
                 ).fetchall()[0]
             finally:
                 con.close()
-            if present and present[0] == 3:  # a file from before adjudications gets the table and new views
+            if present and present[0] == 4:  # an older file gets the missing tables and new views
                 self._ready = True
                 return
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -526,3 +532,11 @@ class KGStore:
     def count_extracted_nodes(self, namespace: str) -> int:
         """How many nodes the namespace's merges added to the seed (its coverage gain)."""
         return int(self._fetch("SELECT count(*) FROM kg_nodes(?) WHERE source = 'extracted'", [namespace])[0][0])
+
+    def merged_documents(self, namespace: str) -> dict[str, str]:
+        """doc_key -> fingerprint of every document a merge of the namespace took in ({} before the KG exists).
+
+        Compared with the evaluated tables' fingerprints, it says which documents are still unmerged."""
+        if not self.path.exists():
+            return {}
+        return dict(self._fetch("SELECT doc_key, fingerprint FROM merged_documents WHERE namespace = ?", [namespace]))

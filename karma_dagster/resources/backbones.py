@@ -11,16 +11,17 @@ from karma_dagster import paths, services, stages
 from karma_dagster.backbones.base import Backbone
 from karma_dagster.config import BackboneEntry, BackboneSettings, read_backbones
 from karma_dagster.resources.mirror import mirror
+from karma_dagster.resources.strict import StrictConfig, StrictResource
 from karma_dagster.resources.storage import KarmaStorageResource
 
-BackboneConfig = mirror(BackboneSettings, dg.Config, "BackboneConfig")  # defaults declared once, in config.py
+BackboneConfig = mirror(BackboneSettings, StrictConfig, "BackboneConfig")  # defaults declared once, in config.py
 
 
 def settings_of(config: dg.Config) -> BackboneSettings:
     return BackboneSettings.model_validate(config.model_dump())
 
 
-class BackbonesResource(dg.ConfigurableResource):
+class BackbonesResource(StrictResource):
     backbones: dict[str, BackboneConfig] = Field(default_factory=lambda: {"local": BackboneConfig()})  # type: ignore[valid-type]
     prompts_dir: str = Field("", description="prompt files; empty = the project's prompts/")
 

@@ -11,9 +11,10 @@ from karma_dagster.config import read_backbones
 from karma_dagster.metrics.judge import LLMJudge, NoJudge, RuleJudge, TripleJudge
 from karma_dagster.resources.backbones import BackboneConfig, BackbonesResource, config_of
 from karma_dagster.resources.storage import KarmaStorageResource
+from karma_dagster.resources.strict import StrictResource
 
 
-class JudgeResource(dg.ConfigurableResource):
+class JudgeResource(StrictResource):
     name: str = Field("local", description="'local' = the rule-based judge; else an LLM backbone's name")
     backbone: BackboneConfig | None = Field(None, description="the LLM judge's config (key through EnvVar)")  # type: ignore[valid-type]
     unavailable: str = Field("", description="why the named judge cannot run (e.g. its key variable is unset)")

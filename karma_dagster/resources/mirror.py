@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Literal, get_args, get_origin
 
-import dagster as dg
 from pydantic import BaseModel, Field, create_model
+
+from karma_dagster.resources.strict import StrictConfig
 
 
 def _dagster_type(annotation: Any) -> Any:
@@ -23,7 +24,7 @@ def _dagster_type(annotation: Any) -> Any:
     return annotation
 
 
-def mirror(model: type[BaseModel], base: type[BaseModel] = dg.Config, name: str | None = None,
+def mirror(model: type[BaseModel], base: type[BaseModel] = StrictConfig, name: str | None = None,
            defaults: dict[str, Any] | None = None) -> Any:
     """A `base` subclass with `model`'s fields; `defaults` overrides field defaults (Dagster reads a nested
     config's defaults from its class, so a nested field gets a class whose defaults are the core's value)."""

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import dagster as dg
-
 from karma_dagster.params import KarmaParams
 from karma_dagster.resources.mirror import mirror
+from karma_dagster.resources.strict import StrictResource
 
 
-class KarmaParamsResource(mirror(KarmaParams, dg.ConfigurableResource, "KarmaParamsSettings")):  # type: ignore[misc]
+class KarmaParamsResource(mirror(KarmaParams, StrictResource, "KarmaParamsSettings")):  # type: ignore[misc]
     """Every field, default and bound is KarmaParams' (params.py); this only makes them Dagster config."""
 
     def params(self) -> KarmaParams:

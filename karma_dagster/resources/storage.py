@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import dagster as dg
 from pydantic import Field
 
 from karma_dagster.paths import DataPaths
+from karma_dagster.resources.strict import StrictResource
 from karma_dagster.stage_store import StageStore
 
 
-class KarmaStorageResource(dg.ConfigurableResource):
+class KarmaStorageResource(StrictResource):
     """Run-time data of the pipeline. Empty `data_dir` means `$DAGSTER_HOME/karma`."""
 
     data_dir: str = Field("", description="folder for all run-time data; empty = $DAGSTER_HOME/karma")

@@ -16,7 +16,14 @@ from karma_dagster.backbones.llm.backbone import (
     locate_mentions,
 )
 from karma_dagster.backbones.llm.cache import ResponseCache, cache_key
-from karma_dagster.backbones.llm.client import LLMCallError, LLMClient, LLMOutputError, UsageDelta, parse_json_reply
+from karma_dagster.backbones.llm.client import (
+    LLMCallError,
+    LLMClient,
+    LLMDeadlineError,
+    LLMOutputError,
+    UsageDelta,
+    parse_json_reply,
+)
 from karma_dagster.backbones.llm.outputs import OUTPUT_MODELS
 from karma_dagster.config import BackboneSettings
 from karma_dagster.prompts import PromptStore
@@ -38,7 +45,7 @@ def make_llm_backbone(
 
 
 __all__ = [
-    "DEFAULT_ENTITY_TYPES", "DEFAULT_RELATION_TYPES", "Domain", "LLMBackbone", "LLMCallError", "LLMClient",
+    "DEFAULT_ENTITY_TYPES", "DEFAULT_RELATION_TYPES", "Domain", "LLMBackbone", "LLMCallError", "LLMClient", "LLMDeadlineError",
     "LLMOutputError", "OUTPUT_MODELS", "PromptStore", "ResponseCache", "UsageDelta", "cache_key",
     "locate_mentions", "make_llm_backbone", "parse_json_reply",
 ]

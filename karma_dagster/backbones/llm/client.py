@@ -2,12 +2,17 @@
 
 litellm is imported lazily (its import costs seconds and, unless told otherwise, fetches a price map): the
 first call sets LITELLM_LOCAL_MODEL_COST_MAP=True when it is unset, so an offline machine never reaches out.
+
+A backbone's `timeout` is a total deadline per attempt (connect + every read), enforced here: litellm hands it to
+httpx, where it bounds each phase and each read separately, so a server sending a byte a second never trips it.
 """
 
 from __future__ import annotations
 
+import contextvars
 import email.utils
 import json
+import math
 import os
 import random
 import re
@@ -63,11 +68,45 @@ class LLMCallError(_NamedError):
     """The provider kept failing (or refused the request); retries are spent."""
 
 
+class LLMDeadlineError(TimeoutError):
+    """One attempt outlived the backbone's total deadline; transient, so it is retried like litellm's Timeout."""
+
+
 def _transient_errors() -> tuple[type[BaseException], ...]:
     lt = _litellm()
     names = ("RateLimitError", "APIConnectionError", "Timeout", "InternalServerError",
              "ServiceUnavailableError", "BadGatewayError")
-    return tuple(getattr(lt, n) for n in names if hasattr(lt, n))
+    return (LLMDeadlineError, *(getattr(lt, n) for n in names if hasattr(lt, n)))
+
+
+def _within_deadline(fn: Callable[[], Any], seconds: float, describe: Callable[[], str]) -> Any:
+    """`fn()` on a daemon worker thread, waited for at most `seconds` of wall-clock time.
+
+    Why a thread: litellm routes each provider through its own HTTP stack (the OpenAI SDK, its own httpx
+    handler, boto...), and none offers a total deadline, only per-phase ones, so the only bound that holds for
+    every provider is the caller's own wait. Past the deadline the attempt is abandoned: the caller gets
+    `LLMDeadlineError` at once and its concurrency slot back; the daemon worker keeps its socket until the
+    server finishes or goes quiet for one per-read timeout (litellm still gets `timeout` for that), and it never
+    delays interpreter exit. Its late result is dropped.
+    """
+    done = threading.Event()
+    box: dict[str, Any] = {}
+    context = contextvars.copy_context()  # whatever litellm or a tracer keeps in context vars follows the call
+
+    def run() -> None:
+        try:
+            box["value"] = context.run(fn)
+        except BaseException as exc:  # noqa: BLE001 (re-raised in the caller's thread)
+            box["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="llm-call", daemon=True).start()
+    if not done.wait(seconds):
+        raise LLMDeadlineError(describe())
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 def _retry_after(exc: BaseException) -> float | None:
@@ -177,6 +216,10 @@ class LLMClient:
     ) -> None:
         if not model or not model.strip():
             raise ValueError("model: give a litellm model string, e.g. 'openai/gpt-4o' or 'ollama/qwen2.5'")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) \
+                or timeout <= 0:
+            raise ValueError(f"timeout: the total deadline per LLM call must be a positive number of seconds "
+                             f"(got {timeout!r}) for backbone {name or model!r}")
         if max_retries < 0 or concurrency < 1:
             raise ValueError(f"max_retries must be >= 0 and concurrency >= 1 (got {max_retries}, {concurrency})")
         self.model = model
@@ -185,7 +228,7 @@ class LLMClient:
         self._api_key = api_key
         self.temperature = temperature
         self.max_tokens = max_tokens
-        self.timeout = timeout
+        self.timeout = float(timeout)  # total per attempt: connect + every read (see _within_deadline)
         self.max_retries = max_retries
         self.concurrency = concurrency
         self.cache = cache
@@ -332,7 +375,10 @@ class LLMClient:
         for attempt in range(attempts):
             try:
                 with self._slots:
-                    response = lt.completion(**kwargs)
+                    response = _within_deadline(
+                        lambda: lt.completion(**kwargs), self.timeout,
+                        lambda: f"no complete reply within the total deadline of {self.timeout:g} s (the `timeout` "
+                                f"of backbone {self.name!r} bounds connect and all reads of one attempt)")
                 break
             except transient as exc:
                 if attempt + 1 >= attempts:
