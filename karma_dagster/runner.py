@@ -223,17 +223,6 @@ def unmerged_dates(states: dict[str, DocumentStates]) -> dict[str, set[str]]:
     return {ns: {date_of_document_key(k) for k in st.unmerged} for ns, st in states.items()}
 
 
-def unfinished_documents(defs: dg.Definitions) -> list[str]:
-    """Registered documents whose chain has not produced an `evaluated` table for every backbone yet."""
-    storage, backbones = _resources(defs)
-    stages = storage.stage_store()
-    return [
-        key
-        for key in Catalog(storage.catalog_path()).all_keys()
-        if not all(stages.exists(ns, FINAL_STAGE, key) for ns in backbones.names())
-    ]
-
-
 def _first_failure(result: dg.ExecuteInProcessResult) -> str:
     for event in result.all_events:
         if event.is_step_failure and event.step_failure_data and event.step_failure_data.error:
@@ -287,8 +276,10 @@ def run_main(defs: dg.Definitions, inst: dg.DagsterInstance, log: Callable[[str]
         if not import_kg(defs, inst):
             raise RuntimeError("importing the seed KG failed; see the import_kg run in the Dagster UI")
     new_keys, failed_files = register_inbox(defs, inst)
-    keys = sorted(set(new_keys) | set(unfinished_documents(defs)))
-    pending_merges = unmerged_dates(document_states(defs))
+    states = document_states(defs)  # one read of the stores: unfinished chains and unmerged increments
+    unfinished = {key for st in states.values() for key in st.pending}
+    keys = sorted(set(new_keys) | unfinished)
+    pending_merges = unmerged_dates(states)
     n_unmerged = sum(len(d) for d in pending_merges.values())
     log(f"{len(new_keys)} new or changed documents, {len(keys)} to process, {len(failed_files)} unreadable files"
         + (f", {n_unmerged} increments with unmerged documents" if n_unmerged else ""))

@@ -352,22 +352,8 @@ class KGStore:
     def existing_relations_many(
         self, pairs: Iterable[tuple[str, str]], namespace: str = DEFAULT_NAMESPACE, as_of: dt.date | None = None
     ) -> dict[tuple[str, str], list[str]]:
-        """`existing_relations` for many pairs under one lock and one query."""
-        wanted = list(dict.fromkeys(pairs))
-        out: dict[tuple[str, str], list[str]] = {p: [] for p in wanted}
-        if not wanted:
-            return out
-        with self.connect(read_only=True) as con:
-            con.execute("CREATE TEMP TABLE _pairs(head_id VARCHAR, tail_id VARCHAR)")
-            con.executemany("INSERT INTO _pairs VALUES (?, ?)", wanted)
-            rows = con.execute(
-                "SELECT e.head_id, e.tail_id, e.relation FROM kg_edges(?, as_of := ?) e "
-                "JOIN _pairs p USING (head_id, tail_id) ORDER BY e.relation",
-                [namespace, as_of],
-            ).fetchall()
-        for h, t, r in rows:
-            out[(h, t)].append(r)
-        return out
+        """`existing_relations` for many pairs under one lock and one query (the relation names of edges_between)."""
+        return {pair: [e.relation for e in edges] for pair, edges in self.edges_between(pairs, namespace, as_of).items()}
 
     def edges_between(
         self, pairs: Iterable[tuple[str, str]], namespace: str = DEFAULT_NAMESPACE, as_of: dt.date | None = None
