@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import functools
 import sys
 
 
 def _defs(args: argparse.Namespace):
+    from karma_dagster.config import read_backbones
     from karma_dagster.definitions import build_definitions
     from karma_dagster.resources.backbones import backbone_configs_from_file
     from karma_dagster.resources.storage import KarmaStorageResource
@@ -23,7 +25,8 @@ def _defs(args: argparse.Namespace):
             raise SystemExit(f"unknown or disabled backbone(s) {missing}; enabled in backbones.yaml: {sorted(configs)}")
         configs = {b: configs[b] for b in args.backbone}
     storage = KarmaStorageResource(inbox=getattr(args, "inbox", "") or "", data_dir=getattr(args, "data_dir", "") or "")
-    return build_definitions(backbones=configs, storage=storage)
+    # every backbone of the file, so backbones_status lists the disabled and NOT CONFIGURED ones too
+    return build_definitions(backbones=configs, storage=storage, statuses=read_backbones().statuses())
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -113,7 +116,7 @@ def cmd_gold_eval(args: argparse.Namespace) -> int:
 def cmd_import_kg(args: argparse.Namespace) -> int:
     from karma_dagster import runner
 
-    ok = runner.import_kg(_defs(args), runner.instance(), args.nodes or "", args.edges or "", args.format)
+    ok = runner.import_kg(_defs(args), runner.instance(), args.nodes or "", args.edges or "", args.format, reimport=True)
     print("seed KG imported and indexed" if ok else "seed KG import FAILED (see the import_kg run in the UI)")
     return 0 if ok else 1
 
@@ -166,6 +169,35 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_remove(args: argparse.Namespace) -> int:
+    """Remove one document: its KG evidence, stage tables (every backbone) and catalog entry; 2 = unknown key."""
+    from karma_dagster.removal import UnknownDocument, plan_removal, remove_document
+    from karma_dagster.resources.storage import KarmaStorageResource
+
+    data = KarmaStorageResource(inbox=args.inbox or "", data_dir=args.data_dir or "").paths()
+    try:
+        plan = plan_removal(args.doc_key, data) if args.dry_run else remove_document(args.doc_key, data)
+    except (UnknownDocument, ValueError):
+        print(f"karma remove: unknown document key {args.doc_key!r} (not in the catalog, the stage tables or the "
+              "KG; `karma status` counts the registered ones)", file=sys.stderr)
+        return 2
+    print(("would remove " if args.dry_run else "removed ") + args.doc_key + ":")
+    for line in plan.lines():
+        print(f"- {line}")
+    if args.dry_run:
+        return 0
+    from karma_dagster import runner
+    from karma_dagster.partitions import documents_partitions
+
+    inst = runner.instance()
+    if inst.has_dynamic_partition(documents_partitions.name, args.doc_key):
+        inst.delete_dynamic_partition(documents_partitions.name, args.doc_key)
+    if plan.entry is not None and plan.entry.sources:
+        print("its files stay in the inbox and are not registered again unless they change: "
+              + ", ".join(s.source_path for s in plan.entry.sources))
+    return 0
+
+
 def _date(text: str) -> dt.date:
     try:
         return dt.date.fromisoformat(text)
@@ -183,6 +215,27 @@ def _quiet_known_noise() -> None:
     warnings.filterwarnings("ignore", message=r".*is currently in (beta|preview).*")
 
 
+STORE_CORRUPT_EXIT = 3
+
+
+def _store_errors(main_fn):  # noqa: ANN001, ANN202
+    """Any command that meets a corrupt store ends with its message (which store, which file, what to do) on
+    stderr and exit status 3, not a traceback; the file is left as it is."""
+
+    @functools.wraps(main_fn)
+    def wrapper(argv: list[str] | None = None) -> int:
+        from karma_dagster.integrity import StoreCorrupt
+
+        try:
+            return main_fn(argv)
+        except StoreCorrupt as exc:
+            print(f"karma: {exc}", file=sys.stderr)
+            return STORE_CORRUPT_EXIT
+
+    return wrapper
+
+
+@_store_errors
 def main(argv: list[str] | None = None) -> int:
     _quiet_known_noise()
     parser = argparse.ArgumentParser(prog="karma", description=__doc__)
@@ -195,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
 
     p = sub.add_parser("run", help="the main job: import the seed KG if needed, ingest the inbox, grow the KG, report")
     common(p)
-    p.set_defaults(func=cmd_run)
+    p.set_defaults(func=cmd_run, interruptible=True)
 
     p = sub.add_parser("import-kg", help="import an existing KG (node + edge tables) and index its entity names")
     common(p)
@@ -224,6 +277,13 @@ def main(argv: list[str] | None = None) -> int:
                    help="group by these columns, comma-separated: backbone, agent, stage, partition, run_id, status")
     p.set_defaults(func=cmd_ledger)
 
+    p = sub.add_parser("remove", help="remove one document: its KG evidence, stage tables and catalog entry")
+    p.add_argument("doc_key", help="the document's key (e.g. 2016-02-12_pmc4745298; see `karma status`)")
+    p.add_argument("--inbox", help="folder of papers (default: the repo's data/inbox sample)")
+    p.add_argument("--data-dir", help="run-time data folder (default: $DAGSTER_HOME/karma)")
+    p.add_argument("--dry-run", action="store_true", help="print what would be removed, remove nothing")
+    p.set_defaults(func=cmd_remove)
+
     p = sub.add_parser("report", help="print the report of what is in the stores now")
     common(p)
     p.set_defaults(func=cmd_report)
@@ -244,7 +304,37 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("gold-eval needs exactly one --backbone (e.g. --backbone local)")
     if getattr(args, "start", None) and args.end < args.start:
         parser.error(f"--end {args.end} is before --start {args.start}")
-    return args.func(args)
+    if not (getattr(args, "interruptible", False) or getattr(args, "here", False)):
+        return args.func(args)  # the others: Ctrl-C is the plain KeyboardInterrupt
+    return _run_interruptible(args)
+
+
+def _run_interruptible(args: argparse.Namespace) -> int:
+    """`karma run` / `karma backfill`: SIGINT or SIGTERM stops the document in progress, starts nothing more,
+    says what was stopped and what remains, and exits 128 + the signal (130, 143); a second signal quits at once."""
+    from dagster._core.errors import DagsterExecutionInterruptedError
+
+    from karma_dagster import interrupts
+    from karma_dagster.runner import INTERRUPTED_TAG
+
+    with interrupts.watching() as watch:
+        try:
+            code = args.func(args)
+            watch.check()  # a signal during the report or the comparison: still say so and exit 128 + signal
+            return code
+        except (KeyboardInterrupt, DagsterExecutionInterruptedError) as raw:
+            # a run that raises on error (the report) re-raises Dagster's interrupt: the same stop
+            if (signum := watch.wait(2.0)) is None:
+                raise
+            exc = raw if isinstance(raw, interrupts.RunInterrupted) else interrupts.RunInterrupted(signum, "the report")
+            stopped = f"stopped {exc.during}" if exc.during else "stopped between two steps"
+            if exc.run_id:
+                stopped += f" (run {exc.run_id[:8]}, tagged {INTERRUPTED_TAG})"
+            print(f"\nINTERRUPTED by {exc.signal_name}: {stopped}; not started: {len(exc.remaining)}"
+                  + (f" ({', '.join(exc.remaining[:10])}{', ...' if len(exc.remaining) > 10 else ''})"
+                     if exc.remaining else "")
+                  + f". `karma {args.command}` again completes them.", file=sys.stderr)
+            return exc.exit_code
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -240,9 +241,19 @@ def read_backbones(path: Path | str | None = None) -> BackbonesFile:
         raise ConfigError(_explain(path, exc, lines)) from None
 
 
-def statuses_markdown(statuses: list[BackboneStatus], judge: str) -> str:
-    lines = ["| backbone | kind | model | mode | status |", "|---|---|---|---|---|"]
+def state(status: BackboneStatus, loaded: Collection[str] | None = None) -> str:
+    """enabled, disabled or NOT CONFIGURED (which variable to set); an enabled backbone that this code location
+    did not load (`karma run --backbone ...`) says so."""
+    if not status.runnable:
+        return status.status
+    return "enabled" if loaded is None or status.name in loaded else "enabled, not in this run (--backbone)"
+
+
+def statuses_markdown(statuses: list[BackboneStatus], judge: str, loaded: Collection[str] | None = None) -> str:
+    """A row per backbone of backbones.yaml; `loaded`: the backbones with a chain here (None: all runnable)."""
+    lines = ["| backbone | state | mode | ablated | model |", "|---|---|---|---|---|"]  # state first: in sight
     for s in statuses:
-        lines.append(f"| {s.name} | {s.kind} | {s.model or '-'} | {s.mode} | {s.status} |")
+        lines.append(f"| {s.name} | {state(s, loaded)} | {s.mode} | {', '.join(s.ablate) or '-'} | "
+                     f"{s.model or s.kind} |")
     lines += ["", f"judge: {judge}"]
     return "\n".join(lines)

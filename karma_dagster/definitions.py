@@ -14,7 +14,8 @@ import dagster as dg
 
 from karma_dagster import jobs
 from karma_dagster.assets import knowledge_graph, report
-from karma_dagster.assets.chain import stage_asset
+from karma_dagster.assets.chain import check_backbone_groups, stage_asset
+from karma_dagster.assets.freshness import freshness_sensor
 from karma_dagster.assets.comparison import comparison_assets
 from karma_dagster.assets.seed_kg import seed_kg
 from karma_dagster.config import BackboneStatus, read_backbones
@@ -37,7 +38,7 @@ def chain_assets(ns: str, config: BackboneConfig, prompts_dir: str = "",  # type
                  registry: Sequence[Stage] = STAGES) -> list[dg.AssetsDefinition]:
     settings = settings_of(config)
     pool = jobs.llm_pool(ns) if settings.kind == "litellm" else None
-    assets = [stage_asset(ns, stage, code_version(stage, settings, prompts_dir), pool)
+    assets = [stage_asset(ns, stage, code_version(stage, settings, prompts_dir), pool, stage.kinds_for(settings))
               for stage in chain_for(settings, registry)]  # its ablations or the single-agent variants
     return [*assets, knowledge_graph.build(ns)]
 
@@ -64,6 +65,7 @@ def build_definitions(
     if judge is None:
         judge = judge_from_file(prompts_dir) if from_file else JudgeResource(prompts_dir=prompts_dir)
     names = list(backbones)
+    check_backbone_groups(names)
     assets: list = [seed_kg]
     for ns, config in backbones.items():
         assets += chain_assets(ns, config, prompts_dir, registry)
@@ -72,11 +74,15 @@ def build_definitions(
     document_job, kg_jobs = jobs.document_job(names, registry), jobs.kg_jobs(names)
     llm_chains = {ns: chain_for(settings_of(config), registry)
                   for ns, config in backbones.items() if config.kind == "litellm"}
-    sensors = [build_new_papers_sensor(document_job, names), build_kg_increments_sensor(names, kg_jobs)]
-    if llm_chains:
-        sensors.append(build_prompt_versions_sensor(llm_chains, prompts_dir))
+    sensors = [build_new_papers_sensor(document_job, names), build_kg_increments_sensor(names, kg_jobs),
+               build_prompt_versions_sensor(llm_chains, prompts_dir),  # without LLM chains: a visible no-op
+               freshness_sensor(names)]
     return dg.Definitions(
         assets=assets,
+        # One process per run, every step in it: the models (spaCy, lexicon, classifiers, index) load once per run,
+        # not once per step, and the steps of a document's chain follow each other without process start-ups.
+        # Backfills and the UI's "Materialize" use it too (bench/throughput.py measures the difference).
+        executor=dg.in_process_executor,
         jobs=[document_job, *kg_jobs.values(), *jobs.other_jobs(names)],
         sensors=sensors,
         resources={

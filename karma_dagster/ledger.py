@@ -18,8 +18,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from karma_dagster.backbones.base import Usage
+from karma_dagster.integrity import check_sqlite, sqlite_guarded
 
 LEDGER_FILE = "ledger.sqlite"
+LEDGER_REMEDY = "restore it from a backup, or move it away (a new ledger starts empty: past spend is then not counted)"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS ledger (
@@ -85,8 +87,13 @@ class Ledger:
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._open()
+
+    @sqlite_guarded("cost ledger", LEDGER_REMEDY)
+    def _open(self) -> None:
         conn = self._connect()
         try:
+            check_sqlite(conn, self.path, "cost ledger", ("ledger",), LEDGER_REMEDY)  # before anything writes to it
             conn.execute("PRAGMA journal_mode=WAL")
             with conn:
                 conn.execute(_SCHEMA)
@@ -98,6 +105,7 @@ class Ledger:
         conn.execute("PRAGMA busy_timeout=60000")
         return conn
 
+    @sqlite_guarded("cost ledger", LEDGER_REMEDY)
     def record(self, row: LedgerRow) -> None:
         conn = self._connect()
         try:
@@ -112,6 +120,7 @@ class Ledger:
         finally:
             conn.close()
 
+    @sqlite_guarded("cost ledger", LEDGER_REMEDY)
     def rows(self, *, run_id: str | None = None, backbone: str | None = None) -> list[LedgerRow]:
         where, args = self._where(run_id, backbone)
         conn = self._connect()
@@ -124,6 +133,7 @@ class Ledger:
         finally:
             conn.close()
 
+    @sqlite_guarded("cost ledger", LEDGER_REMEDY)
     def totals(self, by: Sequence[str] = ("backbone", "agent"), *, run_id: str | None = None,
                backbone: str | None = None) -> list[LedgerTotal]:
         bad = [g for g in by if g not in GROUPS]
@@ -144,6 +154,7 @@ class Ledger:
                             tokens_in=r[n + 3], tokens_out=r[n + 4], cost_usd=r[n + 5], unpriced_rows=r[n + 6])
                 for r in found]
 
+    @sqlite_guarded("cost ledger", LEDGER_REMEDY)
     def tokens_per_document(self) -> tuple[float, int]:
         """(mean tokens in + out per document over every backbone and agent, documents counted): the Central
         Controller's cost estimate starts from it. Only document partitions count (their keys hold a '_'; the KG

@@ -7,6 +7,10 @@ dated D+1 is checked for conflicts against a KG that holds D's increment; then t
 documents of the date range, then, once they are done, the increments of those dates (a backfill selecting both
 would fan out to every date through the all-partitions mapping). Documents of a range are therefore checked against
 the KG as it stood before the range (only `karma run` interleaves merges date by date).
+
+Each document's line carries the rate and the time left (progress.py, tqdm). Under `karma run` a SIGINT/SIGTERM
+stops the document or increment in progress and starts nothing more (interrupts.py); in-process runs carry their
+process id, so a later run frees the pool slots of runs whose process was killed (`release_dead_runs`).
 """
 
 from __future__ import annotations
@@ -19,19 +23,16 @@ from collections.abc import Callable
 import dagster as dg
 from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
 from dagster._core.utils import make_new_backfill_id
-from pydantic import BaseModel
 
-from karma_dagster import paths, services
+from karma_dagster import interrupts, paths, services
 from karma_dagster import date_range
 from karma_dagster.assets.batching import MAX_DOCUMENTS_PER_RUN
 from karma_dagster.config import BackboneStatus
+from karma_dagster.document_states import DocumentStates, states_in_stores, unmerged_dates
 from karma_dagster.home import ensure_partitions
-from karma_dagster.agents.integration import StageTableInvalid, collect_document
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.ingest.inbox import scan_inbox
 from karma_dagster.ingest.keys import date_of_document_key
-from karma_dagster.kg import merge
-from karma_dagster.kg.store import KGStore
 from karma_dagster.jobs import (
     COMPARE_JOB,
     DOCUMENT_JOB,
@@ -45,12 +46,12 @@ from karma_dagster.jobs import (
 )
 from karma_dagster.partitions import documents_partitions
 from karma_dagster.partitions import first_kg_date
+from karma_dagster.progress import Progress
 from karma_dagster.report import RunReport
 from karma_dagster.resources.backbones import BackbonesResource
 from karma_dagster.resources.storage import KarmaStorageResource
 from karma_dagster.scheduling.plan import decide
 from karma_dagster.scheduling.tiers import CCA_TIERS, controller_tiers
-from karma_dagster.stages import FINAL_STAGE
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
@@ -65,12 +66,49 @@ def instance() -> dg.DagsterInstance:
     return under_home_lock(os.environ["DAGSTER_HOME"], dg.DagsterInstance.get)
 
 
-def setup_pools(inst: dg.DagsterInstance, backbones: BackbonesResource) -> None:
-    """One pool per LLM backbone (steps in flight = its `concurrency`), one writer for the KG."""
+def setup_pools(inst: dg.DagsterInstance, backbones: BackbonesResource) -> list[str]:
+    """One pool per LLM backbone (steps in flight = its `concurrency`), one writer for the KG; first the slots of
+    runs whose `karma` process died are freed (`release_dead_runs`). Returns the ids of those runs."""
+    released = release_dead_runs(inst)
     inst.event_log_storage.set_concurrency_slots(KG_WRITER_POOL, KG_WRITER_POOL_LIMIT)
     for ns, config in backbones.backbones.items():
         if config.kind == "litellm":
             inst.event_log_storage.set_concurrency_slots(llm_pool(ns), config.concurrency)
+    return released
+
+
+PID_TAG = "karma/pid"  # the `karma` process that runs an in-process run (release_dead_runs)
+_UNFINISHED = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
+
+
+def _tags(**extra: str) -> dict[str, str]:
+    return {PID_TAG: str(os.getpid()), **extra}
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process holds the number
+    return True
+
+
+def release_dead_runs(inst: dg.DagsterInstance) -> list[str]:
+    """Mark failed, and free the pool slots of, the in-process runs whose `karma` process is gone (SIGKILL, power
+    loss): such a run stays STARTED and keeps its slot — the KG writer pool has one — so every later increment
+    would wait for it forever. Only runs tagged with a process id are judged (not the daemon's runs); a reused
+    process id keeps a dead run's slot until that process ends."""
+    released = []
+    for run in inst.get_runs(filters=dg.RunsFilter(statuses=_UNFINISHED)):
+        pid = run.tags.get(PID_TAG, "")
+        if not pid.isdigit() or int(pid) == os.getpid() or _process_alive(int(pid)):
+            continue
+        inst.report_run_failed(run, message=f"the karma process {pid} that ran it is gone (killed or crashed)")
+        inst.event_log_storage.free_concurrency_slots_for_run(run.run_id)
+        released.append(run.run_id)
+    return released
 
 
 def _resources(defs: dg.Definitions) -> tuple[KarmaStorageResource, BackbonesResource]:
@@ -78,11 +116,13 @@ def _resources(defs: dg.Definitions) -> tuple[KarmaStorageResource, BackbonesRes
     return res["storage"], res["backbones"]  # type: ignore[return-value]
 
 
-def import_kg(defs: dg.Definitions, inst: dg.DagsterInstance, nodes: str = "", edges: str = "", fmt: str = "hetionet") -> bool:
+def import_kg(defs: dg.Definitions, inst: dg.DagsterInstance, nodes: str = "", edges: str = "", fmt: str = "hetionet",
+              reimport: bool = False) -> bool:
+    config = {"nodes": nodes, "edges": edges, "format": fmt, "reimport": reimport}
     result = defs.resolve_job_def(IMPORT_KG_JOB).execute_in_process(
         instance=inst,
-        run_config={**QUIET, "ops": {"seed_kg": {"config": {"nodes": nodes, "edges": edges, "format": fmt}}}},
-        raise_on_error=False,
+        run_config={**QUIET, "ops": {"seed_kg": {"config": config}}},
+        raise_on_error=False, tags=_tags(),
     )
     return result.success
 
@@ -90,7 +130,9 @@ def import_kg(defs: dg.Definitions, inst: dg.DagsterInstance, nodes: str = "", e
 def register_inbox(defs: dg.Definitions, inst: dg.DagsterInstance) -> tuple[list[str], dict[str, str]]:
     """Scan the inbox like the `new_papers` sensor does; returns (documents to run, files that failed)."""
     storage, _ = _resources(defs)
-    result = scan_inbox(storage.inbox_dir(), Catalog(storage.catalog_path()), arrival_date=dt.date.today())
+    with interrupts.active().interruptible("the inbox scan"):  # a signal stops the scan at once (no run is open)
+        result = scan_inbox(storage.inbox_dir(), Catalog(storage.catalog_path()), arrival_date=dt.date.today(),
+                        limits=storage.input_limits())
     keys = sorted(result.keys_to_run)
     existing = set(inst.get_dynamic_partitions(documents_partitions.name))
     if new := [k for k in keys if k not in existing]:
@@ -98,27 +140,66 @@ def register_inbox(defs: dg.Definitions, inst: dg.DagsterInstance) -> tuple[list
     return keys, {f.path: f.error for f in result.failed}
 
 
+INTERRUPTED_TAG = "karma/interrupted"  # on the run of a document stopped by SIGINT/SIGTERM: its signal's name
+
+
 def run_documents(
     defs: dg.Definitions, inst: dg.DagsterInstance, keys: list[str], log: Callable[[str], None] = print,
-    *, first: int = 1, total: int | None = None,
+    *, first: int = 1, total: int | None = None, progress: Progress | None = None,
 ) -> dict[str, str]:
     """One in-process run per document; returns {document: error} for those that failed. Progress lines count
-    from `first` of `total` (a caller running the documents date by date numbers them across dates)."""
+    from `first` of `total` (a caller running the documents date by date numbers them across dates, and passes
+    its `progress` so the rate and ETA span the whole run).
+
+    A SIGINT/SIGTERM (interrupts.py) stops the document in progress — its run is tagged `karma/interrupted` and
+    it stays pending, so the next `karma run` completes it — and raises RunInterrupted: no other document starts.
+    """
     job = defs.resolve_job_def(DOCUMENT_JOB)
     ensure_partitions(inst, documents_partitions.name, keys)  # a new DAGSTER_HOME over a data dir the catalog knows
     failed: dict[str, str] = {}
     total = len(keys) if total is None else total
-    for i, key in enumerate(keys, first):
-        t0 = time.perf_counter()
-        result = job.execute_in_process(
-            partition_key=key, instance=inst, raise_on_error=False, tags={"karma/trigger": "karma run"}, run_config=QUIET
-        )
-        if result.success:
-            log(f"[{i}/{total}] {key}: ok ({time.perf_counter() - t0:.1f} s)")
-        else:
-            failed[key] = _first_failure(result)
-            log(f"[{i}/{total}] {key}: FAILED: {failed[key]}")
+    watch = interrupts.active()
+    own_progress = progress is None
+    progress = progress or Progress(total)
+    done: list[str] = []
+    try:
+        for i, key in enumerate(keys, first):
+            watch.check()
+            t0 = time.perf_counter()
+            result = job.execute_in_process(
+                partition_key=key, instance=inst, raise_on_error=False, tags=_tags(**{"karma/trigger": "karma run"}),
+                run_config=QUIET,
+            )
+            if not result.success and (signum := watch.wait(2.0 if _was_interrupted(result) else 0)) is not None:
+                inst.add_run_tags(result.run_id, {INTERRUPTED_TAG: interrupts.RunInterrupted(signum).signal_name})
+                log(f"[{i}/{total}] {key}: INTERRUPTED ({time.perf_counter() - t0:.1f} s)")
+                raise interrupts.RunInterrupted(signum, during=f"document {key}", run_id=result.run_id)
+            meter = progress.step()
+            done.append(f"document {key}")
+            if result.success:
+                log(f"[{i}/{total}] {key}: ok ({time.perf_counter() - t0:.1f} s) | {meter}")
+            else:
+                failed[key] = _first_failure(result)
+                log(f"[{i}/{total}] {key}: FAILED: {failed[key]} | {meter}")
+    except interrupts.RunInterrupted as exc:
+        exc.finished += done
+        raise
+    finally:
+        if own_progress:
+            progress.close()
     return failed
+
+
+def interrupted_documents(inst: dg.DagsterInstance) -> dict[str, str]:
+    """document -> "interrupted (SIGTERM) in run <id>" for documents whose latest document run was stopped by a
+    signal (`karma status` can show it; the next `karma run` completes them)."""
+    latest: dict[str, dg.DagsterRun] = {}
+    for run in inst.get_runs(filters=dg.RunsFilter(job_name=DOCUMENT_JOB)):  # newest first
+        key = run.tags.get("dagster/partition")
+        if key and key not in latest:
+            latest[key] = run
+    return {key: f"interrupted ({run.tags[INTERRUPTED_TAG]}) in run {run.run_id[:8]}"
+            for key, run in latest.items() if INTERRUPTED_TAG in run.tags}
 
 
 def run_dates(
@@ -137,74 +218,36 @@ def run_dates(
         by_date.setdefault(date_of_document_key(key), []).append(key)
     failed: dict[str, str] = {}
     merged: dict[str, dict[str, bool]] = {ns: {} for ns in namespaces}
+    increments = [(date, ns) for date, day_keys in sorted(by_date.items()) for ns in namespaces
+                  if day_keys or date in unmerged.get(ns, set())]
+    finished: list[str] = []  # documents run (ok or failed) and increments run (ok or failed)
     done = 0
-    for date, day_keys in sorted(by_date.items()):
-        if day_keys:
-            failed.update(run_documents(defs, inst, day_keys, log, first=done + 1, total=len(keys)))
-        done += len(day_keys)
-        for ns in namespaces:
-            if day_keys or date in unmerged.get(ns, set()):
-                merged[ns].update(run_increments(defs, inst, ns, [date]))
+    with Progress(len(keys)) as progress:
+        try:
+            for date, day_keys in sorted(by_date.items()):
+                if day_keys:
+                    failed.update(run_documents(defs, inst, day_keys, log, first=done + 1, total=len(keys),
+                                                progress=progress))
+                    finished += [f"document {k}" for k in day_keys]
+                done += len(day_keys)
+                for ns in namespaces:
+                    if (date, ns) in increments:
+                        merged[ns].update(run_increments(defs, inst, ns, [date]))
+                        finished.append(f"KG increment {ns} {date}")
+        except interrupts.RunInterrupted as exc:
+            stopped = {*finished, *exc.finished, exc.during}
+            everything = [f"document {k}" for k in sorted(keys)] + [f"KG increment {ns} {d}" for d, ns in increments]
+            exc.remaining = [item for item in everything if item not in stopped]
+            raise
     return failed, merged
 
 
-class DocumentStates(BaseModel):
-    """Where each registered document of one backbone stands (`karma status`, and what `karma run` merges).
-
-    merged: its evaluated table's accepted triples are in the KG as they are now (same fingerprint);
-    unmerged: evaluated, but not merged or merged from a different table; pending: registered, not evaluated;
-    failed: known failures (an evaluated table the merge cannot take, or a pending document whose last run failed).
-    """
-
-    backbone: str
-    registered: list[str] = []
-    evaluated: list[str] = []
-    merged: list[str] = []
-    unmerged: list[str] = []
-    pending: list[str] = []
-    failed: dict[str, str] = {}
-
-    def counts(self) -> dict[str, int]:
-        return {name: len(getattr(self, name))
-                for name in ("registered", "evaluated", "merged", "unmerged", "failed", "pending")}
-
-
 def document_states(defs: dg.Definitions, inst: dg.DagsterInstance | None = None) -> dict[str, DocumentStates]:
-    """Every backbone's DocumentStates, from the stores (catalog, stage tables, the KG's merged_documents) and,
-    when `inst` is given, the latest document run of pending documents (its failure, if it failed)."""
+    """Every backbone's DocumentStates (document_states.py) and, when `inst` is given, why a pending document's
+    latest run did not finish (interrupted by a signal, or failed)."""
     storage, backbones = _resources(defs)
-    return states_in_stores(storage, list(backbones.names()), _last_document_failures(inst) if inst else None)
-
-
-def states_in_stores(
-    storage: KarmaStorageResource, namespaces: list[str], last_failures: dict[str, str] | None = None
-) -> dict[str, DocumentStates]:
-    """`document_states` from the stores alone (what the kg_increments sensor can see in a tick)."""
-    stages, kg = storage.stage_store(), KGStore(storage.kg_path())
-    registered = sorted(Catalog(storage.catalog_path()).all_keys())
-    last_failures = last_failures or {}
-    out: dict[str, DocumentStates] = {}
-    for ns in namespaces:
-        state = DocumentStates(backbone=ns, registered=registered)
-        recorded = kg.merged_documents(ns)
-        for key in registered:
-            if not stages.exists(ns, FINAL_STAGE, key):
-                state.pending.append(key)
-                if key in last_failures:
-                    state.failed[key] = last_failures[key]
-                continue
-            state.evaluated.append(key)
-            try:
-                triples, nodes = collect_document(
-                    key, stages.read(ns, FINAL_STAGE, key), stages.read(ns, "entities", key), ""
-                )
-                fingerprint = merge.document_fingerprint(key, triples, nodes)
-            except (StageTableInvalid, merge.TripleValidationError, FileNotFoundError) as exc:
-                state.failed[key] = f"cannot be merged: {exc}"
-                continue
-            (state.merged if recorded.get(key) == fingerprint else state.unmerged).append(key)
-        out[ns] = state
-    return out
+    known = {**_last_document_failures(inst), **interrupted_documents(inst)} if inst else None  # interrupted first
+    return states_in_stores(storage.paths(), backbones.names(), known)
 
 
 def _last_document_failures(inst: dg.DagsterInstance) -> dict[str, str]:
@@ -218,9 +261,18 @@ def _last_document_failures(inst: dg.DagsterInstance) -> dict[str, str]:
             if run.status == dg.DagsterRunStatus.FAILURE}
 
 
-def unmerged_dates(states: dict[str, DocumentStates]) -> dict[str, set[str]]:
-    """{namespace: dates of its unmerged documents}: the increments the next run must (re-)merge."""
-    return {ns: {date_of_document_key(k) for k in st.unmerged} for ns, st in states.items()}
+def _was_interrupted(result: dg.ExecuteInProcessResult) -> bool:
+    """Whether a failed run was stopped by a signal (Dagster's interrupt error on a step or the run): then the
+    caller waits a moment for the signal reader (interrupts.py) to say which signal it was."""
+    for event in result.all_events:
+        data = (event.step_failure_data if event.is_step_failure
+                else event.job_failure_data if event.is_job_failure else None)
+        if data is not None and data.error is not None and data.error.cls_name in INTERRUPT_ERRORS:
+            return True
+    return False
+
+
+INTERRUPT_ERRORS = {"DagsterExecutionInterruptedError", "KeyboardInterrupt", "RunInterrupted"}
 
 
 def _first_failure(result: dg.ExecuteInProcessResult) -> str:
@@ -239,10 +291,18 @@ def run_increments(defs: dg.Definitions, inst: dg.DagsterInstance, ns: str, date
     other dates still merge."""
     job = defs.resolve_job_def(kg_job_name(ns))
     dates, _outside = date_range.split_dates(dates, start=first_kg_date())
-    return {
-        date: job.execute_in_process(partition_key=date, instance=inst, raise_on_error=False, run_config=QUIET).success
-        for date in dates
-    }
+    watch = interrupts.active()
+    out: dict[str, bool] = {}
+    for date in dates:
+        watch.check()
+        result = job.execute_in_process(partition_key=date, instance=inst, raise_on_error=False, run_config=QUIET,
+                                        tags=_tags())
+        if not result.success and (signum := watch.wait(2.0 if _was_interrupted(result) else 0)) is not None:
+            # a stopped merge rolled back (one transaction): the date stays unmerged and the next run merges it
+            inst.add_run_tags(result.run_id, {INTERRUPTED_TAG: interrupts.RunInterrupted(signum).signal_name})
+            raise interrupts.RunInterrupted(signum, during=f"KG increment {ns} {date}", run_id=result.run_id)
+        out[date] = result.success
+    return out
 
 
 def run_report(defs: dg.Definitions, inst: dg.DagsterInstance, wall_time_s: float, failed: dict[str, str]) -> RunReport:
@@ -250,6 +310,7 @@ def run_report(defs: dg.Definitions, inst: dg.DagsterInstance, wall_time_s: floa
     result = defs.resolve_job_def(REPORT_JOB).execute_in_process(
         instance=inst,
         run_config={**QUIET, "ops": {"karma_report": {"config": {"wall_time_s": wall_time_s, "failed_documents": failed}}}},
+        tags=_tags(),
     )
     (materialization,) = result.asset_materializations_for_node("karma_report")
     return RunReport.model_validate(materialization.metadata["report_json"].value)
@@ -270,10 +331,13 @@ def run_main(defs: dg.Definitions, inst: dg.DagsterInstance, log: Callable[[str]
     has an unmerged document (this run's or an earlier, interrupted one's), date by date; then the report."""
     t0 = time.perf_counter()
     storage, backbones = _resources(defs)
-    setup_pools(inst, backbones)
+    if released := setup_pools(inst, backbones):
+        log(f"{len(released)} run(s) of a karma process that died marked failed and their pool slots freed: "
+            + ", ".join(r[:8] for r in released))
     if not services.seed_present(storage.paths()):
         log("importing the seed KG ...")
         if not import_kg(defs, inst):
+            interrupts.active().check(during="importing the seed KG", timeout_s=2.0)
             raise RuntimeError("importing the seed KG failed; see the import_kg run in the Dagster UI")
     new_keys, failed_files = register_inbox(defs, inst)
     states = document_states(defs)  # one read of the stores: unfinished chains and unmerged increments
@@ -284,6 +348,7 @@ def run_main(defs: dg.Definitions, inst: dg.DagsterInstance, log: Callable[[str]
     log(f"{len(new_keys)} new or changed documents, {len(keys)} to process, {len(failed_files)} unreadable files"
         + (f", {n_unmerged} increments with unmerged documents" if n_unmerged else ""))
     failed, merged = run_dates(defs, inst, keys, backbones.names(), log, unmerged=pending_merges)
+    interrupts.active().check()  # a signal after the last increment: no report
     failed.update({f"file {path}": why for path, why in failed_files.items()})
     for ns, outcome in merged.items():
         log(f"KG increments ({ns}): " + ", ".join(f"{d} {'ok' if ok else 'FAILED'}" for d, ok in outcome.items()))
@@ -382,7 +447,8 @@ def backfill_dates(
 # ---------------------------------------------------------------- the comparison
 def run_comparison(defs: dg.Definitions, inst: dg.DagsterInstance) -> tuple[bool, str]:
     """(success, the comparison table or the failure); the table also lands in <data_dir>/metrics/."""
-    result = defs.resolve_job_def(COMPARE_JOB).execute_in_process(instance=inst, raise_on_error=False, run_config=QUIET)
+    result = defs.resolve_job_def(COMPARE_JOB).execute_in_process(
+        instance=inst, raise_on_error=False, run_config=QUIET, tags=_tags())
     storage, _ = _resources(defs)
     path = storage.paths().metrics_dir() / "backbone_comparison.md"
     if result.success and path.exists():

@@ -2,7 +2,8 @@
 
 Files, not the DuckDB KG file, hold the intermediate stages so that any number of partitions can be
 materialized in parallel (DuckDB allows one writing process); the single-writer KG store is touched only
-by the date-partitioned increment. Writes are atomic (temp file + rename): a crash never leaves half a table.
+by the date-partitioned increment. Writes are atomic (temp file + rename): a crash never leaves half a table;
+a file damaged later fails its read with StoreCorrupt naming it (footer, and page checksums since they are written).
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from karma_dagster.integrity import PARQUET_WRITE, read_parquet_checked
+
+STAGE_REMEDY = "the table is derived from the paper: move it away and materialize this document's stages again"
 _SAFE = re.compile(r"^[A-Za-z0-9._-]+$")
 
 
@@ -33,7 +37,7 @@ class StageStore:
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{partition}.", suffix=".tmp")
         os.close(fd)
         try:
-            frame.to_parquet(tmp, index=False)
+            frame.to_parquet(tmp, index=False, **PARQUET_WRITE)  # page checksums: a damaged page fails its read
             os.replace(tmp, target)
         finally:
             if os.path.exists(tmp):
@@ -46,7 +50,7 @@ class StageStore:
             raise FileNotFoundError(
                 f"stage {namespace}/{stage} has no table for document {partition}: materialize it first"
             )
-        return pd.read_parquet(path)
+        return read_parquet_checked(path, "stage table", STAGE_REMEDY, base=self.root.parent)
 
     def exists(self, namespace: str, stage: str, partition: str) -> bool:
         return self.path(namespace, stage, partition).exists()
@@ -54,3 +58,17 @@ class StageStore:
     def partitions(self, namespace: str, stage: str) -> list[str]:
         folder = self.root / namespace / stage
         return sorted(p.stem for p in folder.glob("*.parquet")) if folder.exists() else []
+
+    def partition_files(self, partition: str) -> list[Path]:
+        """Every stage table of one document, in every namespace (enabled backbone or not)."""
+        self.path("x", "x", partition)  # the same name check as every other access
+        return sorted(self.root.glob(f"*/*/{partition}.parquet")) if self.root.exists() else []
+
+    def remove_partition(self, partition: str) -> list[Path]:
+        """Delete one document's stage tables in every namespace (`karma remove`); returns what was deleted.
+
+        The `evaluated` table goes first, so a crash midway never leaves a chain that looks finished."""
+        files = sorted(self.partition_files(partition), key=lambda p: (p.parent.name != "evaluated", str(p)))
+        for path in files:
+            path.unlink(missing_ok=True)
+        return files

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -68,6 +69,17 @@ KARMA, ABLATED, SINGLE_AGENT = "karma", "ablated", "single_agent"  # what runs i
 # pass-through in its place (an ablation, or an agent the single-agent baseline lacks), the baseline's own step
 SEED_KG = "seed_kg"  # not a stage: the imported KG a stage may read (entities link against its index)
 
+LOCAL_MODEL_KINDS = frozenset({"scikitlearn"})  # what only the local backbone runs (its relation classifier)
+PROVIDER_KINDS = {"anthropic": "claude", "vertex_ai": "gemini", "azure_ai": "azure"}  # litellm prefix -> UI kind
+
+
+def provider_kind(model: str) -> str:
+    """The UI kind of a litellm model string: its provider ("openai/gpt-4o" -> openai), "litellm" without one."""
+    prefix = model.split("/", 1)[0].lower() if "/" in model else ""
+    prefix = re.sub(r"[^a-z0-9_]", "_", prefix)
+    return PROVIDER_KINDS.get(prefix, prefix) or "litellm"
+
+
 Figures = dict[str, object]  # what a stage reports beside its rows (metadata of its materialization)
 
 
@@ -98,8 +110,7 @@ class StageInputs:
 @dataclass(frozen=True)
 class Stage:
     name: str  # the table and asset name (`<backbone>/<name>`)
-    agent: str  # the KARMA agent that computes it
-    group: str  # the Dagster group its assets show in
+    agent: str  # the KARMA agent that computes it (its assets are grouped per backbone: assets/chain.py)
     reads: tuple[str, ...]  # stage tables it reads (its asset deps); `seed_kg` when it reads the KG index
     prompts: tuple[str, ...]  # prompt files its agent renders on an LLM backbone
     row_model: type[BaseModel]
@@ -114,6 +125,16 @@ class Stage:
     @property
     def tables_read(self) -> tuple[str, ...]:
         return tuple(r for r in self.reads if r != SEED_KG)
+
+    def kinds_for(self, settings: BackboneSettings) -> frozenset[str]:
+        """The kinds its asset shows on a backbone with these settings: `kinds` are the local backbone's; on an
+        LLM backbone the local model (the relation classifier) gives way to the model provider, in every stage
+        that prompts it. spaCy (sentence splitting, dictionary screening), PyMuPDF (PDF parsing) and the entity
+        index (lancedb) run on every backbone."""
+        if settings.kind != "litellm":
+            return self.kinds
+        kinds = self.kinds - LOCAL_MODEL_KINDS
+        return kinds | {provider_kind(settings.model)} if self.prompts else kinds
 
 
 # ---------------------------------------------------------------- what each stage computes
@@ -273,21 +294,21 @@ def _nothing(_t: pd.DataFrame) -> dict[str, int]:
 
 
 STAGES: tuple[Stage, ...] = (
-    Stage("documents", "ingestion", "ingestion", reads=(), prompts=("ingestion",), row_model=DocumentRow,
+    Stage("documents", "ingestion", reads=(), prompts=("ingestion",), row_model=DocumentRow,
           preview=("doc_key", "title", "journal", "pub_date", "doi", "pmid", "n_chars"),
           description="IA: the paper's normalized text, sections and metadata (title, authors, journal, date, DOI, "
                       "PMID).",
           run=_documents, table_model=DocumentsTable, kinds=frozenset({"python", "pymupdf"}), report=_report_documents),
-    Stage("segments", "reader", "reader", reads=("documents", SEED_KG), prompts=("reader",), row_model=SegmentRow,
+    Stage("segments", "reader", reads=("documents", SEED_KG), prompts=("reader",), row_model=SegmentRow,
           preview=("segment_id", "section", "relevance", "kept", "drop_reason", "text"),
           description="RA: the paper cut into sections; references and acknowledgements dropped; relevance R(s) per "
                       "segment against the KG's entities, kept when R(s) >= delta.",
           run=_segments, table_model=SegmentsTable, kinds=frozenset({"python", "spacy"}), report=_report_segments),
-    Stage("summaries", "summarizer", "summarizer", reads=("segments",), prompts=("summarizer",),
+    Stage("summaries", "summarizer", reads=("segments",), prompts=("summarizer",),
           row_model=SummaryRow, preview=("summary_id", "section", "n_sentences_in", "n_sentences_out", "text"),
           description="SA: each kept segment condensed, keeping entities, numbers and relation words.",
           run=_summaries, table_model=SummariesTable, report=_report_summaries),
-    Stage("entities", "entity_extraction", "entity_extraction", reads=("summaries", SEED_KG),
+    Stage("entities", "entity_extraction", reads=("summaries", SEED_KG),
           prompts=("entity_extraction",), row_model=MentionRow,
           preview=("text", "type", "kind", "long_form", "status", "linked_to", "in_dictionary", "kg_name",
                    "entity_id", "distance"),
@@ -296,20 +317,20 @@ STAGES: tuple[Stage, ...] = (
                       "to the nearest KG entity (seed, or one this backbone's earlier increments merged) or new "
                       "(distance > rho) with the schema kind of its type (KARMA Eq. 14).",
           run=_entities, table_model=EntitiesTable, kinds=frozenset({"python", "spacy", "lancedb"}), report=_report_entities),
-    Stage("relations", "relation_extraction", "relation_extraction", reads=("entities", "summaries"),
+    Stage("relations", "relation_extraction", reads=("entities", "summaries"),
           prompts=("relation_extraction",), row_model=TripleRow,
           preview=("head_name", "relation", "tail_name", "probability", "evidence"),
           description="REA: candidate triples between entities of one sentence, every relation type with "
                       "p >= theta_r, with the evidence sentence.",
           run=_relations, table_model=RelationsTable, kinds=frozenset({"python", "scikitlearn"}), report=_nothing),
-    Stage("aligned", "schema_alignment", "schema_alignment", reads=("relations", "entities", SEED_KG),
+    Stage("aligned", "schema_alignment", reads=("relations", "entities", SEED_KG),
           prompts=("schema_alignment",), row_model=AlignedRow,
           preview=("head_name", "head_kg_type", "kg_relation", "metaedge", "tail_name", "tail_kg_type",
                    "alignment_prob", "schema_status"),
           description="SAA: entity kinds and relations mapped onto the KG schema; no match is flagged for schema "
                       "review.",
           run=_aligned, table_model=AlignedTable, kinds=frozenset({"python", "duckdb"}), report=_nothing),
-    Stage("resolved", "conflict_resolution", "conflict_resolution", reads=("aligned", "documents", SEED_KG),
+    Stage("resolved", "conflict_resolution", reads=("aligned", "documents", SEED_KG),
           prompts=("conflict_resolution",), row_model=ResolvedRow,
           preview=("head_name", "kg_relation", "tail_name", "against", "contradicts", "verdict", "debate_confidence",
                    "action", "adjudication"),
@@ -318,7 +339,7 @@ STAGES: tuple[Stage, ...] = (
                       "same paper are debated, then adjudicated on both sides' support and dates: keep, discard, "
                       "replace the older edge (kept in history) or review. Papers of the same day meet at the merge.",
           run=_resolved, table_model=ResolvedTable, kinds=frozenset({"python", "duckdb"}), report=_nothing),
-    Stage("evaluated", "evaluator", "evaluator", reads=("resolved", "segments", "entities"),
+    Stage("evaluated", "evaluator", reads=("resolved", "segments", "entities"),
           prompts=EVALUATOR_PROMPTS, row_model=EvaluatedRow,
           preview=("head_name", "kg_relation", "tail_name", "confidence", "clarity", "relevance", "score",
                    "accepted"),

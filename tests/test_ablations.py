@@ -65,8 +65,8 @@ def test_an_ablation_swaps_exactly_its_stage_and_its_code_version(kind, agent):
     model = "openai/gpt-4o" if kind == "litellm" else ""
     full, ablated = BackboneSettings(kind=kind, model=model), BackboneSettings(kind=kind, model=model, ablate=[agent])
     chain = stages.chain_for(ablated)
-    assert [(s.name, s.reads, s.group, s.table_model) for s in chain] == \
-        [(s.name, s.reads, s.group, s.table_model) for s in stages.STAGES], "the same asset graph shape"
+    assert [(s.name, s.reads, s.agent, s.table_model) for s in chain] == \
+        [(s.name, s.reads, s.agent, s.table_model) for s in stages.STAGES], "the same asset graph shape"
     for base, stage in zip(stages.STAGES, chain, strict=True):
         swapped = stage.name == ABLATED_STAGE[agent]
         assert (stage.variant == stages.ABLATED) == swapped

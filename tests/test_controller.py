@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import math
 import re
 from collections import Counter
@@ -75,9 +76,9 @@ def test_order_follows_the_formula_and_exploration_lets_other_types_in():
         assert d.score == pytest.approx(d.eq4 + P.alpha * math.sqrt(math.log(d.t) / (1 + d.n_tau)))
         assert d.utility == pytest.approx(0.7 * d.novelty + 0.3 * d.recency) and d.utility_source == "rule"
         assert d.eq4 == pytest.approx(d.utility)  # no urgency, no cost in this fixture
-        tags = d.tags()
-        assert int(tags["dagster/priority"]) == d.priority and tags["karma/cca_tau"] == d.tau
-        assert float(tags["karma/cca_bonus"]) == pytest.approx(d.bonus, abs=1e-4)
+        tags, details = d.tags(), d.details()
+        assert int(tags["dagster/priority"]) == d.priority and float(tags["karma/cca_score"]) == pytest.approx(d.score, abs=1e-4)
+        assert details["tau"] == d.tau and float(details["bonus"]) == pytest.approx(d.bonus, abs=1e-4)
     assert [d.t for d in decisions] == [1, 2, 3, 4, 5] and decisions[0].bonus == 0.0
     priorities = [d.priority for d in decisions]
     assert priorities == sorted(priorities, reverse=True)  # Dagster dequeues in the controller's order
@@ -101,12 +102,13 @@ def test_eq4_priorities_by_hand():
     assert [d.doc_key for d in decisions] == ["B", "A", "C"]
     assert [d.score for d in decisions] == pytest.approx([0.725, 0.54, 0.20])
     assert [d.priority for d in decisions] == [72, 54, 20]
-    tags = {d.doc_key: d.tags() for d in decisions}
-    assert tags["B"]["karma/cca_eq4"] == "0.7250" and tags["B"]["karma/cca_urgency"] == "0.7500"
-    assert tags["B"]["karma/cca_wait_hours"] == "48.0" and tags["A"]["karma/cca_cost"] == "0.8000"
-    assert tags["A"]["karma/cca_cost_tokens"] == "80000" and tags["A"]["karma/cca_utility_source"] == "rule"
-    assert tags["C"]["karma/cca_utility"] == "0.2000" and tags["C"]["karma/cca_utility_source"] == "llm:ctrl"
-    assert tags["C"]["karma/cca_weights"] == "w_utility=1 w_urgency=0.3 w_cost=0.3 alpha=0"
+    details = {d.doc_key: d.details() for d in decisions}
+    assert details["B"]["eq4"] == "0.7250" and details["B"]["urgency"] == "0.7500"
+    assert details["B"]["wait_hours"] == "48.0" and details["A"]["cost"] == "0.8000"
+    assert details["A"]["cost_tokens"] == "80000" and details["A"]["utility_source"] == "rule"
+    assert details["C"]["utility"] == "0.2000" and details["C"]["utility_source"] == "llm:ctrl"
+    assert details["C"]["weights"] == "w_utility=1 w_urgency=0.3 w_cost=0.3 alpha=0"
+    assert "eq4 0.7250" in decisions[0].summary() and "urgency 0.7500 after 48.0 h" in decisions[0].summary()
     # the sign of the cost: two papers alike but for the cost, the cheaper goes first; urgency the other way
     twin = dict(tau="Gene", novelty=0.5, recency=0.5)
     assert [d.doc_key for d in order([Candidate(doc_key="dear", cost=0.9, **twin),
@@ -146,11 +148,10 @@ def test_sensor_requests_carry_the_priority_in_controller_order():
     requests = plan_runs([(c.doc_key, "abc") for c in FIXTURE], "document_chain", tags)
     assert [r.partition_key for r in requests] == [d.doc_key for d in decisions]
     assert [int(r.tags["dagster/priority"]) for r in requests] == [d.priority for d in decisions]
-    assert all("karma/cca_score" in r.tags and "karma/cca_n_tau" in r.tags for r in requests)
-    assert all("karma/cca_eq4" in r.tags and r.tags["karma/cca_utility_source"] == "rule" for r in requests)
+    assert all("karma/cca_score" in r.tags for r in requests)
+    assert all(len([t for t in r.tags if t.startswith("karma/cca")]) == 1 for r in requests)  # short runs-list rows
     tiers = controller_tiers({d.doc_key: d for d in decisions}, {c.doc_key: i for i, c in enumerate(FIXTURE)}, 2)
-    assert all(t[1]["karma/cca_utility_source"] == "rule" and "w_cost=0.3" in t[1]["karma/cca_weights"]
-               for t in tiers)
+    assert all(set(t[1]) == {"dagster/priority", "karma/cca_tier", "karma/cca_score"} for t in tiers)
 
 
 # ---------------------------------------------------------------- Eq. 4's inputs from a real catalog and ledger
@@ -197,21 +198,36 @@ def test_urgency_and_cost_come_from_the_catalog_and_the_ledger(registered):
     assert costed[dear].eq4 - costed[cheap].eq4 < free[dear].eq4 - free[cheap].eq4  # the dearer paper lost ground
 
 
+class _ListHandler(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
 def test_new_papers_tags_carry_eq4_and_which_utility(make_pipeline):
     p = make_pipeline(inbox_files=JATS + PDF)
     context = dg.SensorEvaluationContext(instance_ref=p.instance.get_ref(), cursor=None,
                                          repository_def=p.defs.get_repository_def(), resources=p.defs.resources,
                                          sensor_name="new_papers")
     with context:
+        logged = _ListHandler()
+        context.log.addHandler(logged)
         result = p.defs.resolve_sensor_def("new_papers").evaluate_tick(context)
     assert len(result.run_requests) == 2
     for r in result.run_requests:
-        tags = r.tags
-        assert tags["karma/cca_utility_source"] == "rule"  # the shipped backbones.yaml: controller: local
-        assert float(tags["karma/cca_eq4"]) == pytest.approx(
-            float(tags["karma/cca_utility"]) + 0.3 * float(tags["karma/cca_urgency"])
-            - 0.3 * float(tags["karma/cca_cost"]), abs=2e-4)
-        assert {"karma/cca_wait_hours", "karma/cca_cost_tokens", "karma/cca_weights"} <= set(tags)
+        assert {t for t in r.tags if t.startswith("karma/")} == {"karma/document", "karma/trigger", "karma/cca_score"}
+        assert "dagster/priority" in r.tags
+    lines = [m for m in logged.messages if m.startswith("controller: ")]  # the figures: the tick's log
+    assert len(lines) == 2
+    for line in lines:
+        found = re.search(r"eq4 ([\d.]+) \(U ([\d.]+) rule: .*urgency ([\d.]+) after .*cost ([\d.]+) of (\d+) tokens", line)
+        assert found, line  # the shipped backbones.yaml: controller: local
+        eq4, u, urgency_, cost = (float(found.group(i)) for i in range(1, 5))
+        assert eq4 == pytest.approx(u + 0.3 * urgency_ - 0.3 * cost, abs=2e-4)
+        assert "w_cost=0.3" in line
 
 
 # ---------------------------------------------------------------- the LLM utility
@@ -251,7 +267,7 @@ def test_the_llm_utility_orders_papers_and_is_recorded(registered, tmp_path):
         by_key = {d.doc_key: d for d in ranked}
         assert ranked[0].doc_key == levo and by_key[levo].utility == 0.9
         for key, d in by_key.items():
-            assert d.utility_source == "llm:ctrl" and d.tags()["karma/cca_utility_source"] == "llm:ctrl"
+            assert d.utility_source == "llm:ctrl" and d.details()["utility_source"] == "llm:ctrl"
             assert d.eq4 == pytest.approx(d.utility + 0.3 * d.urgency - 0.3 * d.cost)
             assert d.novelty == rule[key].novelty  # the rule's inputs are still shown, U replaced
         # the next tick asks nothing new: answers come from the response cache

@@ -19,11 +19,12 @@ PACKAGE = Path(__file__).resolve().parent.parent / "karma_dagster"
 # Low to high; a module may import its own layer or lower ones, never a higher one. The last layer is the
 # Dagster section: the only modules that may import dagster.
 LAYERS: list[tuple[str, ...]] = [
-    ("paths", "strict_keys", "params", "schemas", "prompts", "config", "date_range"),
+    ("paths", "strict_keys", "params", "schemas", "prompts", "config", "date_range", "interrupts", "progress",
+     "integrity"),
     ("dictionary", "ingest", "kg", "stage_store"),
     ("backbones",),
     ("agents",),
-    ("metrics", "scheduling", "services", "stages", "report", "ledger"),
+    ("metrics", "scheduling", "services", "stages", "report", "ledger", "document_states", "removal"),
     ("partitions", "resources", "assets", "sensors", "jobs", "definitions", "home", "runner", "cli"),
 ]
 SECTION = set(LAYERS[-1])
@@ -178,7 +179,7 @@ def _toy_run(x: stages.StageInputs) -> tuple[list[BaseModel], dict[str, object]]
 
 
 TOY = stages.Stage(
-    "toy_counts", agent="toy", group="toy", reads=("evaluated",), prompts=(), row_model=ToyRow,
+    "toy_counts", agent="toy", reads=("evaluated",), prompts=(), row_model=ToyRow,
     preview=("doc_key", "accepted_triples"), description="Accepted triples per document (a test stage).",
     run=_toy_run, table_model=ToyTable, report=lambda t: {"toy_accepted": int(t["accepted_triples"].sum())},
 )
@@ -192,7 +193,7 @@ def test_a_stage_added_to_the_registry_reaches_the_asset_graph_the_job_and_the_r
     p = make_pipeline(inbox_files=("abstracts.pubtator",))
     p.defs = build_definitions(backbones={"local": BackboneConfig()}, storage=p.storage, registry=registry)
     node = p.defs.resolve_asset_graph().get(dg.AssetKey(["local", "toy_counts"]))
-    assert node.group_name == "toy" and dg.AssetKey(["local", "evaluated"]) in node.parent_keys
+    assert node.group_name == "local" and dg.AssetKey(["local", "evaluated"]) in node.parent_keys
     job = p.defs.resolve_job_def(jobs.DOCUMENT_JOB)
     assert dg.AssetKey(["local", "toy_counts"]) in job.asset_layer.executable_asset_keys
 
@@ -211,7 +212,7 @@ def test_a_stage_added_to_the_registry_reaches_the_asset_graph_the_job_and_the_r
 
 def test_a_stage_may_read_only_what_it_declares(tmp_path):
     sneaky = stages.Stage(
-        "sneaky", agent="toy", group="toy", reads=("documents",), prompts=(), row_model=ToyRow, preview=(),
+        "sneaky", agent="toy", reads=("documents",), prompts=(), row_model=ToyRow, preview=(),
         description="", run=_toy_run, table_model=ToyTable,
     )
     inputs = stages.StageInputs(sneaky, "local", "2016-01-01_x", None, None, None)  # type: ignore[arg-type]

@@ -162,6 +162,18 @@ def test_generic_format_with_synonyms_and_relation_names(tmp_path: Path) -> None
     assert lex["C1"] == ["Glucophage", "dimethylbiguanide"]
 
 
+def test_seed_names_are_stored_clean_and_bad_synonyms_left_out_and_counted(tmp_path: Path) -> None:
+    nodes = _write(tmp_path / "nodes.csv", "id,name,kind,synonyms\n"
+                   "C1,cafe\u0301ine  citrate,Compound,\x1b[1mCAF\x1b[0m|caffeine   citrate|" + "y" * 300 + "\n")
+    edges = _write(tmp_path / "edges.csv", "source,relation,target\n")
+    store = KGStore(tmp_path / "kg.duckdb")
+    stats = import_generic(store, nodes, edges)
+    (row,) = store.lexicon_rows()
+    assert row.name == "caf\u00e9ine citrate" and row.synonyms == ["caffeine citrate"]
+    assert stats.synonyms_rejected["names_rejected"] == 2
+    assert stats.synonyms_rejected["names_rejected_by_reason"] == {"control_character": 1, "too_long": 1}
+
+
 @pytest.mark.parametrize(
     ("nodes_text", "edges_text", "message"),
     [
@@ -174,6 +186,12 @@ def test_generic_format_with_synonyms_and_relation_names(tmp_path: Path) -> None
         ("id\tname\tkind\nA\ta\tGene\nB\tb\tGene\n", "source\tmetaedge\ttarget\nA\tCtD\tB\n", "metaedge CtD joins Compound -> Disease"),
         ("id\tname\tkind\nA\ta\tGene\n", "source\ttarget\n", "edges.sif:1: missing column 'metaedge' or 'relation'"),
         ("id\tname\tkind\nA\ta\n", "source\tmetaedge\ttarget\n", "nodes.tsv:2: 2 fields, header has 3"),
+        # names that cannot enter the KG (kg/names.py): a terminal escape, 10,000 characters, an id not in clean form
+        ("id\tname\tkind\nA\t\x1b[31mTP53\tGene\n", "source\tmetaedge\ttarget\n",
+         "nodes.tsv:2: node name: control character U.001B"),
+        ("id\tname\tkind\nA\t" + "x" * 10_000 + "\tGene\n", "source\tmetaedge\ttarget\n",
+         "nodes.tsv:2: node name: too long (10000 > 200 chars)"),
+        ("id\tname\tkind\nA  1\ta\tGene\n", "source\tmetaedge\ttarget\n", "nodes.tsv:2: node id: not in clean form"),
     ],
 )
 def test_bad_input_names_file_line_and_problem_and_writes_nothing(tmp_path: Path, nodes_text: str, edges_text: str, message: str) -> None:

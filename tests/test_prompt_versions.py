@@ -113,10 +113,11 @@ def test_prompt_edit_requests_exactly_the_affected_stages_where_they_ran(tmp_pat
         assert _requested(_tick(defs, instance, reader_tick.cursor)) == {"llm/evaluated": set(DOCS[:2])}
 
 
-def test_no_llm_backbone_no_prompt_sensor(tmp_path):
+def test_no_llm_backbone_prompt_sensor_targets_nothing_and_says_so(tmp_path):
     storage = KarmaStorageResource(data_dir=str(tmp_path / "karma"))
     defs = build_definitions(backbones={"local": BackboneConfig()}, storage=storage)
-    assert "prompt_versions" not in {s.name for s in defs.sensors}
+    sensor = defs.resolve_sensor_def("prompt_versions")  # built, so the UI can say why a prompt edit does nothing
+    assert "LLM backbone is enabled in backbones.yaml" in sensor.description and not sensor.targets
 
 
 def test_each_llm_backbone_follows_its_own_chain(tmp_path):

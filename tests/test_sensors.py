@@ -8,21 +8,9 @@ import dagster as dg
 
 from karma_dagster import runner
 from karma_dagster.partitions import documents_partitions
+from sensor_ticks import tick
 
 JATS = ("PMC4686705.xml", "PMC4686705.json")
-
-
-def tick(p, name: str, cursor: str | None = None):
-    sensor = p.defs.resolve_sensor_def(name)
-    context = dg.SensorEvaluationContext(
-        instance_ref=p.instance.get_ref(),
-        cursor=cursor,
-        repository_def=p.defs.get_repository_def(),
-        resources=p.defs.resources,
-        sensor_name=name,
-    )
-    with context:
-        return sensor.evaluate_tick(context)
 
 
 def test_new_papers_registers_partitions_requests_runs_once_and_again_on_change(make_pipeline):
@@ -63,6 +51,21 @@ def test_kg_increments_requests_the_dates_of_newly_evaluated_documents(make_pipe
     assert [(r.partition_key, r.job_name) for r in result.run_requests] == [("2015-12-08", "kg_increment__local")]
     again = tick(p, "kg_increments", result.cursor)
     assert not again.run_requests, "each evaluated materialization triggers its date once"
+
+
+def test_turning_kg_increments_on_after_merged_runs_replays_nothing(make_pipeline):
+    """Issue 12: the sensor's first tick used to request the date of every `evaluated` materialization on
+    record (10 runs with nothing new to merge); it starts from now, requesting only what is unmerged."""
+    p = make_pipeline(inbox_files=JATS + ("abstracts.pubtator",))
+    assert not runner.run_main(p.defs, p.instance, log=lambda _m: None).failed  # every document merged
+    first = tick(p, "kg_increments")
+    assert not first.run_requests, [r.partition_key for r in first.run_requests]
+    # a document evaluated after the sensor was turned on still triggers its date
+    xml = p.inbox / "PMC4686705.xml"
+    xml.write_text(xml.read_text().replace("Saudi", "Saudi Arabian", 1))
+    keys, _ = runner.register_inbox(p.defs, p.instance)
+    assert not runner.run_documents(p.defs, p.instance, keys, log=lambda _m: None)
+    assert [r.partition_key for r in tick(p, "kg_increments", first.cursor).run_requests] == ["2015-12-08"]
 
 
 def test_a_tick_that_died_after_registering_loses_no_paper(make_pipeline):

@@ -15,6 +15,11 @@ Typing (KARMA Eq. 14, the type of a new entity): a linked entity has its KG node
 schema node kind its type maps to through kg/schema.yaml `ner_type_to_kind` — the LLM's typed answer on an LLM
 backbone, the dictionary NER's type on the local one. A new entity whose type the schema has no kind for cannot
 become a KG node: dropped, counted as `no_schema_kind`.
+
+Names (kg/names.py): every proposal's name, type and vocab id is cleaned before screening (NFC, whitespace runs
+one space) or, when it cannot be (a control character such as a terminal escape, over 200 characters, empty),
+dropped as `bad_name` with its reason counted in the stage metadata (`names_rejected*`). A span whose own text
+needed cleaning keeps it in `text` (it must index the summary) and carries the clean name in `long_form`.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from karma_dagster.backbones.base import Backbone, backbone_map
 from karma_dagster.dictionary.ner import DictionaryNER
 from karma_dagster.kg.embeddings import normalize_name
 from karma_dagster.kg.entity_index import Hit
+from karma_dagster.kg.names import ID_MAX_CHARS, TYPE_MAX_CHARS, RejectedNames, Rejection, clean_name
 from karma_dagster.kg.schema import KGSchema
 from karma_dagster.params import KarmaParams
 from karma_dagster.schemas.records import MentionRow, MentionSpan, SummaryRow
@@ -50,7 +56,7 @@ GENERIC_NAMES = frozenset({
     "human", "humans", "people", "animal", "animals", "model", "models", "level", "levels", "expression",
 })
 DROP_REASONS = ("bad_span", "duplicate", "empty_name", "no_letters", "measurement", "not_a_name", "too_short",
-                "too_long", "generic", "no_schema_kind")
+                "too_long", "generic", "no_schema_kind", "bad_name")  # bad_name: kg/names.py rejected it
 # Characters no biomedical name uses (code, markup, paths, queries): such "entities" are text the model was told
 # to repeat, never KG nodes. Kept: letters of any script, digits, space and - + , . ' ’ ( ) [ ] / : > (c.35delG,
 # Crohn's, 5'-UTR, IL-1/IL-18, c.677C>T).
@@ -83,6 +89,7 @@ class EntityCounts(BaseModel):
     new_unlisted: int = 0  # neither the lexicon nor the KG: kept, typed by Eq. 14
     new_by_kind: dict[str, int] = {}
     dropped: dict[str, int] = {}
+    names: RejectedNames = RejectedNames()  # the "bad_name" drops: why (kg/names.py) and a few escaped examples
 
     def figures(self) -> dict[str, object]:
         """The stage metadata: flat counts, plus the per-kind and per-reason tables."""
@@ -92,6 +99,7 @@ class EntityCounts(BaseModel):
             "new_unlisted": self.new_unlisted, "dropped": sum(self.dropped.values()),
             "dropped_by_reason": {r: self.dropped.get(r, 0) for r in DROP_REASONS},
             "new_by_kind": dict(sorted(self.new_by_kind.items())),
+            **self.names.figures(),
         }
 
 
@@ -111,6 +119,26 @@ class Screened(BaseModel):
 def mention_id(doc_key: str, summary_id: str, start: int, end: int, text: str) -> str:
     raw = "\x1f".join([doc_key, summary_id, str(start), str(end), text])
     return "m_" + hashlib.sha256(raw.encode("utf-8")).hexdigest()[:16]
+
+
+def clean_span(span: MentionSpan) -> MentionSpan | tuple[str, str, Rejection]:
+    """The span with the name, type and vocab id it brings to the KG cleaned (kg/names.py), or (field, value,
+    rejection) for the first that cannot be. `text` stays the span's own characters (relations re-check it
+    against the summary); when it needs cleaning, the clean name goes to `long_form`, which every consumer reads
+    first (normalization, the node name, a triple's head/tail name)."""
+    name = clean_name(span.long_form or span.text)
+    if isinstance(name, Rejection):
+        return ("long_form" if span.long_form else "text"), span.long_form or span.text, name
+    etype = clean_name(span.type, TYPE_MAX_CHARS)
+    if isinstance(etype, Rejection):
+        return "type", span.type, etype
+    vocab_id = None if span.vocab_id is None else clean_name(span.vocab_id, ID_MAX_CHARS)
+    if isinstance(vocab_id, Rejection):
+        return "vocab_id", span.vocab_id or "", vocab_id
+    long_form = name if span.long_form or name != span.text else None
+    if (long_form, etype, vocab_id) == (span.long_form, span.type, span.vocab_id):
+        return span
+    return span.model_copy(update={"long_form": long_form, "type": etype, "vocab_id": vocab_id})
 
 
 def unlisted_name_problem(name: str) -> str | None:
@@ -186,13 +214,17 @@ def extract_entities_counted(
             raise TypeError(f"extract_entities: expected SummaryRow, got {type(s).__name__}")
     rows: dict[str, MentionRow] = {}
     dropped: Counter[str] = Counter()
+    rejected = RejectedNames()
     proposed = 0
     # the backbone's NER calls overlap (up to its concurrency limit); screening and index stay in this thread
     proposals = backbone_map(backbone, lambda s: backbone.recognize(s.text), summaries)
     for s, proposed_spans in zip(summaries, proposals, strict=True):
         proposed += len(proposed_spans)
-        screened, drops = screen_proposals(s.text, proposed_spans, dictionary)
+        screened, drops = screen_proposals(s.text, _clean_names(proposed_spans, dropped, rejected), dictionary)
         dropped.update(drops)
+        # again: screening may complete a span with the dictionary's long form, which is text too
+        screened = [Screened(span=span, in_dictionary=c.in_dictionary) for c in screened
+                    for span in _clean_names([c.span], dropped, rejected)]
         if not screened:
             continue
         hits = index.search([c.span.long_form or c.span.text for c in screened], [c.span.type for c in screened], k=1)
@@ -217,7 +249,7 @@ def extract_entities_counted(
                              entity_id=m.vocab_id or f"NEW:{m.type}:{normalize_name(m.long_form or m.text)}",
                              kg_id=None, kg_name=None, distance=distance, status="new", kind=kind, linked_to=None)
     out = list(rows.values())
-    return EntityExtraction(rows=out, counts=_counts(out, proposed, dropped))
+    return EntityExtraction(rows=out, counts=_counts(out, proposed, dropped, rejected))
 
 
 def extract_entities(
@@ -238,7 +270,21 @@ def _row(s: SummaryRow, mid: str, m: MentionSpan, in_dictionary: bool, **fields:
                       in_dictionary=in_dictionary, **fields)
 
 
-def _counts(rows: list[MentionRow], proposed: int, dropped: Counter[str]) -> EntityCounts:
+def _clean_names(spans: Sequence[MentionSpan], dropped: Counter[str], rejected: RejectedNames) -> list[MentionSpan]:
+    """The proposals with clean names (before screening: the dictionary looks up the clean long form); the rest
+    dropped as "bad_name", each reason counted."""
+    out = []
+    for span in spans:
+        cleaned = clean_span(span)
+        if isinstance(cleaned, tuple):
+            dropped["bad_name"] += 1
+            rejected.add(*cleaned)
+        else:
+            out.append(cleaned)
+    return out
+
+
+def _counts(rows: list[MentionRow], proposed: int, dropped: Counter[str], rejected: RejectedNames) -> EntityCounts:
     linked = [r for r in rows if r.status == "linked"]
     new = [r for r in rows if r.status == "new"]
     return EntityCounts(
@@ -247,5 +293,5 @@ def _counts(rows: list[MentionRow], proposed: int, dropped: Counter[str]) -> Ent
         linked_extracted=sum(r.linked_to == "extracted" for r in linked),
         linked_unlisted=sum(not r.in_dictionary for r in linked),
         new_from_dictionary=sum(r.in_dictionary for r in new), new_unlisted=sum(not r.in_dictionary for r in new),
-        new_by_kind=dict(Counter(r.kind for r in new if r.kind)), dropped=dict(dropped),
+        new_by_kind=dict(Counter(r.kind for r in new if r.kind)), dropped=dict(dropped), names=rejected,
     )

@@ -43,6 +43,8 @@ def merge_results(keys: list[str], results: list[dg.MaterializeResult]) -> dg.Ma
     table = "\n".join(f"| {k} | {n} | {s:.2f} |" for k, n, s in zip(keys, rows, seconds))
     metadata = {
         "documents": len(keys),
+        "note": "totals of a batch: each document's own rows, prompt id and preview are in its partition's "
+                "observation (per_document table below)",
         "rows": dg.MetadataValue.int(sum(rows)),
         "seconds": round(sum(seconds), 3),
         "per_document": dg.MetadataValue.md("| document | rows | seconds |\n|---|---|---|\n" + table),
@@ -60,6 +62,17 @@ def merge_results(keys: list[str], results: list[dg.MaterializeResult]) -> dg.Ma
     return dg.MaterializeResult(metadata=metadata, check_results=merged_checks)
 
 
+def observe_document(context: dg.AssetExecutionContext, key: str, result: dg.MaterializeResult) -> None:
+    """A document's own metadata (rows, prompt id, preview, its figures) as an observation of its partition.
+
+    Dagster gives every partition of a multi-partition run the same materialization (one metadata for the
+    range: dagster-io/dagster#12498, #17836), so without this a document of a batch would show the batch's
+    totals; the observation sits on the document's partition in the UI, next to that materialization."""
+    metadata = {k: v for k, v in (result.metadata or {}).items()}
+    metadata["batch"] = f"one of {len(context.partition_keys)} documents of run {context.run.run_id[:8]}"
+    context.log_event(dg.AssetObservation(asset_key=context.asset_key, partition=key, metadata=metadata))
+
+
 def per_document(fn: Callable[..., dg.MaterializeResult]) -> Callable[..., dg.MaterializeResult]:
     """Run a single-document asset body for each partition key of the run (in key order); a document that
     fails does not stop the others, and the run then fails naming every failed document."""
@@ -74,7 +87,9 @@ def per_document(fn: Callable[..., dg.MaterializeResult]) -> Callable[..., dg.Ma
         results, errors = [], {}
         for key in keys:
             try:
-                results.append(fn(DocumentContext(context, key), **resources))
+                result = fn(DocumentContext(context, key), **resources)
+                results.append(result)
+                observe_document(context, key, result)
             except Exception as exc:  # noqa: BLE001 - reported below, per document
                 context.log.error(f"document {key}: {type(exc).__name__}: {exc}")
                 errors[key] = f"{type(exc).__name__}: {exc}"

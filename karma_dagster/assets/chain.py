@@ -6,6 +6,7 @@ call its `run` (a failure names backbone, agent and partition), validate the tab
 """
 
 
+import re
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -29,6 +30,23 @@ from karma_dagster.stage_store import StageStore
 
 def stage_key(namespace: str, stage: str) -> dg.AssetKey:
     return dg.AssetKey([namespace, stage])
+
+
+def backbone_group(namespace: str) -> str:
+    """The Dagster group of a backbone's assets (its chain, KG increments and metrics): the lineage view shows a
+    box per backbone, so its `relations` is told apart from another backbone's. Group names allow letters,
+    digits and underscores only: `local-single` -> `local_single`."""
+    return re.sub(r"[^A-Za-z0-9_]", "_", namespace)
+
+
+def check_backbone_groups(namespaces: Sequence[str]) -> None:
+    """Two backbone names that differ only in '-', '.' or '_' would share a group: refuse, naming both."""
+    seen: dict[str, str] = {}
+    for ns in namespaces:
+        other = seen.setdefault(backbone_group(ns), ns)
+        if other != ns:
+            raise ValueError(f"backbones {other!r} and {ns!r} would share the Dagster group {backbone_group(ns)!r}: "
+                             "rename one in backbones.yaml (names differing only in '-', '.' or '_' collide)")
 
 
 def check_name(stage: Stage) -> str:
@@ -130,15 +148,17 @@ def finish_stage(context: dg.AssetExecutionContext, store: StageStore, namespace
     return dg.MaterializeResult(metadata=metadata, check_results=[check])
 
 
-def stage_asset(namespace: str, stage: Stage, code_version: str, pool: str | None) -> dg.AssetsDefinition:
-    """`<namespace>/<stage>`: its deps are exactly the tables (and the seed KG) the stage declares it reads."""
+def stage_asset(namespace: str, stage: Stage, code_version: str, pool: str | None,
+                kinds: frozenset[str] | None = None) -> dg.AssetsDefinition:
+    """`<namespace>/<stage>`: its deps are exactly the tables (and the seed KG) the stage declares it reads;
+    in its backbone's group; `kinds` are what runs in it on that backbone (Stage.kinds_for)."""
     deps = [dg.AssetKey(SEED_KG) if r == SEED_KG else stage_key(namespace, r) for r in stage.reads]
 
     @dg.asset(
         key=stage_key(namespace, stage.name),
         partitions_def=documents_partitions,
         deps=deps,
-        group_name=stage.group,
+        group_name=backbone_group(namespace),
         description=stage.description,
         check_specs=[dg.AssetCheckSpec(
             name=check_name(stage), asset=stage_key(namespace, stage.name), blocking=True,
@@ -147,7 +167,7 @@ def stage_asset(namespace: str, stage: Stage, code_version: str, pool: str | Non
         )],
         code_version=code_version,
         pool=pool,
-        kinds=set(stage.kinds),
+        kinds=set(stage.kinds if kinds is None else kinds),
         tags={"karma/stage": stage.name, "karma/backbone": namespace, "karma/variant": stage.variant},
         backfill_policy=STAGE_BACKFILL_POLICY,  # many documents per backfill run (batching.py)
     )

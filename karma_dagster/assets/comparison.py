@@ -6,6 +6,7 @@ Orchestration only: the formulas live in karma_dagster/metrics. Each asset also 
 
 
 import base64
+import io
 import json
 from pathlib import Path
 
@@ -13,7 +14,8 @@ import dagster as dg
 import pandas as pd
 
 from karma_dagster.config import BackboneStatus, statuses_markdown
-from karma_dagster.assets.chain import stage_key
+from karma_dagster.assets.chain import backbone_group, stage_key
+from karma_dagster.assets.freshness import kg_grew
 from karma_dagster.stages import STAGE_NAMES
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.kg.store import KGStore
@@ -37,8 +39,9 @@ def build_kg_metrics(ns: str) -> dg.AssetsDefinition:
     @dg.asset(
         key=dg.AssetKey([ns, "kg_metrics"]),
         deps=[dg.AssetKey([ns, "knowledge_graph"])],
-        group_name=GROUP,
+        group_name=backbone_group(ns),
         kinds={"python", "duckdb"},
+        automation_condition=kg_grew(),  # refreshes when this backbone's KG grows (freshness.py)
         description=(
             "KARMA's Table-1 metrics of this backbone's KG namespace (definitions and equations in "
             "metrics/kg_metrics.py): MC/MCl/MR of the new triples (n/a when the evaluator did not run), coverage "
@@ -84,7 +87,7 @@ def build_gold_evaluation(ns: str) -> dg.AssetsDefinition:
     @dg.asset(
         key=dg.AssetKey([ns, "gold_evaluation"]),
         deps=[stage_key(ns, "evaluated")],
-        group_name=GROUP,
+        group_name=backbone_group(ns),
         kinds={"python"},
         description=(
             "P/R/F1 against gold for this backbone's documents that carry PubTator annotations: mentions (span + "
@@ -142,6 +145,25 @@ def chain_cost(instance: dg.DagsterInstance, ns: str) -> tuple[float | None, int
     return cmp.chain_cost(_partition_metadata(instance, stage_key(ns, stage)) for stage in STAGE_NAMES)
 
 
+MAX_EMBEDDED_PNG = 400_000  # bytes: metadata lives in the event log; a larger chart is scaled down first
+
+
+def chart_markdown(png: Path) -> dg.MetadataValue:
+    """The chart as a markdown image with a data: URI, so the UI shows it (a file path opens nothing in a
+    browser); scaled down (half the pixels at a time) until it fits MAX_EMBEDDED_PNG."""
+    data = png.read_bytes()
+    if len(data) > MAX_EMBEDDED_PNG:
+        from PIL import Image
+
+        image = Image.open(io.BytesIO(data))
+        while len(data) > MAX_EMBEDDED_PNG and min(image.size) > 64:
+            image = image.resize((image.width * 7 // 10, image.height * 7 // 10))
+            buffer = io.BytesIO()
+            image.save(buffer, format="PNG", optimize=True)
+            data = buffer.getvalue()
+    return dg.MetadataValue.md(f"![backbone comparison](data:image/png;base64,{base64.b64encode(data).decode()})")
+
+
 def build_backbone_comparison(namespaces: list[str], statuses: list[BackboneStatus]) -> dg.AssetsDefinition:
     @dg.asset(
         key="backbone_comparison",
@@ -162,16 +184,17 @@ def build_backbone_comparison(namespaces: list[str], statuses: list[BackboneStat
         (out / "backbone_comparison.md").write_text(table + "\n")
         (out / "backbone_comparison.csv").write_text(cmp.to_csv(rows))
         png = cmp.chart(rows, out / "backbone_comparison.png")
-        encoded = base64.b64encode(png.read_bytes()).decode()
         context.log.info("\n" + table)
         flagged = [r.backbone for r in rows if r.status == "ok" and r.judge_is_chain_model]
         for warning in cmp.judge_warnings(rows):
             context.log.warning(f"judge is the chain's model: {warning}")
         return dg.MaterializeResult(metadata={
             "table": dg.MetadataValue.md(table),
-            "chart": dg.MetadataValue.md(f"![backbone comparison](data:image/png;base64,{encoded})"),
-            "csv": dg.MetadataValue.path(str(out / "backbone_comparison.csv")),
-            "png": dg.MetadataValue.path(str(png)),
+            "chart": chart_markdown(png),
+            "csv": _md(cmp.frame(rows)),
+            "files": dg.MetadataValue.text(  # relative: a machine path means nothing in a browser
+                ", ".join(f"metrics/{name}" for name in ("backbone_comparison.csv", "backbone_comparison.png",
+                                                         "backbone_comparison.md")) + " (in the data dir)"),
             "backbones": len(rows),
             "judge_is_chain_model": bool(flagged),
             "judge_is_chain_model_backbones": dg.MetadataValue.json(flagged),
@@ -180,15 +203,18 @@ def build_backbone_comparison(namespaces: list[str], statuses: list[BackboneStat
     return backbone_comparison
 
 
-def build_backbones_status(statuses: list[BackboneStatus], judge_label: str) -> dg.AssetsDefinition:
+def build_backbones_status(statuses: list[BackboneStatus], judge_label: str,
+                           loaded: list[str] | None = None) -> dg.AssetsDefinition:
 
     @dg.asset(key="backbones_status", group_name=GROUP, kinds={"python"},
               description="Every backbone of backbones.yaml: enabled, disabled or NOT CONFIGURED (with the variable "
                           "to set), and the judge.")
     def backbones_status(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         return dg.MaterializeResult(metadata={
-            "backbones": dg.MetadataValue.md(statuses_markdown(statuses, judge_label)),
+            "backbones": dg.MetadataValue.md(statuses_markdown(statuses, judge_label, loaded)),
             "not_configured": dg.MetadataValue.json({s.name: s.key_env for s in statuses if s.enabled and not s.configured}),
+            "disabled": dg.MetadataValue.json([s.name for s in statuses if not s.enabled]),
+            "enabled": dg.MetadataValue.json([s.name for s in statuses if s.runnable]),
         })
 
     return backbones_status
@@ -198,5 +224,5 @@ def comparison_assets(namespaces: list[str], statuses: list[BackboneStatus], jud
     out: list[dg.AssetsDefinition] = []
     for ns in namespaces:
         out += [build_kg_metrics(ns), build_gold_evaluation(ns)]
-    out += [build_backbone_comparison(namespaces, statuses), build_backbones_status(statuses, judge_label)]
+    out += [build_backbone_comparison(namespaces, statuses), build_backbones_status(statuses, judge_label, namespaces)]
     return out

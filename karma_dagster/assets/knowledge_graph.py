@@ -5,13 +5,16 @@ import datetime as dt
 import dagster as dg
 
 from karma_dagster.agents.integration import StageTableInvalid, collect_document
-from karma_dagster.assets.chain import stage_key
+from karma_dagster.assets.chain import backbone_group, stage_key
+from karma_dagster.document_states import evaluated_not_recorded, states_in_stores
 from karma_dagster.ingest.catalog import Catalog
+from karma_dagster.ingest.keys import date_of_document_key
 from karma_dagster.jobs import KG_WRITER_POOL
 from karma_dagster.kg import merge
 from karma_dagster.kg.merge import IncrementStats, TripleValidationError
 from karma_dagster.kg.store import KGStore
 from karma_dagster.partitions import dates_partitions
+from karma_dagster.paths import DataPaths
 from karma_dagster.resources.backbones import BackbonesResource
 from karma_dagster.resources.params import KarmaParamsResource
 from karma_dagster.resources.storage import KarmaStorageResource
@@ -42,8 +45,8 @@ def _collect(
             docs[doc_key] = collect_document(
                 doc_key, stages.read(ns, FINAL_STAGE, doc_key), stages.read(ns, "entities", doc_key), prompt_version
             )
-        except StageTableInvalid as exc:
-            skipped[doc_key] = str(exc)
+        except Exception as exc:  # noqa: BLE001 - an unreadable table skips its document, not the whole day
+            skipped[doc_key] = f"{type(exc).__name__}: {exc}" if not isinstance(exc, StageTableInvalid) else str(exc)
     return docs, skipped
 
 
@@ -100,6 +103,33 @@ def _adjudications_table(adjudications: list[dict]) -> str:
     return "| date | document | action | triple | against | reason |\n|---|---|---|---|---|---|\n" + rows + more
 
 
+MERGED_CHECK = "documents_merged"
+
+
+def merged_check(ns: str, paths: DataPaths, catalog: Catalog, days: set[dt.date]) -> dg.AssetCheckResult:
+    """After a merge: every evaluated document of the merged days is in the KG with its current table (states
+    read from the tables), and no evaluated document of another day waits without any merge record (a cheap
+    listing: a crash or a failed merge left it; the next `karma run` or the kg_increments sensor merges it)."""
+    docs = [k for day in sorted(days) for k in catalog.documents_for_dates(day, day)]
+    (state,) = states_in_stores(paths, [ns], documents=docs).values()
+    elsewhere = [k for k in evaluated_not_recorded(paths, ns) if k not in set(docs)]
+    unmerged = sorted(set(state.unmerged) | set(elsewhere))
+    waiting = sorted({date_of_document_key(k) for k in unmerged})
+    metadata = {**{f"{name} (merged days)": dg.MetadataValue.int(n) for name, n in state.counts().items()},
+                "unmerged documents": dg.MetadataValue.json(unmerged[:50]),
+                "failed documents": dg.MetadataValue.json(dict(list(state.failed.items())[:50])),
+                "dates to merge": dg.MetadataValue.json(waiting[:50])}
+    problems = bool(unmerged or state.failed)
+    return dg.AssetCheckResult(
+        passed=not problems, asset_key=dg.AssetKey([ns, "knowledge_graph"]), check_name=MERGED_CHECK,
+        severity=dg.AssetCheckSeverity.WARN, metadata=metadata,
+        description=(f"{len(unmerged)} evaluated documents not merged (dates {', '.join(waiting[:5])}"
+                     f"{' ...' if len(waiting) > 5 else ''}), {len(state.failed)} that cannot be merged"
+                     if problems else f"all {len(state.merged)} evaluated documents of the merged days are in the KG; "
+                                      "no other evaluated document waits"),
+    )
+
+
 def build(ns: str) -> dg.AssetsDefinition:
     key = dg.AssetKey([ns, "knowledge_graph"])
 
@@ -111,8 +141,14 @@ def build(ns: str) -> dg.AssetsDefinition:
             dg.AssetDep(key, partition_mapping=dg.TimeWindowPartitionMapping(start_offset=-1, end_offset=-1)),
             dg.AssetDep(SEED_KG),
         ],
-        group_name="knowledge_graph",
+        group_name=backbone_group(ns),
         kinds={"duckdb"},
+        check_specs=[dg.AssetCheckSpec(
+            MERGED_CHECK, asset=key,
+            description="Every evaluated document of the merged days is in the KG with its current table, and no "
+                        "evaluated document of another day waits unmerged (a crash or a failed merge; `karma run` "
+                        "or the kg_increments sensor merges what is left). Metadata: `karma status`'s counts.",
+        )],
         pool=KG_WRITER_POOL,
         description=DESCRIPTION,
         tags={"karma/stage": "knowledge_graph", "karma/backbone": ns},
@@ -139,6 +175,9 @@ def build(ns: str) -> dg.AssetsDefinition:
             merged.append((stats, skipped))
         days = {s.date for s, _ in merged}
         adjudications = [a for a in kg.merge_adjudications(ns) if a["date"] in days]
-        return dg.MaterializeResult(metadata=_metadata(ns, prompt_version, merged, adjudications))
+        return dg.MaterializeResult(
+            metadata=_metadata(ns, prompt_version, merged, adjudications),
+            check_results=[merged_check(ns, storage.paths(), catalog, days)],
+        )
 
     return knowledge_graph

@@ -5,6 +5,7 @@ contradicting, KG size before and after, per backbone; printed by `karma run` an
 import dagster as dg
 from pydantic import Field
 
+from karma_dagster.assets.freshness import kg_grew
 from karma_dagster.kg.store import KGStore
 from karma_dagster.metrics.judge import judge_chain_overlap
 from karma_dagster.report import build_report
@@ -23,6 +24,7 @@ def build(namespaces: list[str]) -> dg.AssetsDefinition:
         key="karma_report",
         group_name="reports",
         kinds={"python"},
+        automation_condition=kg_grew(),  # refreshes when a KG increment lands (freshness.py)
         deps=[dg.AssetKey([ns, "knowledge_graph"]) for ns in namespaces],
         description="What the agent chains did to the papers and the KG, per backbone (the main job's report).",
     )

@@ -1,6 +1,9 @@
 """The existing KG: imported into the DuckDB store, its entity names indexed in LanceDB for normalization."""
 
 
+import hashlib
+from pathlib import Path
+
 import dagster as dg
 from pydantic import Field
 
@@ -15,6 +18,7 @@ class SeedKGConfig(dg.Config):
     nodes: str = Field("", description="node table; empty = the shipped demo subset data/seed_kg/nodes.tsv")
     edges: str = Field("", description="edge table; empty = data/seed_kg/edges.sif.gz")
     format: str = Field("hetionet", description="'hetionet' (id/name/kind + sif) or 'generic' (see README)")
+    reimport: bool = Field(False, description="import again even when the KG already holds this very seed")
 
 
 @dg.asset(
@@ -31,23 +35,55 @@ def seed_kg(
     storage: KarmaStorageResource,
     karma_params: KarmaParamsResource,
 ) -> dg.MaterializeResult:
-    stats, index_rows = services.import_seed_kg(
-        storage.paths(),
-        config.nodes or data_file("seed_kg", "nodes.tsv"),
-        config.edges or data_file("seed_kg", "edges.sif.gz"),
-        config.format,
-        karma_params.params().seed_edge_confidence,
-    )
+    nodes, edges = config.nodes or data_file("seed_kg", "nodes.tsv"), config.edges or data_file("seed_kg", "edges.sif.gz")
+    confidence = karma_params.params().seed_edge_confidence
+    source = source_fingerprint(nodes, edges, config.format, confidence)
+    if not config.reimport and (kept := _already_imported(context, storage, source)) is not None:
+        return kept
+    stats, index_rows = services.import_seed_kg(storage.paths(), nodes, edges, config.format, confidence)
     return dg.MaterializeResult(
         metadata={
+            "source_sha256": source,
+            "kg_seed_fingerprint": services.seed_fingerprint(storage.paths()),
             "nodes": stats.n_nodes,
             "edges": stats.n_edges,
             "synonyms": stats.n_synonyms,
             "edges_dropped_missing_node": stats.n_edges_filtered,
+            "synonyms_rejected": stats.synonyms_rejected.get("names_rejected", 0),
+            "synonyms_rejected_by_reason": dg.MetadataValue.json(stats.synonyms_rejected.get("names_rejected_by_reason", {})),
             "indexed_names": index_rows,
             "nodes_by_kind": dg.MetadataValue.json(stats.nodes_by_kind),
             "edges_by_metaedge": dg.MetadataValue.json(stats.edges_by_metaedge),
-            "source_nodes": display_path(config.nodes or data_file("seed_kg", "nodes.tsv")),
+            "source_nodes": display_path(nodes),
             "seconds": stats.seconds,
         }
     )
+
+
+def source_fingerprint(nodes: str | Path, edges: str | Path, fmt: str, confidence: float) -> str:
+    """What the import reads: both files' bytes, the format and the seed edges' confidence."""
+    digest = hashlib.sha256(f"{fmt}|{confidence}".encode())
+    for path in (nodes, edges):
+        with open(path, "rb") as handle:
+            digest.update(hashlib.file_digest(handle, "sha256").digest())
+    return digest.hexdigest()[:32]
+
+
+def _already_imported(
+    context: dg.AssetExecutionContext, storage: KarmaStorageResource, source: str
+) -> dg.MaterializeResult | None:
+    """A "Materialize all" selects the seed too: re-importing the same files would rebuild the index and mark
+    every stage stale for nothing. Skipped when this instance's last import read the same files and the KG
+    still holds what it imported (same seed fingerprint); `reimport: true` forces it."""
+    event = context.instance.get_latest_materialization_event(dg.AssetKey(SEED_KG))
+    last = event.asset_materialization.metadata if event and event.asset_materialization else {}
+    recorded = {k: getattr(last.get(k), "value", None) for k in ("source_sha256", "kg_seed_fingerprint")}
+    if recorded["source_sha256"] != source or not services.seed_present(storage.paths()) \
+            or recorded["kg_seed_fingerprint"] != services.seed_fingerprint(storage.paths()):
+        return None
+    context.log.info("seed KG already imported from these files: not imported again (config reimport: true forces it)")
+    return dg.MaterializeResult(metadata={
+        **{k: v for k, v in last.items() if k not in ("seconds", "skipped")},
+        "skipped": "already imported from the same files; set reimport: true in the run config to import again",
+        "seconds": 0.0,
+    })

@@ -23,6 +23,7 @@ from typing import Any
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
+from karma_dagster.integrity import PARQUET_WRITE, StoreCorrupt, quarantine, read_parquet_checked
 from karma_dagster.paths import data_file
 
 LEXICON_VERSION = "lexicon.v1"
@@ -200,6 +201,9 @@ def _variants(term: str, ner_type: str, source: str) -> set[str]:
     return {normalize_space(t) for t in out if t}
 
 
+LEXICON_COLUMNS = ("key", "term", "tokens", "type", "vocab_id", "source", "case_sensitive")
+
+
 class Lexicon:
     """Typed terms (one row per matchable surface form) with their tokens, as a DataFrame.
 
@@ -208,7 +212,7 @@ class Lexicon:
     """
 
     def __init__(self, table: pd.DataFrame, fingerprint: str):
-        missing = {"key", "term", "tokens", "type", "vocab_id", "source", "case_sensitive"} - set(table.columns)
+        missing = set(LEXICON_COLUMNS) - set(table.columns)
         if missing:
             raise LexiconError(f"lexicon table lacks columns {sorted(missing)}")
         self.table = table.reset_index(drop=True)
@@ -268,12 +272,15 @@ class Lexicon:
         fingerprint = h.hexdigest()[:16]
         cache = Path(cache_dir) / f"lexicon-{fingerprint}.parquet" if cache_dir else None
         if cache is not None and cache.exists():
-            return cls(pd.read_parquet(cache), fingerprint)
+            try:  # a damaged or foreign cache file is never used: moved aside (kept) and rebuilt, with a warning
+                return cls(read_parquet_checked(cache, "lexicon cache", columns=LEXICON_COLUMNS), fingerprint)
+            except StoreCorrupt as exc:
+                quarantine(cache, "lexicon cache", exc.detail)
         table = _build_table(kg_rows, vocab_dir, corpora_dir, config)
         if cache is not None:
             cache.parent.mkdir(parents=True, exist_ok=True)
             tmp = cache.with_suffix(".tmp")
-            table.to_parquet(tmp, index=False)
+            table.to_parquet(tmp, index=False, **PARQUET_WRITE)
             tmp.replace(cache)
         return cls(table, fingerprint)
 

@@ -13,17 +13,22 @@ import hashlib
 import logging
 import os
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel
 
-from karma_dagster.ingest.catalog import Catalog, Registration
+from karma_dagster.ingest.catalog import Catalog, DocumentEntry, Registration, SourceRef, identity_differs
 from karma_dagster.ingest.errors import IngestError
 from karma_dagster.ingest.files import real_path_in_inbox, relative_name
-from karma_dagster.ingest.parse import parse_file, source_format_of
-from karma_dagster.ingest.sidecar import sidecar_path
+from karma_dagster.ingest.limits import InputLimits, check_file_size, check_text_length
+from karma_dagster.ingest.parse import parse_file, source_format_of, stream_pubtator
+from karma_dagster.ingest.pubtator import read_pubtator_member
+from karma_dagster.ingest.sidecar import find_sidecar, sidecar_path
 from karma_dagster.schemas.records import ParsedDocument
 
 log = logging.getLogger(__name__)
+LIMITS_SETTING = "input_limits"
+PUBTATOR_BATCH = 500  # abstracts registered per catalog transaction
 
 
 class FailedFile(BaseModel):
@@ -114,9 +119,15 @@ def inbox_files(inbox: Path) -> tuple[list[Path], list[Path]]:
     return listing.sources, listing.skipped
 
 
-def scan_inbox(inbox: Path, catalog: Catalog, arrival_date: dt.date, *, max_pdf_pages: int = 300) -> ScanResult:
+def scan_inbox(inbox: Path, catalog: Catalog, arrival_date: dt.date, *, max_pdf_pages: int = 300,
+               limits: InputLimits | None = None) -> ScanResult:
     """Register what is new or changed in the inbox. Whatever goes wrong with one file (any exception, not
-    only the anticipated IngestError) is reported for that file in `failed`, and the scan goes on."""
+    only the anticipated IngestError) is reported for that file in `failed`, and the scan goes on. A file over
+    the input `limits` is refused from its size before it is read; the limits are remembered in the catalog
+    for the loads of what this scan registers, and when they changed, files that failed before are tried again
+    (a raised limit admits what it refused)."""
+    limits = limits or InputLimits()
+    retry_failed = catalog.set_setting(LIMITS_SETTING, limits.model_dump_json())
     result = ScanResult()
     listing = list_inbox(inbox)
     result.skipped = [relative_name(p, inbox) for p in listing.skipped]
@@ -124,7 +135,7 @@ def scan_inbox(inbox: Path, catalog: Catalog, arrival_date: dt.date, *, max_pdf_
     for path in listing.sources:
         rel = relative_name(path, inbox)
         try:
-            _scan_file(path, rel, inbox, catalog, arrival_date, max_pdf_pages, result)
+            _scan_file(path, rel, inbox, catalog, arrival_date, max_pdf_pages, limits, result, retry_failed)
         except Exception as exc:  # noqa: BLE001 - one file never stops the scan of the others
             log.warning("inbox scan: %s failed", rel, exc_info=True)
             error = str(exc) if isinstance(exc, IngestError) else f"{rel}: {type(exc).__name__}: {exc}"
@@ -136,58 +147,137 @@ def scan_inbox(inbox: Path, catalog: Catalog, arrival_date: dt.date, *, max_pdf_
 
 
 def _scan_file(path: Path, rel: str, inbox: Path, catalog: Catalog, arrival_date: dt.date, max_pdf_pages: int,
-               result: ScanResult) -> None:
-    """Hash, parse and register one file, adding it to `result`; a parse failure is recorded in the catalog."""
+               limits: InputLimits, result: ScanResult, retry_failed: bool = False) -> None:
+    """Check the size, hash, parse and register one file, adding it to `result`; a failure is recorded in the
+    catalog (an oversized file under its size, so it is not even hashed again until it changes)."""
+    try:
+        size = path.stat().st_size
+        check_file_size(path, rel, source_format_of(path), limits)
+    except IngestError as exc:
+        marker = f"refused:{size}"  # stands in for the hash: an oversized file is not read, not even hashed
+        if (previous := catalog.file_record(rel)) is None or previous.file_hash != marker:
+            catalog.record_file(rel, marker, "failed", str(exc))
+        result.failed.append(FailedFile(path=rel, error=str(exc)))
+        return
+    except OSError as exc:
+        raise IngestError(rel, f"cannot read file ({exc.strerror or exc})") from exc
     try:
         digest = file_hash(path, inbox)
     except OSError as exc:
         raise IngestError(rel, f"cannot read file ({exc.strerror or exc})") from exc
     previous = catalog.file_record(rel)
-    if previous is not None and previous.file_hash == digest:
+    if previous is not None and previous.file_hash == digest and not (retry_failed and previous.status == "failed"):
         if previous.status == "failed":
             result.failed.append(FailedFile(path=rel, error=previous.error or "failed before"))
         else:
             result.unchanged_files.append(rel)
         return
+    request: Literal["created", "all"] = "all" if previous is not None else "created"
     try:
-        docs = parse_file(path, inbox, max_pdf_pages=max_pdf_pages)
+        if source_format_of(path) == "pubtator":
+            regs = _register_pubtator(path, inbox, catalog, arrival_date, digest, request, limits)
+        else:
+            docs = parse_file(path, inbox, max_pdf_pages=max_pdf_pages, limits=limits)
+            regs = catalog.register(docs, arrival_date, file_hash=digest, request=request)
     except IngestError as exc:  # parse_file turns every parser exception into one
         catalog.record_file(rel, digest, "failed", str(exc))
         result.failed.append(FailedFile(path=rel, error=str(exc)))
         return
-    regs = catalog.register(docs, arrival_date, file_hash=digest,
-                            request="all" if previous is not None else "created")
     catalog.record_file(rel, digest, "ok", None, [r.doc_key for r in regs])
     result.registrations.extend(regs)
-    (result.changed_files if previous is not None else result.new_files).append(rel)
+    (result.changed_files if request == "all" else result.new_files).append(rel)
     for reg in regs:
         if reg.created:
             result.new_keys.append(reg.doc_key)
-        elif previous is not None:
+        elif request == "all":
             result.changed_keys.append(reg.doc_key)
         else:
             result.attached_keys.append(reg.doc_key)
 
 
-def load_document(doc_key: str, inbox: Path, catalog: Catalog, *, max_pdf_pages: int = 300) -> ParsedDocument:
-    """Parse the key's preferred source again (JATS before PubTator before PDF before text) and pick its member.
+def _register_pubtator(path: Path, inbox: Path, catalog: Catalog, arrival_date: dt.date, digest: str,
+                       request: Literal["created", "all"], limits: InputLimits) -> list[Registration]:
+    """A PubTator file, streamed twice: once to check every abstract (a malformed line or an abstract over the
+    limits fails the file before anything is registered), then registered `PUBTATOR_BATCH` abstracts per
+    transaction with their byte spans. Memory stays bounded by one batch, whatever the file's length."""
+    for _ in stream_pubtator(path, inbox, limits, annotations=False):
+        pass
+    regs: list[Registration] = []
+    batch: list[ParsedDocument] = []
+    spans: list[tuple[int, int] | None] = []
+    for doc, start, end in stream_pubtator(path, inbox, limits, annotations=False):
+        batch.append(doc)
+        spans.append((start, end))
+        if len(batch) >= PUBTATOR_BATCH:
+            regs += catalog.register(batch, arrival_date, file_hash=digest, request=request, spans=spans)
+            batch, spans = [], []
+    if batch:
+        regs += catalog.register(batch, arrival_date, file_hash=digest, request=request, spans=spans)
+    return regs
+
+
+def recorded_limits(catalog: Catalog) -> InputLimits:
+    """The input limits of the catalog's last scan (the defaults before any scan)."""
+    raw = catalog.setting(LIMITS_SETTING)
+    return InputLimits.model_validate_json(raw) if raw else InputLimits()
+
+
+def load_document(doc_key: str, inbox: Path, catalog: Catalog, *, max_pdf_pages: int = 300,
+                  limits: InputLimits | None = None) -> ParsedDocument:
+    """Read the key's preferred source again (JATS before PubTator before PDF before text) and pick its member.
 
     When the preferred file is gone or unreadable, the next source is tried; the error names every attempt.
+    A PubTator abstract is read from its recorded byte span, not by parsing the whole file. A source that
+    now holds another paper (different identifiers) is never read for this key: a document whose every file
+    was replaced fails, naming the files and the documents they hold now (its results and KG evidence are
+    kept; `karma remove <doc_key>` removes them). `limits`: those of the last scan unless given.
     """
     entry = catalog.lookup(doc_key)
     if entry is None:
         raise IngestError(doc_key, "unknown document key (not in the catalog; scan the inbox first)")
-    problems: list[str] = []
+    limits = limits or recorded_limits(catalog)
+    problems = [f"{r.source_path} now holds another paper ({r.by_doc_key}, since {r.at}); this document's "
+                f"results are kept (`karma remove {doc_key}` removes them)" for r in entry.replaced]
     for src in entry.sources:
         try:
-            docs = parse_file(inbox / src.source_path, inbox, max_pdf_pages=max_pdf_pages)
+            doc = _read_source(src, inbox, catalog, max_pdf_pages, limits)
         except IngestError as exc:
             problems.append(str(exc))
             continue
-        if src.member.isdigit() and src.source_format != "pubtator" and int(src.member) < len(docs):
-            return docs[int(src.member)]
-        for doc in docs:
-            if doc.pmid == src.member:
-                return doc
-        problems.append(f"{src.source_path}: member {src.member} no longer in the file")
+        if doc is None:
+            problems.append(f"{src.source_path}: member {src.member} no longer in the file")
+            continue
+        if (other := _identity_clash(entry, doc)) is not None:
+            problems.append(f"{src.source_path}: now holds another paper ({other}); scan the inbox to register it")
+            continue
+        return doc
     raise IngestError(doc_key, "no readable source: " + "; ".join(problems or ["no sources registered"]))
+
+
+def _read_source(src: SourceRef, inbox: Path, catalog: Catalog, max_pdf_pages: int,
+                 limits: InputLimits) -> ParsedDocument | None:
+    path = inbox / src.source_path
+    if src.source_format == "pubtator" and find_sidecar(path, inbox) is None:  # (a sidecar: parse_file applies it)
+        real = real_path_in_inbox(path, inbox)
+        if not real.is_file():
+            raise IngestError(src.source_path, "no such file")
+        try:
+            doc = read_pubtator_member(real, src.source_path, src.member,
+                                       catalog.member_span(src.source_path, src.member))
+        except IngestError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - like parse_file: any failure is this file's, with its name
+            raise IngestError(src.source_path, f"could not be read: {type(exc).__name__}: {exc}") from exc
+        if doc is not None:
+            check_text_length(doc, src.source_path, limits)
+        return doc
+    docs = parse_file(path, inbox, max_pdf_pages=max_pdf_pages, limits=limits)
+    if src.member.isdigit() and src.source_format != "pubtator" and int(src.member) < len(docs):
+        return docs[int(src.member)]
+    return next((doc for doc in docs if doc.pmid == src.member), None)
+
+
+def _identity_clash(entry: DocumentEntry, doc: ParsedDocument) -> str | None:
+    """How `doc` is another paper than the catalog's entry (the catalog's own identity rule), else None."""
+    ids = identity_differs((entry.pmcid, entry.pmid, entry.doi, entry.title), doc)
+    return None if ids is None else f"{ids[0].upper()} {ids[2]}, not {ids[1]}"

@@ -7,18 +7,21 @@ sensor can report it and go on with the other files; that holds for exceptions n
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from karma_dagster.ingest.errors import IngestError
 from karma_dagster.ingest.files import real_path_in_inbox, relative_name
 from karma_dagster.ingest.jats import parse_jats
 from karma_dagster.ingest.pdf import parse_pdf
+from karma_dagster.ingest.limits import InputLimits, check_file_size, check_text_length
 from karma_dagster.ingest.pubtator import parse_pubtator
 from karma_dagster.ingest.sidecar import apply_sidecar, find_sidecar
 from karma_dagster.ingest.text import parse_text
 from karma_dagster.schemas.records import ParsedDocument
 
-__all__ = ["IngestError", "parse_file", "source_format_of"]  # IngestError stays importable from here
+__all__ = ["IngestError", "InputLimits", "parse_file", "source_format_of", "stream_pubtator"]  # IngestError stays importable from here
 
 PDF_SUFFIXES = (".pdf",)
 JATS_SUFFIXES = (".xml", ".nxml")
@@ -40,23 +43,74 @@ def source_format_of(path: Path) -> str | None:
     return None
 
 
-def parse_file(path: Path, inbox: Path, *, max_pdf_pages: int = 300, use_sidecar: bool = True) -> list[ParsedDocument]:
+def parse_file(path: Path, inbox: Path, *, max_pdf_pages: int = 300, use_sidecar: bool = True,
+               limits: InputLimits | None = None) -> list[ParsedDocument]:
     """All documents in one source file (PubTator files hold many), metadata completed from a sidecar JSON.
 
     A symbolic link is read only when it leads to a file inside the inbox, and the documents carry the real
     file's name. Any exception a parser raises becomes an IngestError naming the file: a parser bug or a
-    hostile file fails that file, never the scan of the others.
+    hostile file fails that file, never the scan of the others. A file over the input `limits` (size before
+    reading, text length after parsing) is refused with the setting to raise.
     """
+    limits = limits or InputLimits()
+    real, rel = _admitted(path, inbox, limits)
+    with _as_ingest_error(rel):
+        docs = _parse(real, rel, max_pdf_pages)
+        if use_sidecar and len(docs) == 1:
+            docs = [_with_sidecar(docs[0], real, inbox)]
+    for doc in docs:
+        check_text_length(doc, rel, limits)
+    return docs
+
+
+def stream_pubtator(path: Path, inbox: Path, limits: InputLimits | None = None, *, annotations: bool = True
+                    ) -> Iterator[tuple[ParsedDocument, int, int]]:
+    """The abstracts of a PubTator file one at a time with their byte spans (see `parse_file` for the checks):
+    a file of 20,000 abstracts is never held in memory. A file of one abstract gets its sidecar, as in
+    `parse_file`; an empty file is an IngestError. `annotations=False` leaves the gold annotations out (checked,
+    not kept: registering needs the text and identifiers alone)."""
+    limits = limits or InputLimits()
+    real, rel = _admitted(path, inbox, limits)
+    with _as_ingest_error(rel):
+        first: tuple[ParsedDocument, int, int] | None = None
+        n = 0
+        for item in parse_pubtator(real, rel, annotations=annotations):
+            check_text_length(item[0], rel, limits)
+            n += 1
+            if n == 1:
+                first = item  # held back: a lone abstract gets its sidecar
+                continue
+            if first is not None:
+                yield first
+                first = None
+            yield item
+        if first is not None:
+            yield _with_sidecar(first[0], real, inbox), first[1], first[2]
+        if n == 0:
+            raise IngestError(rel, "no PubTator documents found (expected 'PMID|t|title' lines)")
+
+
+def _admitted(path: Path, inbox: Path, limits: InputLimits) -> tuple[Path, str]:
+    """(real path, relative name) of a regular file inside the inbox within the size limits, else IngestError."""
     real = real_path_in_inbox(path, inbox)
     rel = relative_name(real, inbox)
     if not real.is_file():
         raise IngestError(rel, "no such file" if not real.exists() else "not a regular file")
+    with _as_ingest_error(rel):
+        check_file_size(real, rel, source_format_of(real), limits)
+    return real, rel
+
+
+def _with_sidecar(doc: ParsedDocument, real: Path, inbox: Path) -> ParsedDocument:
+    record = find_sidecar(real, inbox)
+    return doc if record is None else apply_sidecar(doc, record)
+
+
+@contextmanager
+def _as_ingest_error(rel: str) -> Iterator[None]:
+    """Any exception becomes an IngestError naming the file."""
     try:
-        docs = _parse(real, rel, max_pdf_pages)
-        if use_sidecar and len(docs) == 1:
-            record = find_sidecar(real, inbox)
-            if record is not None:
-                docs = [apply_sidecar(docs[0], record)]
+        yield
     except IngestError:
         raise
     except RecursionError as exc:
@@ -65,7 +119,6 @@ def parse_file(path: Path, inbox: Path, *, max_pdf_pages: int = 300, use_sidecar
         raise IngestError(rel, "out of memory while reading the file") from exc
     except Exception as exc:  # noqa: BLE001 - any parser failure is this file's problem, reported with its name
         raise IngestError(rel, f"could not be read: {type(exc).__name__}: {exc}") from exc
-    return docs
 
 
 def _parse(path: Path, rel: str, max_pdf_pages: int) -> list[ParsedDocument]:
@@ -75,7 +128,10 @@ def _parse(path: Path, rel: str, max_pdf_pages: int) -> list[ParsedDocument]:
     if fmt == "jats":
         return [parse_jats(path, rel)]
     if fmt == "pubtator":
-        return parse_pubtator(path, rel)
+        docs = [doc for doc, _, _ in parse_pubtator(path, rel)]
+        if not docs:
+            raise IngestError(rel, "no PubTator documents found (expected 'PMID|t|title' lines)")
+        return docs
     if fmt == "text":
         return [parse_text(path, rel)]
     raise IngestError(rel, f"unsupported file type {path.suffix or '(no suffix)'!r} "

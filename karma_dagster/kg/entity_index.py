@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 from pathlib import Path
@@ -28,10 +29,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict
 
+from karma_dagster.integrity import StoreCorrupt, lance_is_corruption
 from karma_dagster.kg.embeddings import Embedder, HashingCharNgramEmbedder, normalize_name
 
 TABLE = "entities"
 EXTRACTED_TABLE = "extracted_entities"
+INDEX_KIND = "entity index"
+INDEX_REMEDY = ("move it away and run `karma import-kg`: the index is rebuilt from the KG's seed names, and each "
+                "backbone's own entities are synced again from the KG by the next run")
+REQUIRED_COLUMNS = {TABLE: ("entity_id", "name", "kind", "vector"),
+                    EXTRACTED_TABLE: ("entity_id", "name", "kind", "namespace", "first_seen", "vector")}
 RERANK_POOL = 10  # vector candidates re-scored with the word distance
 # NER type (or KG kind) -> KG kinds a mention of it may link to.
 COMPATIBLE_KINDS: dict[str, tuple[str, ...]] = {
@@ -143,14 +150,56 @@ class EntityIndex:
         self._sync_lock = filelock.FileLock(self.uri.rstrip("/") + ".sync.lock")  # across processes
 
     def _open(self, name: str) -> Any:
-        try:
-            return self._db.open_table(name)
-        except ValueError:  # "Table ... was not found": not built yet (or, for EXTRACTED_TABLE, nothing merged yet)
+        """The table, checked (manifest readable, the columns and vector size this index writes, every data file's
+        footer readable via one small column); None when it does not exist yet (not built, or nothing merged)."""
+        if not self._table_dir(name).exists():
             return None
+        with self._corruption(name):
+            try:
+                table = self._db.open_table(name)
+            except ValueError as exc:  # a folder without a version: a first create that never finished
+                if "was not found" in str(exc):
+                    return None
+                raise
+            schema = table.schema
+            missing = [c for c in REQUIRED_COLUMNS[name] if c not in schema.names]
+            if missing:
+                raise StoreCorrupt(INDEX_KIND, self.uri, f"table {name} lacks the column(s) {missing}", INDEX_REMEDY,
+                                   self._base)
+            vector = schema.field("vector").type
+            if getattr(vector, "list_size", None) != self.embedder.dim:
+                raise StoreCorrupt(INDEX_KIND, self.uri,
+                                   f"table {name} has {vector} vectors, this index embeds {self.embedder.dim} floats",
+                                   INDEX_REMEDY, self._base)
+            table.search().select(["entity_id"]).limit(None).to_arrow()
+        return table
+
+    def _table_dir(self, name: str) -> Path:
+        return Path(self.uri) / f"{name}.lance"
+
+    @property
+    def _base(self) -> Path:
+        """The data dir the index lives in: messages name the index relative to it."""
+        return Path(self.uri).parent
+
+    @contextmanager
+    def _corruption(self, name: str) -> Iterator[None]:
+        """Lance's errors on a damaged table (bad manifest, data file, a panic of its reader) -> StoreCorrupt."""
+        try:
+            yield
+        except StoreCorrupt:
+            raise
+        except Exception as exc:  # Lance raises ValueError, RuntimeError or a Rust panic (an Exception)
+            if lance_is_corruption(exc):
+                raise StoreCorrupt(INDEX_KIND, self.uri, f"table {name}: {exc}", INDEX_REMEDY, self._base) from exc
+            raise
 
     def __len__(self) -> int:
         """Name rows of the seed table (the namespaces' own entities: `count_extracted`)."""
-        return 0 if self._table is None else self._table.count_rows()
+        if self._table is None:
+            return 0
+        with self._corruption(TABLE):
+            return self._table.count_rows()
 
     def _rows(self, entities: Iterable[KGEntity | Mapping[str, Any]], namespace: str | None = None) -> pa.Table:
         """Name rows of the seed table, or (with `namespace`) of the extracted table: + namespace, first_seen."""
@@ -265,7 +314,8 @@ class EntityIndex:
         q = table.search(vec, vector_column_name="vector").distance_type("cosine").limit(limit)
         if where:
             q = q.where(where, prefilter=True)
-        rows = q.select(["entity_id", "name", "kind", "_distance"]).to_list()
+        with self._corruption(TABLE if source == "seed" else EXTRACTED_TABLE):
+            rows = q.select(["entity_id", "name", "kind", "_distance"]).to_list()
         return [Hit(entity_id=r["entity_id"], name=r["name"], kind=r["kind"], distance=name_distance(name, r),
                     source=source) for r in rows]
 
@@ -296,8 +346,9 @@ class EntityIndex:
             table = self._latest_extracted()
             have: dict[str, frozenset] = {}
             if table is not None:
-                rows = (table.search().where(f"namespace = {_sql_str(namespace)}")
-                        .select(["entity_id", "name", "kind", "first_seen"]).limit(None).to_arrow())
+                with self._corruption(EXTRACTED_TABLE):
+                    rows = (table.search().where(f"namespace = {_sql_str(namespace)}")
+                            .select(["entity_id", "name", "kind", "first_seen"]).limit(None).to_arrow())
                 have = _entity_states(rows)
             stale = sorted(i for i in have if have[i] != want.get(i))
             missing = sorted(i for i in want if have.get(i) != want[i])
@@ -322,7 +373,8 @@ class EntityIndex:
         if self._extracted is None:
             self._extracted = self._open(EXTRACTED_TABLE)
         if self._extracted is not None:
-            self._extracted.checkout_latest()
+            with self._corruption(EXTRACTED_TABLE):
+                self._extracted.checkout_latest()
         return self._extracted
 
     def count_extracted(self, namespace: str, before: dt.date | None = None) -> int:
@@ -332,7 +384,8 @@ class EntityIndex:
         where = f"namespace = {_sql_str(namespace)}"
         if before is not None:
             where += f" AND first_seen < {_sql_str(before.isoformat())}"
-        rows = self._extracted.search().where(where).select(["entity_id"]).limit(None).to_arrow()
+        with self._corruption(EXTRACTED_TABLE):
+            rows = self._extracted.search().where(where).select(["entity_id"]).limit(None).to_arrow()
         return len(set(rows.column("entity_id").to_pylist()))
 
 

@@ -32,6 +32,7 @@ import pandas as pd
 from pydantic import BaseModel
 
 from karma_dagster.kg import adjudication as adj
+from karma_dagster.kg import names as kg_names
 from karma_dagster.kg.schema import KGSchema
 from karma_dagster.kg.store import (
     EdgeFacts,
@@ -105,7 +106,7 @@ def validate_triple(
     tid = r.get("triple_id") or "<no triple_id>"
 
     def fail(problem: str) -> TripleValidationError:
-        return TripleValidationError(f"doc {doc_key!r}, triple {tid!r}: {problem}")
+        return TripleValidationError(f"doc {doc_key!r}, triple {kg_names.preview(str(tid))}: {problem}")
 
     if not doc_key:
         raise fail("empty doc_key")
@@ -117,6 +118,12 @@ def validate_triple(
         v = r.get(field)
         if not isinstance(v, str) or not v.strip():
             raise fail(f"provenance field {field!r} is empty or missing")
+    try:  # ids must already be clean (they join nodes and edges); no id or label is written that would not pass
+        for f in ("triple_id", "head_id", "tail_id", "segment_id"):
+            kg_names.exact(r[f], f"field {f!r}")
+        kg_names.checked(str(r.get("kg_relation") or r.get("relation")), "relation label", kg_names.LABEL_MAX_CHARS)
+    except kg_names.NameRejected as exc:
+        raise fail(str(exc)) from exc
     relation = r.get("kg_relation") or r.get("relation")
     if relation not in schema_relations():
         raise fail(f"relation {relation!r} is not a schema relation ({', '.join(sorted(schema_relations()))})")
@@ -157,7 +164,7 @@ def validate_triple(
         "metaedge": metaedge,
         "score": float(score),
         "segment_id": r["segment_id"],
-        "evidence": r["evidence"],
+        "evidence": kg_names.clean_text(r["evidence"]),  # a sentence: cleaned (escapes, control chars), not refused
         "prompt_version": str(r.get("prompt_version") or prompt_version),
         # for the day's adjudication (not evidence columns)
         "action": action,
@@ -174,10 +181,21 @@ def _validate_node(node: NodeIn | Mapping[str, Any], doc_key: str, kinds: tuple[
     try:
         n = node if isinstance(node, NodeIn) else NodeIn.model_validate(dict(node))
     except ValueError as exc:
-        raise TripleValidationError(f"doc {doc_key!r}, new entity {node!r}: {exc}") from exc
-    if n.kind not in kinds:
-        raise TripleValidationError(f"doc {doc_key!r}, new entity {n.id!r}: kind {n.kind!r} is not a schema node kind")
-    return n
+        raise TripleValidationError(f"doc {doc_key!r}, new entity {kg_names.preview(str(node), 200)}: {exc}") from exc
+    try:  # the last guard (a stage table may have been edited by hand): a clean name is stored, a bad one refused
+        clean = n.model_copy(update={
+            "id": kg_names.exact(n.id, "field 'id'"),
+            "name": kg_names.checked(n.name, "field 'name'"),
+            "kind": kg_names.checked(n.kind, "field 'kind'", kg_names.TYPE_MAX_CHARS),
+            "vocab_id": None if n.vocab_id is None else kg_names.exact(n.vocab_id, "field 'vocab_id'"),
+            "synonyms": [kg_names.checked(s, "field 'synonyms'") for s in n.synonyms],
+        })
+    except kg_names.NameRejected as exc:
+        raise TripleValidationError(f"doc {doc_key!r}, new entity {kg_names.preview(n.id)}: {exc}") from exc
+    if clean.kind not in kinds:
+        raise TripleValidationError(f"doc {doc_key!r}, new entity {n.id!r}: kind {kg_names.preview(n.kind)} is not a "
+                                    "schema node kind")
+    return clean
 
 
 Prepared = dict[str, tuple[list[dict[str, Any]], list[NodeIn]]]  # doc_key -> (evidence rows, new nodes)

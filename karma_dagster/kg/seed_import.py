@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 from pydantic import BaseModel
 
+from karma_dagster.kg import names
 from karma_dagster.kg.store import SEED_DDL, KGStore, NodeIn, load_schema, metaedge_by_abbrev, metaedge_for
 
 NodeFilter = Callable[[NodeIn], bool] | Collection[str] | None
@@ -37,6 +38,7 @@ class SeedImportStats(BaseModel):
     n_edges: int
     n_synonyms: int
     n_edges_filtered: int  # edges dropped because node_filter removed an endpoint
+    synonyms_rejected: dict[str, object] = {}  # names.RejectedNames.figures(): left out, counted per reason
     nodes_by_kind: dict[str, int]
     edges_by_metaedge: dict[str, int]
     seconds: float
@@ -92,21 +94,34 @@ def _keep(node_filter: NodeFilter) -> Callable[[NodeIn], bool]:
     return lambda n: n.id in ids
 
 
-def _read_nodes(path: Path, hetionet: bool) -> dict[str, NodeIn]:
+def _read_nodes(path: Path, hetionet: bool) -> tuple[dict[str, NodeIn], names.RejectedNames]:
+    """The nodes, names cleaned (kg/names.py: NFC, one line). A node whose id, name or kind cannot enter the KG
+    stops the import naming the file and line; a synonym that cannot is left out and counted."""
     kinds = set(load_schema()[0])
     nodes: dict[str, NodeIn] = {}
+    rejected = names.RejectedNames()
     for lineno, row in _read_rows(path, [["id"], ["name"], ["kind"]]):
         nid, name, kind = row["id"], row["name"], row["kind"]
         if not nid or not name or not kind:
             raise SeedImportError(f"{path}:{lineno}: empty id, name or kind")
+        try:
+            nid, name = names.exact(nid, "node id"), names.checked(name, "node name")
+        except names.NameRejected as exc:
+            raise SeedImportError(f"{path}:{lineno}: {exc}") from exc
         if kind not in kinds:
             raise SeedImportError(f"{path}:{lineno}: node kind {kind!r} is not in the KG schema")
         if nid in nodes:
             raise SeedImportError(f"{path}:{lineno}: duplicate node id {nid!r}")
-        synonyms = [s.strip() for s in row.get("synonyms", "").split("|") if s.strip() and s.strip() != name]
+        synonyms: set[str] = set()
+        for raw in filter(str.strip, row.get("synonyms", "").split("|")):
+            clean = names.clean_name(raw)
+            if isinstance(clean, names.Rejection):
+                rejected.add("synonym", raw, clean)
+            elif clean != name:
+                synonyms.add(clean)
         vocab_id = row.get("vocab_id") or (hetionet_vocab_id(nid, kind) if hetionet else None)
-        nodes[nid] = NodeIn(id=nid, name=name, kind=kind, vocab_id=vocab_id, synonyms=sorted(set(synonyms)))
-    return nodes
+        nodes[nid] = NodeIn(id=nid, name=name, kind=kind, vocab_id=vocab_id, synonyms=sorted(synonyms))
+    return nodes, rejected
 
 
 def _read_edges(
@@ -159,7 +174,7 @@ def _import(
     if not 0.0 <= seed_confidence <= 1.0:
         raise SeedImportError(f"seed_confidence {seed_confidence} is outside [0, 1]")
     nodes_path, edges_path = Path(nodes_path), Path(edges_path)
-    all_nodes = _read_nodes(nodes_path, hetionet)
+    all_nodes, rejected = _read_nodes(nodes_path, hetionet)
     keep = _keep(node_filter)
     nodes = [n for n in all_nodes.values() if keep(n)]
     kept = {n.id for n in nodes}
@@ -197,6 +212,7 @@ def _import(
             raise
     return SeedImportStats(
         n_nodes=len(nodes), n_edges=len(edges), n_synonyms=len(syn_df), n_edges_filtered=filtered,
+        synonyms_rejected=rejected.figures(),
         nodes_by_kind=dict(sorted(Counter(n.kind for n in nodes).items())),
         edges_by_metaedge=dict(sorted(Counter(e[3] for e in edges).items())),
         seconds=round(time.perf_counter() - t0, 3),

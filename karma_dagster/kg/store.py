@@ -25,11 +25,17 @@ import filelock
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from karma_dagster.integrity import DUCKDB_OFFLINE, StoreCorrupt, duckdb_is_corruption
+
 SCHEMA_YAML = Path(__file__).with_name("schema.yaml")
 DEFAULT_NAMESPACE = "local"
 
 
 SEED_ONLY_NAMESPACE = "__seed__"  # never a backbone name: those start with a letter or digit (backbones.yaml check)
+
+
+KG_REMEDY = ("restore it from a backup, or move it away: `karma run` then imports the seed KG again and re-merges "
+             "every evaluated document")
 
 
 class KGStoreError(RuntimeError):
@@ -287,32 +293,55 @@ class KGStore:
         try:
             if not self._ready:
                 self._init_schema()
-            con = duckdb.connect(str(self.path), read_only=read_only)
+            con = self._open(read_only)
             self._con, self._owner = con, threading.get_ident()
             try:
                 yield con
+            except duckdb.Error as exc:  # a damaged block met by a read: name the file, never go on
+                if duckdb_is_corruption(exc):
+                    raise StoreCorrupt("KG", self.path, str(exc), KG_REMEDY) from exc
+                raise
             finally:
                 self._con, self._owner = None, None
                 con.close()
         finally:
             self._lock.release()
 
+    def _open(self, read_only: bool) -> duckdb.DuckDBPyConnection:
+        """duckdb.connect, offline (a foreign file must not fetch a reader extension); a damaged or foreign file
+        raises StoreCorrupt before anything is written to it."""
+        try:
+            return duckdb.connect(str(self.path), read_only=read_only, config=DUCKDB_OFFLINE)
+        except duckdb.Error as exc:
+            if duckdb_is_corruption(exc):
+                raise StoreCorrupt("KG", self.path, str(exc), KG_REMEDY) from exc
+            raise
+
     def _init_schema(self) -> None:
-        """Create tables and views once per file (checked read-only first, so readers don't rewrite the catalog)."""
+        """Create tables and views once per file (checked read-only first, so readers don't rewrite the catalog).
+        A DuckDB file with tables but none of the KG's is another program's: refused, not extended."""
         if self.path.exists():
-            con = duckdb.connect(str(self.path), read_only=True)
+            con = self._open(read_only=True)
             try:
                 present = con.execute(
                     "SELECT (SELECT count(*) FROM duckdb_views() WHERE view_name IN ('nodes', 'edges')) "
-                    "+ (SELECT count(*) FROM duckdb_tables() WHERE table_name IN ('adjudications', 'merged_documents'))"
+                    "+ (SELECT count(*) FROM duckdb_tables() WHERE table_name IN ('adjudications', 'merged_documents')),"
+                    " (SELECT count(*) FROM duckdb_tables() WHERE table_name = 'seed_nodes'),"
+                    " (SELECT count(*) FROM duckdb_tables() WHERE NOT internal)"
                 ).fetchall()[0]
+            except duckdb.Error as exc:
+                if duckdb_is_corruption(exc):
+                    raise StoreCorrupt("KG", self.path, str(exc), KG_REMEDY) from exc
+                raise
             finally:
                 con.close()
-            if present and present[0] == 4:  # an older file gets the missing tables and new views
+            if present[2] and not present[1]:
+                raise StoreCorrupt("KG", self.path, "a DuckDB database without the KG's tables (seed_nodes)", KG_REMEDY)
+            if present[0] == 4:  # an older file gets the missing tables and new views
                 self._ready = True
                 return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        con = duckdb.connect(str(self.path))
+        con = self._open(read_only=False)
         try:
             con.execute(DDL)
         finally:
@@ -526,3 +555,77 @@ class KGStore:
         if not self.path.exists():
             return {}
         return dict(self._fetch("SELECT doc_key, fingerprint FROM merged_documents WHERE namespace = ?", [namespace]))
+
+    # ------------------------------------------------------------ removal of one document (`karma remove`)
+    def document_footprint(self, doc_key: str) -> list[DocumentFootprint]:
+        """Per namespace, what `doc_key` contributed: evidence rows, the edges that exist only through it (they
+        disappear with it), the edges it reinforces (they stay, with one evidence less), its new-entity rows, its
+        adjudications and whether a merge recorded it. [] when the KG holds nothing of it (or does not exist)."""
+        if not self.path.exists():
+            return []
+        with self.connect(read_only=True) as con:
+            rows = con.execute(_FOOTPRINT_SQL, {"doc": doc_key}).fetchall()
+        return [DocumentFootprint(namespace=r[0], date=r[1], n_evidence=int(r[2]), n_edges_removed=int(r[3]),
+                                  n_edges_weakened=int(r[4]), n_node_rows=int(r[5]), n_adjudications=int(r[6]),
+                                  merged=bool(r[7])) for r in rows]
+
+    def remove_document(self, doc_key: str) -> list[DocumentFootprint]:
+        """Delete everything `doc_key` contributed, in every namespace, in one transaction: its evidence, new
+        entities, adjudications and merged_documents row. Confidence and evidence counts need no update: the
+        views aggregate what remains, exactly as after a merge. The date's increments row and the other documents
+        of that date are marked unmerged, so the next `karma run` re-merges the date without this document
+        (its same-day adjudications are decided again by merge_increment). Idempotent; returns the footprint."""
+        footprint = self.document_footprint(doc_key)
+        if not footprint:
+            return []
+        with self.connect() as con:
+            con.execute("BEGIN TRANSACTION")
+            try:
+                for f in footprint:
+                    if f.date is not None:
+                        con.execute("DELETE FROM increments WHERE namespace = ? AND date = ?", [f.namespace, f.date])
+                        con.execute("DELETE FROM merged_documents WHERE namespace = ? AND date = ?",
+                                    [f.namespace, f.date])
+                for table in ("evidence", "extracted_nodes", "adjudications", "merged_documents"):
+                    con.execute(f"DELETE FROM {table} WHERE doc_key = ?", [doc_key])  # noqa: S608 - fixed names
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+        return footprint
+
+
+class DocumentFootprint(BaseModel):
+    """What one document contributed to one namespace of the KG (see KGStore.document_footprint)."""
+
+    namespace: str
+    date: dt.date | None
+    n_evidence: int
+    n_edges_removed: int
+    n_edges_weakened: int
+    n_node_rows: int
+    n_adjudications: int
+    merged: bool
+
+
+_FOOTPRINT_SQL = """
+WITH ns AS (
+    SELECT namespace, min(date) AS date FROM (
+        SELECT namespace, date FROM evidence WHERE doc_key = $doc
+        UNION ALL SELECT namespace, date FROM extracted_nodes WHERE doc_key = $doc
+        UNION ALL SELECT namespace, date FROM adjudications WHERE doc_key = $doc
+        UNION ALL SELECT namespace, date FROM merged_documents WHERE doc_key = $doc) GROUP BY namespace),
+edges AS (
+    SELECT e.namespace, e.head_id, e.relation, e.tail_id,
+        bool_and(e.doc_key = $doc) AND s.head_id IS NULL AS only_this, count(*) FILTER (e.doc_key = $doc) AS n
+    FROM evidence e LEFT JOIN seed_edges s USING (head_id, relation, tail_id)
+    GROUP BY e.namespace, e.head_id, e.relation, e.tail_id, s.head_id HAVING bool_or(e.doc_key = $doc))
+SELECT ns.namespace, ns.date,
+    coalesce((SELECT sum(n) FROM edges WHERE edges.namespace = ns.namespace), 0),
+    (SELECT count(*) FROM edges WHERE edges.namespace = ns.namespace AND only_this),
+    (SELECT count(*) FROM edges WHERE edges.namespace = ns.namespace AND NOT only_this),
+    (SELECT count(*) FROM extracted_nodes x WHERE x.namespace = ns.namespace AND x.doc_key = $doc),
+    (SELECT count(*) FROM adjudications a WHERE a.namespace = ns.namespace AND a.doc_key = $doc),
+    EXISTS (SELECT 1 FROM merged_documents m WHERE m.namespace = ns.namespace AND m.doc_key = $doc)
+FROM ns ORDER BY ns.namespace
+"""

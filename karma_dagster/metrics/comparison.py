@@ -127,7 +127,7 @@ def _read_json(path: Path) -> dict[str, Any]:
 def comparison_rows(metrics_root: Path, namespaces: list[str], statuses: list[BackboneStatus],
                     cost_of: Callable[[str], float | None]) -> list[ComparisonRow]:
     """A row per namespace from its metric files under `metrics_root` (cost from `cost_of(namespace)`), then a
-    status row per enabled backbone without a namespace (not configured, ...)."""
+    status row per enabled backbone that cannot run here (NOT CONFIGURED; one left out by `--backbone` gets none)."""
     rows = []
     for ns in namespaces:
         km = _read_json(metrics_root / ns / "kg_metrics.json")
@@ -142,7 +142,7 @@ def comparison_rows(metrics_root: Path, namespaces: list[str], statuses: list[Ba
             judge_is_chain_model=km.get("judge_is_chain_model") if km else None,
             judge_overlap=km.get("judge_overlap", ""), values=values))
     for s in statuses:
-        if s.name not in namespaces and s.enabled:
+        if s.name not in namespaces and s.enabled and not s.runnable:
             rows.append(ComparisonRow(backbone=s.name, status=s.status, mode=s.mode,
                                       ablated=list(getattr(s, "ablate", []) or [])))
     return rows

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from pydantic import Field
 
+from karma_dagster.ingest.limits import InputLimits
 from karma_dagster.paths import DataPaths
 from karma_dagster.resources.strict import StrictResource
 from karma_dagster.stage_store import StageStore
@@ -17,6 +18,11 @@ class KarmaStorageResource(StrictResource):
     data_dir: str = Field("", description="folder for all run-time data; empty = $DAGSTER_HOME/karma")
     inbox: str = Field("", description="folder watched for new papers; empty = the shipped data/inbox sample")
     cache_dir: str = Field("", description="derived, rebuildable files (lexicon, trained models); empty = data_dir/cache")
+    max_file_mb: float = Field(50.0, gt=0, description="largest PDF, JATS or text file the inbox reads (MB); "
+                               "a larger one is refused from its size, unread")
+    max_pubtator_mb: float = Field(1000.0, gt=0, description="largest PubTator file the inbox reads (MB; streamed)")
+    max_text_chars: int = Field(900_000, gt=0, le=1_000_000, description="longest text of one document "
+                                "(characters; spaCy reads at most 1,000,000); a longer one is refused")
 
     def paths(self) -> DataPaths:
         return DataPaths(self.data_dir, self.inbox, self.cache_dir)
@@ -26,6 +32,11 @@ class KarmaStorageResource(StrictResource):
 
     def inbox_dir(self) -> Path:
         return self.paths().inbox
+
+    def input_limits(self) -> InputLimits:
+        """The bounds the inbox scan applies (and records in the catalog for the loads of what it registers)."""
+        return InputLimits(max_file_mb=self.max_file_mb, max_pubtator_mb=self.max_pubtator_mb,
+                           max_text_chars=self.max_text_chars)
 
     def stage_store(self) -> StageStore:
         return StageStore(self.paths().stages_dir)

@@ -35,6 +35,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from karma_dagster.integrity import check_sqlite, sqlite_errors
 from karma_dagster.params import ControllerParams
 
 PRIORITY_SCALE = 100  # score 1.23 -> dagster/priority 123
@@ -83,25 +84,28 @@ class Decision(BaseModel):
     weights: str = ""  # the weights that produced it, for the run tags
 
     def tags(self) -> dict[str, str]:
+        """The run's tags: its priority and score only (each tag is a chip in the runs list; 17 made a row
+        330 px tall). The formula's inputs are in `details()`, logged by the sensor tick that requested it."""
+        return {"dagster/priority": str(self.priority), "karma/cca_score": f"{self.score:.4f}"}
+
+    def details(self) -> dict[str, str]:
+        """Eq. 4's inputs and result, the UCB bonus and the weights, as the tick log shows them."""
         return {
-            "dagster/priority": str(self.priority),
-            "karma/cca_score": f"{self.score:.4f}",
-            "karma/cca_eq4": f"{self.eq4:.4f}",
-            "karma/cca_utility": f"{self.utility:.4f}",
-            "karma/cca_utility_source": self.utility_source[:200],
-            "karma/cca_novelty": f"{self.novelty:.4f}",
-            "karma/cca_recency": f"{self.recency:.4f}",
-            "karma/cca_urgency": f"{self.urgency:.4f}",
-            "karma/cca_wait_hours": f"{self.wait_hours:.1f}",
-            "karma/cca_cost": f"{self.cost:.4f}",
-            "karma/cca_cost_tokens": f"{self.cost_tokens:.0f}",
-            "karma/cca_bonus": f"{self.bonus:.4f}",
-            "karma/cca_tau": self.tau,
-            "karma/cca_t": str(self.t),
-            "karma/cca_n_tau": str(self.n_tau),
-            "karma/cca_rank": str(self.rank),
-            "karma/cca_weights": self.weights,
+            "score": f"{self.score:.4f}", "eq4": f"{self.eq4:.4f}", "utility": f"{self.utility:.4f}",
+            "utility_source": self.utility_source[:200], "novelty": f"{self.novelty:.4f}",
+            "recency": f"{self.recency:.4f}", "urgency": f"{self.urgency:.4f}", "wait_hours": f"{self.wait_hours:.1f}",
+            "cost": f"{self.cost:.4f}", "cost_tokens": f"{self.cost_tokens:.0f}", "bonus": f"{self.bonus:.4f}",
+            "tau": self.tau, "t": str(self.t), "n_tau": str(self.n_tau), "rank": str(self.rank),
+            "weights": self.weights,
         }
+
+    def summary(self) -> str:
+        """One log line: `rank 1 score 0.7250 = eq4 0.7250 (U 0.5000 rule, urgency ...) + bonus 0.0000; ...`."""
+        d = self.details()
+        return (f"rank {d['rank']} score {d['score']} = eq4 {d['eq4']} (U {d['utility']} {d['utility_source']}: "
+                f"novelty {d['novelty']}, recency {d['recency']}; urgency {d['urgency']} after {d['wait_hours']} h; "
+                f"cost {d['cost']} of {d['cost_tokens']} tokens) + bonus {d['bonus']} (type {d['tau']}, "
+                f"n_tau {d['n_tau']}, t {d['t']}); {d['weights']}")
 
 
 def utility(c: Candidate, params: ControllerParams) -> float:
@@ -218,6 +222,10 @@ def title_features(text: str, ner, kg_names: set[str]) -> TitleFeatures:
 
 
 # ---------------------------------------------------------------- what was dispatched (n_tau, t)
+HISTORY_REMEDY = ("restore it from a backup, or move it away (the controller then counts dispatches from zero: "
+                  "its order of documents changes, nothing else)")
+
+
 class DispatchHistory:
     """SQLite table of the documents dispatched per type: the controller's n_tau and t across ticks."""
 
@@ -225,6 +233,7 @@ class DispatchHistory:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._connect() as con:
+            check_sqlite(con, self.path, "controller history", ("dispatched",), HISTORY_REMEDY)
             con.execute("PRAGMA journal_mode=WAL")
             con.execute("CREATE TABLE IF NOT EXISTS dispatched (doc_key TEXT PRIMARY KEY, tau TEXT NOT NULL, "
                         "score REAL NOT NULL, priority INTEGER NOT NULL, at TEXT NOT NULL)")
@@ -233,9 +242,10 @@ class DispatchHistory:
     def _connect(self) -> Iterator[sqlite3.Connection]:
         con = sqlite3.connect(self.path, timeout=60.0)
         try:
-            con.execute("PRAGMA busy_timeout=60000")
-            yield con
-            con.commit()
+            with sqlite_errors(self.path, "controller history", HISTORY_REMEDY):
+                con.execute("PRAGMA busy_timeout=60000")
+                yield con
+                con.commit()
         finally:
             con.close()
 

@@ -3,8 +3,9 @@
 A backfill's tags apply to all its runs, and a multi-partition run needs a contiguous range of document
 partitions, so the unit of priority is a chunk: up to `max_per_run` documents adjacent in the partition
 order, ranked by the best controller score (Eq. 4 + UCB bonus) inside it. Chunks are cut into tiers by rank; the
-queued-run coordinator starts a higher tier's runs first; tags show each tier's score range and size, the
-weights and which utility (rule or LLM) ordered it.
+queued-run coordinator starts a higher tier's runs first; tags show each tier's number and score range (two tags:
+more make the runs list rows tall); the backfill shows its size; each document's Eq. 4 figures are in
+`Decision.details()` and the controller history (DispatchHistory).
 """
 
 from __future__ import annotations
@@ -45,15 +46,10 @@ def controller_tiers(
         part = chunks[i:i + size]
         tier_keys = [k for c in part for k in c]
         scores = [decisions[best[id(c)]].score for c in part]
-        sources = sorted({decisions[k].utility_source for k in tier_keys})
-        tiers.append((tier_keys, {
+        tiers.append((tier_keys, {  # two chips in the runs list; tier_details() has the rest
             "dagster/priority": str(round(max(scores) * PRIORITY_SCALE)),
             "karma/cca_tier": str(len(tiers) + 1),
-            "karma/cca_score_max": f"{max(scores):.4f}",
-            "karma/cca_score_min": f"{min(scores):.4f}",
-            "karma/cca_documents": str(len(tier_keys)),
-            "karma/cca_runs": str(len(part)),
-            "karma/cca_utility_source": "; ".join(sources)[:200],
-            "karma/cca_weights": decisions[tier_keys[0]].weights,
+            "karma/cca_score": f"{min(scores):.4f}..{max(scores):.4f}",
         }))
     return tiers
+

@@ -2,9 +2,11 @@
 
 Follows the `evaluated` materializations of every backbone by storage id (the cursor), so each finished
 document triggers its date's increment once; the merge is idempotent, so a date requested twice is harmless.
+Turned on (or meeting a new backbone) it starts from now: history is not replayed, because what history left
+unmerged is known from the stores and requested as below.
 
 It also requests the dates of *unmerged* documents (evaluated, but not recorded as merged in the KG with their
-current table: a merge that crashed, failed or never ran, runner.document_states), once per set of unmerged
+current table: a merge that crashed, failed or never ran: document_states.py), once per set of unmerged
 documents of a date, and again if a merge run died or failed (_unmerged_requests): the cursor's "__unmerged__"
 entry (never a backbone name) remembers what was requested when.
 """
@@ -19,10 +21,10 @@ from dagster._core.definitions.unresolved_asset_job_definition import Unresolved
 from dagster._core.storage.dagster_run import IN_PROGRESS_RUN_STATUSES
 
 from karma_dagster.date_range import split_dates
+from karma_dagster.document_states import states_in_stores
 from karma_dagster.ingest.keys import date_of_document_key
 from karma_dagster.partitions import first_kg_date
 from karma_dagster.resources.storage import KarmaStorageResource
-from karma_dagster.runner import states_in_stores
 from karma_dagster.stages import FINAL_STAGE
 
 
@@ -41,6 +43,9 @@ def build_kg_increments_sensor(
         requested_unmerged: dict[str, dict] = cursor.pop(UNMERGED, {})
         requests: list[dg.RunRequest] = []
         for ns in namespaces:
+            if ns not in cursor:  # first tick: start from now, no replay of history (what it left unmerged is
+                cursor[ns] = _latest_storage_id(context, ns)  # requested below, from the stores' state)
+                continue
             after = cursor.get(ns)
             records = context.instance.fetch_materializations(
                 dg.AssetRecordsFilter(asset_key=dg.AssetKey([ns, FINAL_STAGE]), after_storage_id=after),
@@ -73,6 +78,13 @@ def build_kg_increments_sensor(
     return kg_increments
 
 
+def _latest_storage_id(context: dg.SensorEvaluationContext, ns: str) -> int:
+    latest = context.instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey([ns, FINAL_STAGE])), limit=1, ascending=False
+    ).records
+    return latest[0].storage_id if latest else 0
+
+
 UNMERGED = "__unmerged__"
 RETRY_AFTER_S = 600  # a date still unmerged this long after its request, with no run in flight, is requested again
 MAX_ATTEMPTS = 3  # per set of unmerged documents: a merge that keeps failing is left to `karma run` / the UI
@@ -91,7 +103,7 @@ def _unmerged_requests(
     it once merged. A failure to read the state is logged and requests nothing (the tick's other requests and its
     cursor still go through)."""
     try:
-        states = states_in_stores(storage, namespaces)
+        states = states_in_stores(storage.paths(), namespaces)
     except Exception as exc:  # noqa: BLE001 - one unreadable store must not stop the materialization requests
         context.log.error(f"kg_increments: could not read which documents are unmerged: {exc}")
         return []

@@ -9,6 +9,7 @@ outbox entry requested: a tick that dies after registering never loses a paper (
 
 import datetime as dt
 import json
+from collections.abc import Callable
 
 import dagster as dg
 from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
@@ -65,10 +66,11 @@ def plan_runs(
 
 
 def controller_tags(
-    storage: KarmaStorageResource, keys: list[str], params: ControllerParams | None = None
+    storage: KarmaStorageResource, keys: list[str], params: ControllerParams | None = None,
+    log: Callable[[str], None] | None = None,
 ) -> dict[str, dict[str, str]]:
-    """The Central Controller's decision per document (KARMA Eq. 4 + UCB, its figures and which utility), as run
-    tags, in its order."""
+    """The Central Controller's decision per document as run tags (priority and score), in its order; `log`
+    gets a line per document with the formula's inputs (KARMA Eq. 4 + UCB, which utility): the tick's log."""
     from karma_dagster.scheduling.plan import decide
 
     try:
@@ -78,6 +80,9 @@ def controller_tags(
 
         logging.getLogger(__name__).warning(f"controller unavailable, runs keep the default priority: {exc}")
         return {}
+    for d in decisions:
+        if log is not None:
+            log(f"controller: {d.doc_key}: {d.summary()}")
     return {d.doc_key: d.tags() for d in decisions}
 
 
@@ -97,7 +102,7 @@ def build_new_papers_sensor(
     ) -> dg.SensorResult:
         catalog = Catalog(storage.catalog_path())
         after = json.loads(context.cursor).get("last_request_seq", 0) if context.cursor else 0
-        result = scan_inbox(storage.inbox_dir(), catalog, arrival_date=dt.date.today())
+        result = scan_inbox(storage.inbox_dir(), catalog, arrival_date=dt.date.today(), limits=storage.input_limits())
         for failure in result.failed:
             context.log.warning(f"skipped unreadable file: {failure.error}")
         requested, last_seq = requested_documents(catalog, after, namespaces, storage.stage_store())
@@ -112,7 +117,7 @@ def build_new_papers_sensor(
             return dg.SensorResult(skip_reason=f"no new or changed papers ({seen} files seen)", cursor=cursor)
         return dg.SensorResult(
             run_requests=plan_runs(requested, job.name, controller_tags(
-                storage, sorted({k for k, _ in requested}), karma_params.params().controller)),
+                storage, sorted({k for k, _ in requested}), karma_params.params().controller, context.log.info)),
             dynamic_partitions_requests=[documents_partitions.build_add_request(new_keys)] if new_keys else [],
             cursor=cursor,
         )

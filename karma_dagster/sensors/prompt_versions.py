@@ -65,8 +65,14 @@ def rerun_targets(
     return targets
 
 
+NO_LLM_BACKBONE = "no LLM backbone is enabled in backbones.yaml: editing a prompt re-runs nothing"
+
+
 def build_prompt_versions_sensor(chains: Chains, prompts_root: str, interval_s: int = 60) -> dg.SensorDefinition:
-    """`chains`: the LLM backbones' chains (local backbones have no prompts)."""
+    """`chains`: the LLM backbones' chains (local backbones have no prompts). Without any, the sensor is still
+    built, so the UI says why editing a prompt does nothing (its description and every tick's skip reason)."""
+    if not chains:
+        return _no_llm_backbone_sensor(interval_s)
 
     @dg.sensor(
         name="prompt_versions",
@@ -97,5 +103,20 @@ def build_prompt_versions_sensor(chains: Chains, prompts_root: str, interval_s: 
             "karma/prompt_change": json.dumps(changed, sort_keys=True)[:250],
         }
         return dg.SensorResult(run_requests=[dg.RunRequest.for_asset_graph_subset(subset, tags=tags)], cursor=cursor)
+
+    return prompt_versions
+
+
+def _no_llm_backbone_sensor(interval_s: int) -> dg.SensorDefinition:
+    @dg.sensor(
+        name="prompt_versions",
+        minimum_interval_seconds=interval_s,
+        default_status=dg.DefaultSensorStatus.STOPPED,
+        description=f"{NO_LLM_BACKBONE[0].upper()}{NO_LLM_BACKBONE[1:]} (prompts are rendered by LLM backbones "
+        "only; the local backbones run classic NLP). Enable one (kind: litellm, its key variable set) and reload "
+        "the code location: then a new or edited prompt version reruns the stages that use it.",
+    )
+    def prompt_versions(context: dg.SensorEvaluationContext) -> dg.SkipReason:
+        return dg.SkipReason(NO_LLM_BACKBONE)
 
     return prompt_versions

@@ -36,6 +36,15 @@ def kg_dump(path: Path, *, with_increment_stats: bool = True) -> dict[str, Any]:
         con.close()
 
 
+def kg_state(path: Path) -> dict[str, Any]:
+    """`kg_dump` plus which documents each namespace merged and from which table (merged_documents, without run
+    ids and times): what "the same KG" means when a crashed run is compared with an uninterrupted one."""
+    out = kg_dump(path)
+    out["merged_documents"] = kg_query(
+        path, "SELECT namespace, doc_key, date, fingerprint FROM merged_documents ORDER BY ALL")
+    return out
+
+
 def kg_query(path: Path, sql: str, params: list[Any] | None = None) -> list[tuple]:
     con = duckdb.connect(str(path), read_only=True)
     try:
@@ -74,3 +83,60 @@ def malformed_pubtator(path: Path) -> None:
 
 
 HERE_CHILD = Path(__file__).resolve().parent / "run_child.py"
+
+
+# ------------------------------------------------------------------ `karma run` in a child process
+def karma_spec(root: Path, cache: Path, inbox: Path, **extra: Any) -> dict[str, Any]:
+    """run_child.py's spec for `karma run` over `inbox` with its own data folder and DAGSTER_HOME under `root`."""
+    (root / "dagster_home").mkdir(parents=True, exist_ok=True)
+    return {"cli": ["run"], "data_dir": str(root / "karma"), "inbox": str(inbox), "cache_dir": str(cache),
+            "dagster_home": str(root / "dagster_home"), "namespaces": ["local"], **extra}
+
+
+def start_karma(spec: dict[str, Any], cwd: Path) -> "subprocess.Popen[bytes]":
+    """`karma <spec["cli"]>` in a child process (run_child.py); its output goes to files under `cwd`."""
+    import json
+    import subprocess
+    import sys
+
+    cwd.mkdir(parents=True, exist_ok=True)
+    with (cwd / "child.out").open("wb") as out, (cwd / "child.err").open("wb") as err:
+        return subprocess.Popen([sys.executable, str(HERE_CHILD), json.dumps(spec)], cwd=cwd, stdout=out, stderr=err)
+
+
+def child_output(cwd: Path) -> tuple[str, str]:
+    return ((cwd / "child.out").read_text(errors="replace"), (cwd / "child.err").read_text(errors="replace"))
+
+
+def wait_for_pause(child: "subprocess.Popen[bytes]", signal_file: Path, cwd: Path, timeout_s: float = 240) -> str:
+    """Wait until the child reached its pause point (it wrote `signal_file`); returns where it paused."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while not signal_file.exists() and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if not signal_file.exists():
+        child.kill()
+        child.wait(10)
+        raise AssertionError(f"the child never reached its pause point: {child_output(cwd)[1][-3000:]}")
+    time.sleep(0.05)  # the file is written before the sleep starts
+    return signal_file.read_text()
+
+
+def run_karma(spec: dict[str, Any], cwd: Path, timeout_s: float = 600) -> tuple[int, str, str]:
+    """`karma <spec["cli"]>` in a child to its end: (exit code, stdout, stderr)."""
+    child = start_karma(spec, cwd)
+    try:
+        code = child.wait(timeout_s)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(10)
+    return (code, *child_output(cwd))
+
+
+def dagster_instance(home: Path):  # noqa: ANN201 - a DagsterInstance over a child's DAGSTER_HOME, to read its runs
+    import dagster as dg
+    from dagster._core.instance.ref import InstanceRef
+
+    return dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home)))

@@ -7,6 +7,10 @@ SPEC: {"data_dir", "inbox", "cache_dir", "dagster_home", "namespaces": [...], "j
 rows (inside the open transaction), writes that file and sleeps: the parent then SIGKILLs this process.
 With `barrier`, the process waits until that file exists before it starts (so two processes start together).
 Exit code 0 when every run succeeded.
+
+With "cli": [argv] instead of "job", the child runs `karma <argv>` (cli.main, its signal handling included)
+against the spec's folders, optionally paused at a named point ("pause": scan | stage | merge, see
+`install_pause`): it writes the file "signal" there and sleeps until the parent SIGKILLs or interrupts it.
 """
 
 from __future__ import annotations
@@ -87,5 +91,86 @@ def main(spec: dict) -> int:
     return 0 if ok else 1
 
 
+# ------------------------------------------------------------------ `karma run` in a child, paused at a named point
+PAUSE_POINTS = ("scan", "stage", "merge")
+
+
+def _pause(spec: dict, where: str) -> None:
+    """Write the spec's `signal` file (the parent's cue to send its signal) and sleep: the parent kills or
+    interrupts the process here. With `stubborn`, the sleep swallows the first interrupt (a step stuck in C
+    code), so only a second signal ends the process."""
+    Path(spec["signal"]).write_text(where)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        try:
+            time.sleep(deadline - time.monotonic())
+        except BaseException:  # noqa: BLE001 - Dagster's interrupt: the stubborn step goes on sleeping
+            if not spec.get("stubborn"):
+                raise
+
+
+def install_pause(spec: dict) -> None:
+    """Test-only monkeypatches in this child process (the product has no hook):
+    scan: after the first file's documents are registered in the catalog (before its file record is written);
+    stage: before the `stage` table of the `nth` document to reach it is written (inside the asset's step);
+    merge: inside the first KG increment, after its first document's rows are inserted (transaction open)."""
+    where = spec["pause"]
+    assert where in PAUSE_POINTS, where
+    if where == "scan":
+        from karma_dagster.ingest.catalog import Catalog
+
+        register = Catalog.register
+
+        def pausing_register(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+            out = register(self, *args, **kwargs)
+            _pause(spec, "scan")
+            return out
+
+        Catalog.register = pausing_register
+    elif where == "stage":
+        from karma_dagster.stage_store import StageStore
+
+        write, seen = StageStore.write, []
+
+        def pausing_write(self, namespace, stage, partition, frame):  # noqa: ANN001, ANN202
+            if stage == spec["stage"]:
+                seen.append(partition)
+                if len(seen) == spec.get("nth", 1):
+                    _pause(spec, f"stage {stage} {partition}")
+            return write(self, namespace, stage, partition, frame)
+
+        StageStore.write = pausing_write
+    else:
+        from karma_dagster.kg import merge
+
+        original = merge.merge_increment
+
+        def stalling(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            def on_doc(doc_key: str, i: int, n: int) -> None:
+                if i == 1:
+                    _pause(spec, f"merge {doc_key}")
+
+            return original(*args, **{**kwargs, "on_doc": on_doc})
+
+        merge.merge_increment = stalling
+
+
+def run_cli(spec: dict) -> int:
+    """`karma <argv>` against the spec's folders (its cache, so nothing is rebuilt), after `install_pause`."""
+    from karma_dagster import cli
+    from karma_dagster.definitions import build_definitions
+    from karma_dagster.resources.backbones import BackboneConfig
+    from karma_dagster.resources.storage import KarmaStorageResource
+
+    os.environ["DAGSTER_HOME"] = spec["dagster_home"]
+    if spec.get("pause"):
+        install_pause(spec)
+    storage = KarmaStorageResource(data_dir=spec["data_dir"], inbox=spec["inbox"], cache_dir=spec["cache_dir"])
+    defs = build_definitions(backbones={ns: BackboneConfig() for ns in spec["namespaces"]}, storage=storage)
+    cli._defs = lambda _args: defs
+    return cli.main(spec["cli"])
+
+
 if __name__ == "__main__":
-    sys.exit(main(json.loads(sys.argv[1])))
+    _spec = json.loads(sys.argv[1])
+    sys.exit(run_cli(_spec) if "cli" in _spec else main(_spec))

@@ -74,7 +74,7 @@ def test_nesting_within_the_bound_is_read(inbox: Path) -> None:
 def test_any_parser_exception_fails_only_its_file(inbox: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A parser bug (an exception no parser anticipated) is this file's problem, named with its type."""
 
-    def broken_parser(path: Path, rel: str) -> list:
+    def broken_parser(path: Path, rel: str, **_options: object) -> list:
         raise KeyError("PMID")
 
     monkeypatch.setattr(parse_module, "parse_pubtator", broken_parser)

@@ -4,6 +4,7 @@ non-zero, naming what failed, when a document failed."""
 
 from __future__ import annotations
 
+from sensor_ticks import tick
 from reliability_helpers import kg_dump, kg_query
 
 from karma_dagster import cli, runner
@@ -74,17 +75,6 @@ def test_karma_run_exits_non_zero_and_names_the_document_that_failed(make_pipeli
     assert kg_query(p.storage.kg_path(), "SELECT count(*) FROM evidence")[0][0] > 0
 
 
-def _tick(p, cursor: str | None = None):
-    import dagster as dg
-
-    sensor = p.defs.resolve_sensor_def("kg_increments")
-    context = dg.SensorEvaluationContext(instance_ref=p.instance.get_ref(), cursor=cursor,
-                                         repository_def=p.defs.get_repository_def(), resources=p.defs.resources,
-                                         sensor_name="kg_increments")
-    with context:
-        return sensor.evaluate_tick(context)
-
-
 def test_kg_increments_requests_the_date_of_a_document_whose_merge_never_happened(make_pipeline):
     import json
 
@@ -95,20 +85,20 @@ def test_kg_increments_requests_the_date_of_a_document_whose_merge_never_happene
     date = date_of_document_key(keys[0])
     # a sensor whose cursor is already past the `evaluated` materialization (its merge run died, or it was
     # turned on after `karma run` crashed): the date is still requested, because the document is unmerged
-    first = _tick(p)
+    first = tick(p, "kg_increments")
     past = {"local": json.loads(first.cursor)["local"]}
-    result = _tick(p, json.dumps(past))
+    result = tick(p, "kg_increments", json.dumps(past))
     assert [(r.partition_key, r.job_name) for r in result.run_requests] == [(date, "kg_increment__local")]
-    assert not _tick(p, result.cursor).run_requests, "requested once while its merge may be under way"
+    assert not tick(p, "kg_increments", result.cursor).run_requests, "requested once while its merge may be under way"
     from karma_dagster.sensors.kg_increments import RETRY_AFTER_S, UNMERGED
 
     # still unmerged long after the request, no run in flight: requested again under a new run key
     late = json.loads(result.cursor)
     late[UNMERGED]["local"][date]["at"] -= RETRY_AFTER_S + 1
-    retry = _tick(p, json.dumps(late))
+    retry = tick(p, "kg_increments", json.dumps(late))
     assert [r.partition_key for r in retry.run_requests] == [date]
     assert retry.run_requests[0].run_key != result.run_requests[0].run_key
     # once merged, nothing is requested and the date leaves the cursor's memory
     assert all(runner.run_increments(p.defs, p.instance, "local", [date]).values())
-    done = _tick(p, retry.cursor)
+    done = tick(p, "kg_increments", retry.cursor)
     assert not done.run_requests and json.loads(done.cursor)[UNMERGED]["local"] == {}

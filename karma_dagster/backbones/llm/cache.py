@@ -15,6 +15,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from karma_dagster.integrity import check_sqlite, sqlite_guarded
+
+KIND = "LLM reply cache"
+REMEDY = ("restore it from a backup, or move it away (a new cache starts empty: the replies are then requested "
+          "again, at their cost)")
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
     key TEXT PRIMARY KEY,
@@ -49,9 +55,18 @@ class ResponseCache:
         self.hits = 0
         self.misses = 0
         self._lock = threading.Lock()
-        with self._connect() as conn:
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute(_SCHEMA)
+        self._open()
+
+    @sqlite_guarded(KIND, REMEDY)
+    def _open(self) -> None:
+        conn = self._connect()
+        try:
+            check_sqlite(conn, self.path, KIND, ("responses",), REMEDY)  # before anything writes to it
+            with conn:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute(_SCHEMA)
+        finally:
+            conn.close()
 
     def _connect(self) -> sqlite3.Connection:
         # one short-lived connection per operation: safe across threads and processes
@@ -59,6 +74,7 @@ class ResponseCache:
         conn.execute("PRAGMA busy_timeout=30000")
         return conn
 
+    @sqlite_guarded(KIND, REMEDY)
     def get(self, key: str) -> str | None:
         with self._lock:
             conn = self._connect()
@@ -72,6 +88,7 @@ class ResponseCache:
             self.hits += 1
             return row[0]
 
+    @sqlite_guarded(KIND, REMEDY)
     def put(self, key: str, *, model: str, prompt_id: str, output_model: str, response: str) -> None:
         with self._lock:
             conn = self._connect()
@@ -85,6 +102,7 @@ class ResponseCache:
             finally:
                 conn.close()
 
+    @sqlite_guarded(KIND, REMEDY)
     def __len__(self) -> int:
         conn = self._connect()
         try:

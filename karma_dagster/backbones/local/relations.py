@@ -33,6 +33,7 @@ from karma_dagster.dictionary import cues, sentences
 from karma_dagster.dictionary.cues import relation_cues
 from karma_dagster.dictionary.sentences import split_sentences
 from karma_dagster.ingest.pubtator import PubTatorDoc, read_pubtator
+from karma_dagster.integrity import quarantine
 from karma_dagster.paths import data_file
 from karma_dagster.schemas.records import MentionSpan
 
@@ -300,10 +301,12 @@ class LocalRelationModel:
             if path.is_file():
                 try:
                     fitted = joblib.load(path)
+                    if not isinstance(fitted, _Fitted):
+                        raise TypeError(f"holds a {type(fitted).__name__}, not a fitted relation model")
                     self.loaded_from_cache = True
                     return fitted
-                except Exception as exc:  # a truncated or foreign cache file: retrain over it
-                    log.warning("relation model cache %s unreadable (%s); retraining", path.name, exc)
+                except Exception as exc:  # noqa: BLE001 - a truncated or foreign cache file: kept aside, retrained
+                    quarantine(path, "relation model cache", f"{type(exc).__name__}: {exc}")
             biored = read_pubtator(self.biored_path)
             cdr = read_pubtator(self.cdr_path) if self.cdr_path else []
             t0 = time.perf_counter()

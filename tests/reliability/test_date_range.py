@@ -12,6 +12,7 @@ import sys
 
 import dagster as dg
 import pytest
+from sensor_ticks import tick
 
 from karma_dagster import date_range, runner
 from karma_dagster.ingest.keys import date_of_document_key
@@ -106,10 +107,6 @@ def test_an_old_document_fails_alone_and_the_others_still_merge(mixed, monkeypat
     # the sensor, even if an out-of-range document were evaluated (e.g. before the start was moved later),
     # requests the other dates and logs the skipped one instead of failing the tick
     p.instance.report_runless_asset_event(dg.AssetMaterialization(dg.AssetKey(["local", "evaluated"]), partition=old))
-    sensor = p.defs.resolve_sensor_def("kg_increments")
-    context = dg.SensorEvaluationContext(instance_ref=p.instance.get_ref(), cursor=None,
-                                         repository_def=p.defs.get_repository_def(), resources=p.defs.resources,
-                                         sensor_name="kg_increments")
-    with context:
-        result = sensor.evaluate_tick(context)
+    on_since_the_start = '{"local": 0}'  # (a first tick with no cursor starts from now: no history replay)
+    result = tick(p, "kg_increments", on_since_the_start)
     assert [r.partition_key for r in result.run_requests] == ["2015-12-08"]

@@ -1,0 +1,210 @@
+"""Throughput of the document chain on the same abstracts, three ways, in one run (issue 12's "measure first").
+
+    python bench/throughput.py [--n 200] [--daemon-n N] [--modes direct run daemon] [--cache-dir DIR]
+
+(a) direct: the local backbone's agents called as plain functions (each stage's `run` in chain order, tables
+    written to the stage store as the assets write them): no Dagster at all, the limit of this machine;
+(b) `karma run`'s path: one in-process Dagster run per document (runner.run_documents);
+(c) the UI's path: a backfill of the eight stage assets run by a real `dagster-daemon` process, as under
+    `dagster dev` (the repo's dagster.yaml: queued runs, each launched in its own process).
+All three get the same first N abstracts of BioRED dev + BC5CDR dev (../shared/data), a fresh data dir and
+Dagster instance each, and a shared, pre-built cache (lexicon, models); the seed import and one warm-up
+document are outside the timing. Prints abstracts/min and each ratio to (a), with the machine and its load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+import dagster as dg  # noqa: E402
+from dagster._core.storage.dagster_run import IN_PROGRESS_RUN_STATUSES  # noqa: E402
+
+from karma_dagster import runner, services  # noqa: E402
+from karma_dagster.assets.chain import stage_key  # noqa: E402
+from karma_dagster.definitions import build_definitions  # noqa: E402
+from karma_dagster.ingest.catalog import Catalog  # noqa: E402
+from karma_dagster.ingest.inbox import scan_inbox  # noqa: E402
+from karma_dagster.params import KarmaParams  # noqa: E402
+from karma_dagster.resources.backbones import BackboneConfig  # noqa: E402
+from karma_dagster.resources.storage import KarmaStorageResource  # noqa: E402
+from karma_dagster.schemas.frames import records_to_frame  # noqa: E402
+from karma_dagster.stages import STAGE_NAMES, StageInputs, chain_for  # noqa: E402
+
+IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, *IN_PROGRESS_RUN_STATUSES]
+REPO = Path(__file__).resolve().parent.parent
+SHARED = REPO.parent / "shared" / "data"
+CORPORA = (SHARED / "biored" / "Dev.PubTator", SHARED / "bc5cdr" / "CDR_DevelopmentSet.PubTator.txt")
+sys.path.insert(0, str(REPO / "tests"))  # the code-location writer lives with the tests' daemon harness
+import daemon_harness as daemon  # noqa: E402
+
+
+def write_abstracts(target: Path, n: int) -> None:
+    """The first n distinct PMIDs of the corpora, as one PubTator file (titles and abstracts only)."""
+    seen: set[str] = set()
+    blocks: list[str] = []
+    for corpus in CORPORA:
+        for block in corpus.read_text().split("\n\n"):
+            lines = [line for line in block.strip().splitlines() if "|t|" in line or "|a|" in line]
+            if len(lines) == 2 and (pmid := lines[0].split("|", 1)[0]) not in seen:
+                seen.add(pmid)
+                blocks.append("\n".join(lines))
+            if len(blocks) == n:
+                break
+        if len(blocks) == n:
+            break
+    if len(blocks) < n:
+        raise SystemExit(f"only {len(blocks)} abstracts in {[c.name for c in CORPORA]}, asked for {n}")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text("\n\n".join(blocks) + "\n")
+
+
+def _setup(work: Path, n: int, cache_dir: Path, name: str) -> tuple[dg.Definitions, dict[str, str]]:
+    inbox = work / name / "inbox"
+    write_abstracts(inbox / "abstracts.pubtator", n + 1)  # +1: the warm-up document
+    cfg = {"data_dir": str(work / name / "karma"), "inbox": str(inbox), "cache_dir": str(cache_dir)}
+    (work / name / "home").mkdir()
+    return build_definitions(backbones={"local": BackboneConfig()}, storage=KarmaStorageResource(**cfg)), cfg
+
+
+def direct(work: Path, n: int, cache_dir: Path) -> float:
+    """(a): seconds for n documents through the agents as functions."""
+    defs, _ = _setup(work, n, cache_dir, "direct")
+    storage = defs.resources["storage"]
+    backbones = defs.resources["backbones"]
+    with dg.instance_for_test(temp_dir=str(work / "direct" / "home")) as inst:
+        assert runner.import_kg(defs, inst), "seed import failed"
+    keys = sorted(scan_inbox(storage.inbox_dir(), Catalog(storage.catalog_path()),
+                             arrival_date=dt.date.today()).keys_to_run)
+    backbone = backbones.get("local", storage)
+    chain = chain_for(backbones.settings("local"))
+    params, store, paths = KarmaParams(), storage.stage_store(), storage.paths()
+
+    def one(key: str) -> None:
+        for stage in chain:
+            rows, _figures = stage.run(StageInputs(stage, "local", key, paths, backbone, params))
+            store.write("local", stage.name, key, records_to_frame(rows, stage.row_model))
+
+    one(keys[0])  # warm-up: lexicon, models, index
+    t0 = time.perf_counter()
+    for key in keys[1:]:
+        one(key)
+    return time.perf_counter() - t0
+
+
+def karma_run(work: Path, n: int, cache_dir: Path) -> float:
+    """(b): seconds for n documents, one in-process Dagster run each (what `karma run` does per document)."""
+    services.clear()
+    defs, _ = _setup(work, n, cache_dir, "run")
+    with dg.instance_for_test(temp_dir=str(work / "run" / "home")) as inst:
+        assert runner.import_kg(defs, inst), "seed import failed"
+        keys = sorted(runner.register_inbox(defs, inst)[0])
+        assert not runner.run_documents(defs, inst, keys[:1], log=lambda _m: None), "warm-up failed"
+        t0 = time.perf_counter()
+        failed = runner.run_documents(defs, inst, keys[1:], log=lambda _m: None)
+        seconds = time.perf_counter() - t0
+    if failed:
+        raise SystemExit(f"(b) {len(failed)} documents failed: {dict(list(failed.items())[:3])}")
+    return seconds
+
+
+def through_daemon(work: Path, n: int, cache_dir: Path) -> float:
+    """(c): seconds for a backfill of the eight stage assets over n documents, run by a real `dagster-daemon`
+    (as under `dagster dev`: the backfill daemon creates the runs, the run queue launches each in its own process,
+    the repo's dagster.yaml), from the launch until the backfill is done. Seed import and one warm-up document's
+    backfill come first, untimed."""
+    defs, cfg = _setup(work, n, cache_dir, "daemon")
+    home, folder = work / "daemon" / "home", work / "daemon"
+    shutil.copy(REPO / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
+    code = daemon.write_code_location(folder, {"local": {}}, cfg, in_process=False)
+    (folder / "workspace.yaml").write_text(f"load_from:\n  - python_file:\n      relative_path: {code.name}\n"
+                                           "      location_name: karma\n")
+    env = {**os.environ, "DAGSTER_HOME": str(home)}
+    os.environ["DAGSTER_HOME"] = str(home)
+    log = (folder / "daemon.log").open("w")
+    proc = subprocess.Popen([str(Path(sys.executable).with_name("dagster-daemon")), "run", "-w", "workspace.yaml"],
+                            cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        with dg.DagsterInstance.get() as inst:
+            assert runner.import_kg(defs, inst), "seed import failed"
+            keys = sorted(runner.register_inbox(defs, inst)[0])
+            assets = [stage_key("local", s) for s in STAGE_NAMES]
+            warm = runner.launch_backfill(defs, inst, assets, keys[:1], "warm-up")
+            _wait(inst, warm, proc, folder)
+            bid = runner.launch_backfill(defs, inst, assets, keys[1:], "throughput")
+            t0 = time.perf_counter()
+            status = _wait(inst, bid, proc, folder)
+            seconds = time.perf_counter() - t0
+            runs = len(inst.get_runs())
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+        log.close()
+    if not status.startswith("COMPLETED"):
+        raise SystemExit(f"(c) backfill ended {status}; see the daemon's log")
+    print(f"(c) {runs} runs in all (seed import, warm-up, the backfill's), backfill {status}")
+    return seconds
+
+
+def _wait(inst: dg.DagsterInstance, backfill_id: str, proc: subprocess.Popen, folder: Path) -> str:
+    while True:
+        if proc.poll() is not None:
+            raise SystemExit(f"dagster-daemon exited: {(folder / 'daemon.log').read_text()[-3000:]}")
+        backfill = inst.get_backfill(backfill_id)
+        status = backfill.status.value if backfill else "MISSING"
+        if status.startswith(("COMPLETED", "FAILED", "CANCELED")):
+            in_flight = inst.get_runs(filters=dg.RunsFilter(tags={"dagster/backfill": backfill_id},
+                                                            statuses=IN_FLIGHT))
+            if not in_flight:
+                return status
+        time.sleep(1.0)
+
+
+def machine() -> str:
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    return f"{os.cpu_count()} CPUs, load average {load} (1/5/15 min)"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=200, help="abstracts for (a) and (b)")
+    ap.add_argument("--daemon-n", type=int, default=0, help="abstracts for (c) (default: --n)")
+    ap.add_argument("--modes", nargs="+", default=["direct", "run", "daemon"], choices=["direct", "run", "daemon"])
+    ap.add_argument("--cache-dir", type=Path, default=REPO / ".cache" / "bench-throughput")
+    args = ap.parse_args(argv)
+    cache_dir = args.cache_dir.resolve()
+    print(f"machine at the start: {machine()}")
+    work = Path(tempfile.mkdtemp(prefix="karma-throughput-"))
+    results: dict[str, tuple[int, float]] = {}
+    try:
+        modes = {"direct": direct, "run": karma_run, "daemon": through_daemon}
+        for mode in args.modes:
+            n = args.daemon_n or args.n if mode == "daemon" else args.n
+            seconds = modes[mode](work, n, cache_dir)
+            results[mode] = (n, seconds)
+            print(f"{mode}: {n} abstracts in {seconds:.1f} s = {60 * n / seconds:.1f} abstracts/min", flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    rate = {m: 60 * n / s for m, (n, s) in results.items()}
+    labels = {"direct": "(a) agents called directly", "run": "(b) `karma run` (in-process run per document)",
+              "daemon": "(c) UI backfill through the daemon"}
+    print("\n| path | abstracts | seconds | abstracts/min | ÷ (a) | ÷ (b) |\n|---|---|---|---|---|---|")
+    for m, (n, s) in results.items():
+        ra = f"{rate[m] / rate['direct']:.2f}" if "direct" in rate else "-"
+        rb = f"{rate[m] / rate['run']:.2f}" if "run" in rate else "-"
+        print(f"| {labels[m]} | {n} | {s:.1f} | {rate[m]:.1f} | {ra} | {rb} |")
+    print(f"\nmachine at the end: {machine()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

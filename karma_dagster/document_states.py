@@ -1,0 +1,111 @@
+"""Where each registered document stands, per backbone: the state that drives merging.
+
+`karma run`, `karma status`, the kg_increments sensor and the KG asset's check all read it from the stores (the
+catalog, the stage tables, the KG's merged_documents), never from what one invocation happened to touch: so a
+document evaluated by a run that crashed before its merge is merged by whichever of them comes next. Dagster-free.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+from pydantic import BaseModel
+
+from karma_dagster.agents.integration import collect_document
+from karma_dagster.ingest.catalog import Catalog
+from karma_dagster.ingest.keys import date_of_document_key
+from karma_dagster.kg import merge
+from karma_dagster.kg.store import KGStore
+from karma_dagster.paths import DataPaths
+from karma_dagster.stage_store import StageStore
+from karma_dagster.stages import FINAL_STAGE
+
+
+class DocumentStates(BaseModel):
+    """Where each registered document of one backbone stands.
+
+    merged: its evaluated table's accepted triples are in the KG as they are now (same fingerprint);
+    unmerged: evaluated, but not merged or merged from a different table; pending: registered, not evaluated;
+    failed: known failures (an evaluated table the merge cannot take, or a pending document whose last run failed).
+    """
+
+    backbone: str
+    registered: list[str] = []
+    evaluated: list[str] = []
+    merged: list[str] = []
+    unmerged: list[str] = []
+    pending: list[str] = []
+    failed: dict[str, str] = {}
+
+    def counts(self) -> dict[str, int]:
+        return {name: len(getattr(self, name))
+                for name in ("registered", "evaluated", "merged", "unmerged", "failed", "pending")}
+
+
+def states_in_stores(
+    paths: DataPaths, namespaces: Iterable[str], last_failures: dict[str, str] | None = None,
+    *, documents: Iterable[str] | None = None,
+) -> dict[str, DocumentStates]:
+    """Every backbone's DocumentStates (of `documents` only, when given). `last_failures` (document -> why its last
+    chain run failed, from the Dagster instance when the caller has one) marks pending documents that failed
+    rather than never ran.
+
+    One unreadable evaluated table fails only its document (state.failed), never the whole answer: a sensor
+    tick reading this must still request the other documents' increments."""
+    stages, kg = StageStore(paths.stages_dir), KGStore(paths.kg)
+    registered = sorted(Catalog(paths.catalog).all_keys())
+    if documents is not None:
+        registered = sorted(set(registered) & set(documents))
+    last_failures = last_failures or {}
+    out: dict[str, DocumentStates] = {}
+    for ns in namespaces:
+        state = DocumentStates(backbone=ns, registered=registered)
+        recorded = kg.merged_documents(ns)
+        for key in registered:
+            if not stages.exists(ns, FINAL_STAGE, key):
+                state.pending.append(key)
+                if key in last_failures:
+                    state.failed[key] = last_failures[key]
+                continue
+            state.evaluated.append(key)
+            try:
+                fingerprint = table_fingerprint(stages, ns, key)
+            except Exception as exc:  # noqa: BLE001 - any unreadable table: this document only, with the reason
+                state.failed[key] = f"cannot be merged: {exc}"
+                continue
+            (state.merged if recorded.get(key) == fingerprint else state.unmerged).append(key)
+        out[ns] = state
+    return out
+
+
+def unmerged_dates(states: dict[str, DocumentStates]) -> dict[str, set[str]]:
+    """{namespace: dates of its unmerged documents}: the increments the next run must (re-)merge."""
+    return {ns: {date_of_document_key(k) for k in st.unmerged} for ns, st in states.items()}
+
+
+_FINGERPRINTS: dict[tuple[str, str, str], tuple[tuple, str]] = {}
+
+
+def table_fingerprint(stages: StageStore, ns: str, key: str) -> str:
+    """The fingerprint a merge of the document's current tables records (merge.document_fingerprint).
+
+    Kept per process and keyed by the two files' size and mtime: a sensor ticking every 30 s re-reads only the
+    tables that changed, not every evaluated table of the inbox."""
+    files = (stages.path(ns, FINAL_STAGE, key), stages.path(ns, "entities", key))
+    signature = tuple((st.st_size, st.st_mtime_ns) for st in map(os.stat, files))
+    cache_key = (str(stages.root), ns, key)
+    cached = _FINGERPRINTS.get(cache_key)
+    if cached is not None and cached[0] == signature:
+        return cached[1]
+    triples, nodes = collect_document(key, stages.read(ns, FINAL_STAGE, key), stages.read(ns, "entities", key), "")
+    fingerprint = merge.document_fingerprint(key, triples, nodes)
+    _FINGERPRINTS[cache_key] = (signature, fingerprint)
+    return fingerprint
+
+
+def evaluated_not_recorded(paths: DataPaths, ns: str) -> list[str]:
+    """Documents with an evaluated table but no merge record at all: a cheap view of "unmerged" (no table is read,
+    so a re-evaluated document merged from its older table is not in it; states_in_stores tells those apart)."""
+    recorded = KGStore(paths.kg).merged_documents(ns)
+    return [key for key in StageStore(paths.stages_dir).partitions(ns, FINAL_STAGE) if key not in recorded]

@@ -1,0 +1,77 @@
+"""What surprised a UI user (issue 12). A document processed in a batch (a backfill run over many documents)
+keeps its own metadata: Dagster gives every partition of a range run the batch's materialization, so each
+document's rows, prompt id, preview and figures are recorded as an observation of its own partition. And a
+"Materialize all" does not re-import the seed KG."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import dagster as dg
+
+from karma_dagster import runner, services
+from karma_dagster.assets.chain import stage_key
+from karma_dagster.definitions import build_definitions
+from karma_dagster.jobs import DOCUMENT_JOB
+from karma_dagster.partitions import documents_partitions
+from karma_dagster.resources.backbones import BackboneConfig
+from karma_dagster.resources.storage import KarmaStorageResource
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_each_document_of_a_batch_run_has_its_own_rows_and_preview(tmp_path, shared_cache):
+    services.clear()
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    shutil.copy(REPO / "data" / "inbox" / "abstracts.pubtator", inbox / "abstracts.pubtator")
+    storage = KarmaStorageResource(data_dir=str(tmp_path / "karma"), inbox=str(inbox), cache_dir=str(shared_cache))
+    defs = build_definitions(backbones={"local": BackboneConfig()}, storage=storage)
+    (tmp_path / "home").mkdir()
+    with dg.instance_for_test(temp_dir=str(tmp_path / "home")) as inst:
+        assert runner.import_kg(defs, inst)
+        keys, _ = runner.register_inbox(defs, inst)
+        ordered = [k for k in inst.get_dynamic_partitions(documents_partitions.name) if k in set(keys)][:3]
+        tags = {"dagster/asset_partition_range_start": ordered[0], "dagster/asset_partition_range_end": ordered[-1]}
+        result = defs.resolve_job_def(DOCUMENT_JOB).execute_in_process(instance=inst, tags=tags,
+                                                                       run_config=runner.QUIET)
+        assert result.success
+        stages, sizes = storage.stage_store(), []
+        for stage in ("segments", "entities", "evaluated"):
+            key = stage_key("local", stage)
+            batch = result.asset_materializations_for_node(key.to_python_identifier())
+            assert len(batch) == len(ordered) and all(m.metadata["documents"].value == len(ordered) for m in batch)
+            rows = {doc: len(stages.read("local", stage, doc)) for doc in ordered}
+            assert all(m.metadata["rows"].value == sum(rows.values()) for m in batch)  # the batch's total
+            sizes.append(len(set(rows.values())))
+            for doc in ordered:
+                (record,) = inst.fetch_observations(
+                    dg.AssetRecordsFilter(asset_key=key, asset_partitions=[doc]), limit=1).records
+                meta = record.event_log_entry.asset_observation.metadata
+                assert meta["document"].value == doc
+                assert meta["rows"].value == rows[doc], (stage, doc)
+                assert "preview" in meta and "prompt_id" in meta
+                assert meta["batch"].value.startswith(f"one of {len(ordered)} documents")
+        assert max(sizes) > 1, "some stage has documents of different sizes: per-document rows are told apart"
+
+
+def test_materializing_the_seed_again_does_not_reimport_unless_asked(tmp_path, shared_cache):
+    """Issue 12: "Materialize all" selects the seed KG too and used to re-import it (index rebuilt, every stage
+    stale); the same files are imported once, `reimport: true` (and `karma import-kg`) import again."""
+    from karma_dagster.kg.store import KGStore
+
+    storage = KarmaStorageResource(data_dir=str(tmp_path / "karma"), cache_dir=str(shared_cache))
+    defs = build_definitions(backbones={"local": BackboneConfig()}, storage=storage)
+    (tmp_path / "home").mkdir()
+    with dg.instance_for_test(temp_dir=str(tmp_path / "home")) as inst:
+        assert runner.import_kg(defs, inst)
+        first = KGStore(storage.kg_path()).seed_fingerprint()
+        assert runner.import_kg(defs, inst)  # what a "Materialize all" does to the seed
+        event = inst.get_latest_materialization_event(dg.AssetKey("seed_kg"))
+        assert "skipped" in event.asset_materialization.metadata
+        assert event.asset_materialization.metadata["nodes"].value > 0  # the KG's figures are still shown
+        assert KGStore(storage.kg_path()).seed_fingerprint() == first
+        assert runner.import_kg(defs, inst, reimport=True)
+        event = inst.get_latest_materialization_event(dg.AssetKey("seed_kg"))
+        assert "skipped" not in event.asset_materialization.metadata
