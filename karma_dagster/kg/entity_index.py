@@ -16,6 +16,7 @@ is repaired by the next sync; the KG is the truth, the table its vector view.
 from __future__ import annotations
 
 import datetime as dt
+import os
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -136,6 +137,9 @@ def _sql_str(s: str) -> str:
 
 class EntityIndex:
     def __init__(self, uri: str | Path, embedder: Embedder | None = None, ann_threshold: int = 100_000):
+        # lancedb's Rust logger warns "No existing dataset at <absolute path>" on every first write: routine, and
+        # a machine path in every run's log. Errors still show; LANCEDB_LOG=warn (or debug) brings it back.
+        os.environ.setdefault("LANCEDB_LOG", "error")
         import lancedb
 
         self.uri = str(uri)
