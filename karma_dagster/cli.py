@@ -177,9 +177,12 @@ def cmd_remove(args: argparse.Namespace) -> int:
     data = KarmaStorageResource(inbox=args.inbox or "", data_dir=args.data_dir or "").paths()
     try:
         plan = plan_removal(args.doc_key, data) if args.dry_run else remove_document(args.doc_key, data)
-    except (UnknownDocument, ValueError):
+    except UnknownDocument:
         print(f"karma remove: unknown document key {args.doc_key!r} (not in the catalog, the stage tables or the "
               "KG; `karma status` counts the registered ones)", file=sys.stderr)
+        return 2
+    except ValueError as exc:  # e.g. a key no document could have (a path, a space): say what, not "unknown"
+        print(f"karma remove {args.doc_key!r}: {exc}", file=sys.stderr)
         return 2
     print(("would remove " if args.dry_run else "removed ") + args.doc_key + ":")
     for line in plan.lines():

@@ -193,11 +193,20 @@ def run_documents(
 def interrupted_documents(inst: dg.DagsterInstance) -> dict[str, str]:
     """document -> "interrupted (SIGTERM) in run <id>" for documents whose latest document run was stopped by a
     signal (`karma status` can show it; the next `karma run` completes them)."""
+    return _interrupted(_latest_document_runs(inst))
+
+
+def _latest_document_runs(inst: dg.DagsterInstance) -> dict[str, dg.DagsterRun]:
+    """document -> its most recent document-job run."""
     latest: dict[str, dg.DagsterRun] = {}
     for run in inst.get_runs(filters=dg.RunsFilter(job_name=DOCUMENT_JOB)):  # newest first
         key = run.tags.get("dagster/partition")
         if key and key not in latest:
             latest[key] = run
+    return latest
+
+
+def _interrupted(latest: dict[str, dg.DagsterRun]) -> dict[str, str]:
     return {key: f"interrupted ({run.tags[INTERRUPTED_TAG]}) in run {run.run_id[:8]}"
             for key, run in latest.items() if INTERRUPTED_TAG in run.tags}
 
@@ -246,17 +255,13 @@ def document_states(defs: dg.Definitions, inst: dg.DagsterInstance | None = None
     """Every backbone's DocumentStates (document_states.py) and, when `inst` is given, why a pending document's
     latest run did not finish (interrupted by a signal, or failed)."""
     storage, backbones = _resources(defs)
-    known = {**_last_document_failures(inst), **interrupted_documents(inst)} if inst else None  # interrupted first
+    latest = _latest_document_runs(inst) if inst else {}
+    known = {**_failed(latest), **_interrupted(latest)}  # an interrupted run is also a failed one: say interrupted
     return states_in_stores(storage.paths(), backbones.names(), known)
 
 
-def _last_document_failures(inst: dg.DagsterInstance) -> dict[str, str]:
+def _failed(latest: dict[str, dg.DagsterRun]) -> dict[str, str]:
     """document -> "last run <id> failed" for documents whose most recent document-job run failed."""
-    latest: dict[str, dg.DagsterRun] = {}
-    for run in inst.get_runs(filters=dg.RunsFilter(job_name=DOCUMENT_JOB)):  # newest first
-        key = run.tags.get("dagster/partition")
-        if key and key not in latest:
-            latest[key] = run
     return {key: f"last run {run.run_id[:8]} failed" for key, run in latest.items()
             if run.status == dg.DagsterRunStatus.FAILURE}
 

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from karma_dagster.agents.entity_extraction import (
-    extract_entities,
     extract_entities_counted,
     filter_proposals,
     mention_id,
@@ -172,7 +171,7 @@ def test_extract_entities_on_real_abstract(ner, index, train_docs):
 
     r0 = rows[0]
     assert r0.mention_id == mention_id(r0.doc_key, r0.summary_id, r0.start, r0.end, r0.text)
-    again = extract_entities([summary], backbone, ner, index, KarmaParams())
+    again = extract_entities_counted([summary], backbone, ner, index, KarmaParams()).rows
     assert [r.mention_id for r in again] == [r.mention_id for r in rows]  # content-hash ids, stable
 
 

@@ -211,7 +211,7 @@ def extract_entities_counted(
     schema = schema or KGSchema.load()
     for s in summaries:
         if not isinstance(s, SummaryRow):
-            raise TypeError(f"extract_entities: expected SummaryRow, got {type(s).__name__}")
+            raise TypeError(f"extract_entities_counted: expected SummaryRow, got {type(s).__name__}")
     rows: dict[str, MentionRow] = {}
     dropped: Counter[str] = Counter()
     rejected = RejectedNames()
@@ -250,18 +250,6 @@ def extract_entities_counted(
                              kg_id=None, kg_name=None, distance=distance, status="new", kind=kind, linked_to=None)
     out = list(rows.values())
     return EntityExtraction(rows=out, counts=_counts(out, proposed, dropped, rejected))
-
-
-def extract_entities(
-    summaries: list[SummaryRow],
-    backbone: Backbone,
-    dictionary: DictionaryNER,
-    index: Linker,
-    params: KarmaParams,
-    schema: KGSchema | None = None,
-) -> list[MentionRow]:
-    """`extract_entities_counted` without the counts."""
-    return extract_entities_counted(summaries, backbone, dictionary, index, params, schema).rows
 
 
 def _row(s: SummaryRow, mid: str, m: MentionSpan, in_dictionary: bool, **fields: object) -> MentionRow:

@@ -112,7 +112,7 @@ def merged_check(ns: str, paths: DataPaths, catalog: Catalog, days: set[dt.date]
     listing: a crash or a failed merge left it; the next `karma run` or the kg_increments sensor merges it)."""
     docs = [k for day in sorted(days) for k in catalog.documents_for_dates(day, day)]
     (state,) = states_in_stores(paths, [ns], documents=docs).values()
-    elsewhere = [k for k in evaluated_not_recorded(paths, ns) if k not in set(docs)]
+    elsewhere = sorted(set(evaluated_not_recorded(paths, ns)) - set(docs))
     unmerged = sorted(set(state.unmerged) | set(elsewhere))
     waiting = sorted({date_of_document_key(k) for k in unmerged})
     metadata = {**{f"{name} (merged days)": dg.MetadataValue.int(n) for name, n in state.counts().items()},

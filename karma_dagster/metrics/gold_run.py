@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from karma_dagster.agents.entity_extraction import extract_entities
+from karma_dagster.agents.entity_extraction import extract_entities_counted
 from karma_dagster.agents.relation_extraction import extract_relations
 from karma_dagster.backbones.base import Backbone
 from karma_dagster.ingest.pubtator import PubTatorDoc, read_pubtator
@@ -26,7 +26,7 @@ def predict_document(doc: PubTatorDoc, backbone: Backbone, dictionary, index, pa
     key = f"pmid-{doc.pmid}"
     summary = SummaryRow(doc_key=key, summary_id=f"{key}:full", segment_id=f"{key}:full", section="abstract",
                          text=doc.text, n_sentences_in=0, n_sentences_out=0)
-    mentions = extract_entities([summary], backbone, dictionary, index, params)
+    mentions = extract_entities_counted([summary], backbone, dictionary, index, params).rows
     triples = extract_relations([summary], mentions, backbone, params) if mentions else []
     ids = {m.mention_id: comparable_id(m.vocab_id, m.kg_id)[0] for m in mentions}
     pm = [PredictedMention(start=m.start, end=m.end, text=m.text, type=m.type, vocab_id=m.vocab_id, kg_id=m.kg_id)
