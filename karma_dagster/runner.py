@@ -1,7 +1,7 @@
 """Runs the main job, date-range backfills and the comparison against the local Dagster instance (for `karma`).
 
-`run_main` goes date by date: the chains of date D's documents, each as its own in-process run (visible in the
-UI, one failure never stops the others), then the KG increment of D for every backbone, then D+1 — so a document
+`run_main` goes date by date: the chains of date D's documents, in in-process runs of up to 50 documents
+(visible in the UI; a failed batch is rerun one document per run, so one failure never stops the others), then the KG increment of D for every backbone, then D+1 — so a document
 dated D+1 is checked for conflicts against a KG that holds D's increment; then the report and the comparison.
 `backfill_dates` launches real Dagster backfills that the daemon (`dagster dev`) executes and the UI shows: first the
 documents of the date range, then, once they are done, the increments of those dates (a backfill selecting both
@@ -44,8 +44,7 @@ from karma_dagster.jobs import (
     kg_job_name,
     llm_pool,
 )
-from karma_dagster.partitions import documents_partitions
-from karma_dagster.partitions import first_kg_date
+from karma_dagster.partitions import KG_DATES, documents_partitions, ensure_registered, first_kg_date
 from karma_dagster.progress import Progress
 from karma_dagster.report import RunReport
 from karma_dagster.resources.backbones import BackbonesResource
@@ -134,9 +133,7 @@ def register_inbox(defs: dg.Definitions, inst: dg.DagsterInstance) -> tuple[list
         result = scan_inbox(storage.inbox_dir(), Catalog(storage.catalog_path()), arrival_date=dt.date.today(),
                         limits=storage.input_limits())
     keys = sorted(result.keys_to_run)
-    existing = set(inst.get_dynamic_partitions(documents_partitions.name))
-    if new := [k for k in keys if k not in existing]:
-        inst.add_dynamic_partitions(documents_partitions.name, new)
+    ensure_registered(inst, keys)
     return keys, {f.path: f.error for f in result.failed}
 
 
@@ -146,41 +143,59 @@ INTERRUPTED_TAG = "karma/interrupted"  # on the run of a document stopped by SIG
 def run_documents(
     defs: dg.Definitions, inst: dg.DagsterInstance, keys: list[str], log: Callable[[str], None] = print,
     *, first: int = 1, total: int | None = None, progress: Progress | None = None,
+    per_run: int = MAX_DOCUMENTS_PER_RUN,
 ) -> dict[str, str]:
-    """One in-process run per document; returns {document: error} for those that failed. Progress lines count
-    from `first` of `total` (a caller running the documents date by date numbers them across dates, and passes
-    its `progress` so the rate and ETA span the whole run).
+    """The chains of `keys`, several documents per in-process run (up to `per_run`, documents adjacent in the
+    instance's partition order: a run covers a partition range); returns {document: error} for those that
+    failed. A run pays its start-up and per-step event writes once for its documents (bench/throughput.py).
+    When a batch fails, its documents run again one per run, so one bad document never holds the others back
+    and its failure is its own run's (what `karma status` and the UI show). Progress lines count from `first`
+    of `total` (a caller running the documents date by date numbers them across dates, and passes its
+    `progress` so the rate and ETA span the whole run).
 
-    A SIGINT/SIGTERM (interrupts.py) stops the document in progress — its run is tagged `karma/interrupted` and
-    it stays pending, so the next `karma run` completes it — and raises RunInterrupted: no other document starts.
+    A SIGINT/SIGTERM (interrupts.py) stops the run in progress — it is tagged `karma/interrupted` and its
+    documents stay pending, so the next `karma run` completes them — and raises RunInterrupted: nothing more
+    starts.
     """
-    job = defs.resolve_job_def(DOCUMENT_JOB)
-    ensure_partitions(inst, documents_partitions.name, keys)  # a new DAGSTER_HOME over a data dir the catalog knows
+    ensure_registered(inst, keys)  # a new DAGSTER_HOME over a data dir the catalog knows
     failed: dict[str, str] = {}
     total = len(keys) if total is None else total
-    watch = interrupts.active()
     own_progress = progress is None
     progress = progress or Progress(total)
     done: list[str] = []
+    position = first
+
+    def run(batch: list[str]) -> _BatchOutcome:
+        try:
+            return _run_batch(defs, inst, batch)
+        except interrupts.RunInterrupted:
+            for i, key in enumerate(batch, position):
+                log(f"[{i}/{total}] {key}: INTERRUPTED")
+            raise
+
+    def process(group: list[str]) -> None:
+        nonlocal position
+        for batch in adjacent_batches(inst, group, per_run):
+            outcome = run(batch)
+            if len(batch) > 1 and not outcome.success:
+                culprits = _failed_documents(outcome.result) & set(batch) or set(batch)
+                rest = [k for k in batch if k not in culprits]
+                log(f"batch of {len(batch)} documents failed ({_first_failure(outcome.result)}): "
+                    + (f"{len(culprits)} failing document(s) run alone, the other {len(rest)} again" if rest
+                       else "running them one by one"))
+                process(rest)
+                for key in sorted(culprits):  # each failure in a run of its own: what `karma status` reports
+                    failed.update(_log_one(key, run([key]), position, total, progress, log))
+                    done.append(f"document {key}")
+                    position += 1
+                continue
+            for key in batch:
+                failed.update(_log_one(key, outcome, position, total, progress, log, len(batch)))
+                done.append(f"document {key}")
+                position += 1
+
     try:
-        for i, key in enumerate(keys, first):
-            watch.check()
-            t0 = time.perf_counter()
-            result = job.execute_in_process(
-                partition_key=key, instance=inst, raise_on_error=False, tags=_tags(**{"karma/trigger": "karma run"}),
-                run_config=QUIET,
-            )
-            if not result.success and (signum := watch.wait(2.0 if _was_interrupted(result) else 0)) is not None:
-                inst.add_run_tags(result.run_id, {INTERRUPTED_TAG: interrupts.RunInterrupted(signum).signal_name})
-                log(f"[{i}/{total}] {key}: INTERRUPTED ({time.perf_counter() - t0:.1f} s)")
-                raise interrupts.RunInterrupted(signum, during=f"document {key}", run_id=result.run_id)
-            meter = progress.step()
-            done.append(f"document {key}")
-            if result.success:
-                log(f"[{i}/{total}] {key}: ok ({time.perf_counter() - t0:.1f} s) | {meter}")
-            else:
-                failed[key] = _first_failure(result)
-                log(f"[{i}/{total}] {key}: FAILED: {failed[key]} | {meter}")
+        process(list(keys))
     except interrupts.RunInterrupted as exc:
         exc.finished += done
         raise
@@ -190,6 +205,62 @@ def run_documents(
     return failed
 
 
+def adjacent_batches(inst: dg.DagsterInstance, keys: list[str], per_run: int) -> list[list[str]]:
+    """`keys` cut into batches of at most `per_run` documents that are neighbours in the instance's document
+    partitions (a run's partition range holds every partition between its ends, so only neighbours can share one).
+    Documents registered together are neighbours (they are added sorted), so a date's papers usually form one."""
+    order = {k: i for i, k in enumerate(inst.get_dynamic_partitions(documents_partitions.name))}
+    batches: list[list[str]] = []
+    for key in sorted(set(keys), key=lambda k: order[k]):
+        if batches and order[key] == order[batches[-1][-1]] + 1 and len(batches[-1]) < max(per_run, 1):
+            batches[-1].append(key)
+        else:
+            batches.append([key])
+    return batches
+
+
+class _BatchOutcome:
+    """A finished run over a batch of documents, with how long it took."""
+
+    def __init__(self, result: dg.ExecuteInProcessResult, seconds: float) -> None:
+        self.result, self.seconds, self.success = result, seconds, result.success
+
+
+def _run_batch(defs: dg.Definitions, inst: dg.DagsterInstance, batch: list[str]) -> _BatchOutcome:
+    """One in-process run over `batch` (a single partition, or the range from its first to its last document);
+    a signal during it tags the run and raises RunInterrupted."""
+    watch = interrupts.active()
+    watch.check()
+    tags = _tags(**{"karma/trigger": "karma run"})
+    t0 = time.perf_counter()
+    if len(batch) == 1:
+        result = defs.resolve_job_def(DOCUMENT_JOB).execute_in_process(
+            partition_key=batch[0], instance=inst, raise_on_error=False, tags=tags, run_config=QUIET)
+    else:
+        tags = {**tags, "dagster/asset_partition_range_start": batch[0],
+                "dagster/asset_partition_range_end": batch[-1]}
+        result = defs.resolve_job_def(DOCUMENT_JOB).execute_in_process(
+            instance=inst, raise_on_error=False, tags=tags, run_config=QUIET)
+    if not result.success and (signum := watch.wait(2.0 if _was_interrupted(result) else 0)) is not None:
+        inst.add_run_tags(result.run_id, {INTERRUPTED_TAG: interrupts.RunInterrupted(signum).signal_name})
+        during = f"document {batch[0]}" if len(batch) == 1 else f"documents {batch[0]} .. {batch[-1]}"
+        raise interrupts.RunInterrupted(signum, during=during, run_id=result.run_id)
+    return _BatchOutcome(result, time.perf_counter() - t0)
+
+
+def _log_one(key: str, outcome: _BatchOutcome, i: int, total: int, progress: Progress, log: Callable[[str], None],
+             batch: int = 1) -> dict[str, str]:
+    """The document's progress line; {key: error} when its (single-document) run failed."""
+    meter = progress.step()
+    took = f"{outcome.seconds:.1f} s" if batch == 1 else f"batch of {batch}, {outcome.seconds / batch:.1f} s each"
+    if outcome.success:
+        log(f"[{i}/{total}] {key}: ok ({took}) | {meter}")
+        return {}
+    error = _first_failure(outcome.result)
+    log(f"[{i}/{total}] {key}: FAILED: {error} | {meter}")
+    return {key: error}
+
+
 def interrupted_documents(inst: dg.DagsterInstance) -> dict[str, str]:
     """document -> "interrupted (SIGTERM) in run <id>" for documents whose latest document run was stopped by a
     signal (`karma status` can show it; the next `karma run` completes them)."""
@@ -197,12 +268,20 @@ def interrupted_documents(inst: dg.DagsterInstance) -> dict[str, str]:
 
 
 def _latest_document_runs(inst: dg.DagsterInstance) -> dict[str, dg.DagsterRun]:
-    """document -> its most recent document-job run."""
+    """document -> its most recent document-job run (a batch run counts for every document of its range)."""
     latest: dict[str, dg.DagsterRun] = {}
+    order: list[str] | None = None
     for run in inst.get_runs(filters=dg.RunsFilter(job_name=DOCUMENT_JOB)):  # newest first
-        key = run.tags.get("dagster/partition")
-        if key and key not in latest:
-            latest[key] = run
+        if key := run.tags.get("dagster/partition"):
+            keys = [key]
+        elif (start := run.tags.get("dagster/asset_partition_range_start")) and \
+                (end := run.tags.get("dagster/asset_partition_range_end")):
+            order = order if order is not None else inst.get_dynamic_partitions(documents_partitions.name)
+            keys = order[order.index(start):order.index(end) + 1] if start in order and end in order else []
+        else:
+            keys = []
+        for key in keys:
+            latest.setdefault(key, run)
     return latest
 
 
@@ -280,6 +359,21 @@ def _was_interrupted(result: dg.ExecuteInProcessResult) -> bool:
 INTERRUPT_ERRORS = {"DagsterExecutionInterruptedError", "KeyboardInterrupt", "RunInterrupted"}
 
 
+def _failed_documents(result: dg.ExecuteInProcessResult) -> set[str]:
+    """The documents a batch run's failed steps name (batching.per_document's `failed_documents`); empty when a
+    step failed otherwise (then every document of the batch is suspect)."""
+    names: set[str] = set()
+    for event in result.all_events:
+        data = event.step_failure_data if event.is_step_failure else None
+        meta = getattr(getattr(data, "user_failure_data", None), "metadata", None) or {}
+        value = getattr(meta.get("failed_documents"), "value", None)
+        if isinstance(value, dict):
+            names |= set(value)
+        elif data is not None:
+            return set()
+    return names
+
+
 def _first_failure(result: dg.ExecuteInProcessResult) -> str:
     for event in result.all_events:
         if event.is_step_failure and event.step_failure_data and event.step_failure_data.error:
@@ -296,6 +390,7 @@ def run_increments(defs: dg.Definitions, inst: dg.DagsterInstance, ns: str, date
     other dates still merge."""
     job = defs.resolve_job_def(kg_job_name(ns))
     dates, _outside = date_range.split_dates(dates, start=first_kg_date())
+    ensure_partitions(inst, KG_DATES, dates)  # unmerged documents of a date a new DAGSTER_HOME does not know yet
     watch = interrupts.active()
     out: dict[str, bool] = {}
     for date in dates:
@@ -425,7 +520,7 @@ def backfill_dates(
         log(f"no registered documents dated {start}..{end}")
         return {}
     dates = sorted({date_of_document_key(k) for k in keys})
-    ensure_partitions(inst, documents_partitions.name, keys)
+    ensure_registered(inst, keys)
     stage_assets = chain_keys(namespaces)
     tiers = backfill_tiers(defs, inst, keys, namespaces[0] if namespaces else "local")
     docs_ids = [

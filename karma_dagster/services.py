@@ -8,6 +8,7 @@ look things up here, and `clear()` is the one way to forget them.
 from __future__ import annotations
 
 import datetime as dt
+import os
 import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -38,11 +39,34 @@ def clear() -> None:
     """Forget every built object (after a seed import: the lexicon and the index changed)."""
     with _LOCK:
         _CACHE.clear()
+        _FINGERPRINTS.clear()
 
 
 def seed_fingerprint(data: DataPaths) -> str:
-    """Changes whenever the seed KG is re-imported."""
-    return KGStore(data.kg).seed_fingerprint() if data.kg.exists() else "no-kg"
+    """Changes whenever the seed KG is re-imported. Read again only when the KG file (or its WAL) changed on
+    disk: the stages ask several times per document, and each read opens the DuckDB file under its lock."""
+    if not data.kg.exists():
+        return "no-kg"
+    stamp = tuple((s.st_mtime_ns, s.st_size) if (s := _stat(p)) else None
+                  for p in (data.kg, data.kg.with_name(data.kg.name + ".wal")))
+    with _LOCK:
+        known = _FINGERPRINTS.get(str(data.kg))
+        if known and known[0] == stamp:
+            return known[1]
+    fingerprint = KGStore(data.kg).seed_fingerprint()
+    with _LOCK:
+        _FINGERPRINTS[str(data.kg)] = (stamp, fingerprint)
+    return fingerprint
+
+
+_FINGERPRINTS: dict[str, tuple[tuple, str]] = {}
+
+
+def _stat(path: Path) -> os.stat_result | None:
+    try:
+        return path.stat()
+    except FileNotFoundError:
+        return None
 
 
 @lru_cache(maxsize=1)

@@ -33,7 +33,8 @@ def test_module_definitions_load_with_every_stage_grouped_and_partitioned():
         groups.add(node.group_name)
     assert groups == {"local"}, "a group per backbone (the stage is its karma/stage tag)"
     kg = graph.get(dg.AssetKey(["local", "knowledge_graph"]))
-    assert isinstance(kg.partitions_def, dg.DailyPartitionsDefinition)
+    assert isinstance(kg.partitions_def, dg.DynamicPartitionsDefinition) and kg.partitions_def.name == "kg_dates"
+    assert kg.key not in kg.parent_keys, "no self-dependency: the days of a run merge in date order in the asset"
     assert dg.AssetKey(["local", "evaluated"]) in kg.parent_keys
     checks = {k.name for k in graph.asset_check_keys}
     assert {f"{s}_table_schema" for s in STAGE_NAMES} <= checks

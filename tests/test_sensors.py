@@ -21,12 +21,15 @@ def test_new_papers_registers_partitions_requests_runs_once_and_again_on_change(
     keys = sorted(r.partition_key for r in first.run_requests)
     assert len(keys) == 11  # the JATS paper + 10 PubTator abstracts; the broken PDF is skipped, not fatal
     assert "2015-12-08_pmc4686705" in keys
-    (add,) = first.dynamic_partitions_requests
+    add, add_dates = first.dynamic_partitions_requests
     assert sorted(add.partition_keys) == keys and add.partitions_def_name == documents_partitions.name
+    assert add_dates.partitions_def_name == "kg_dates"  # the KG's partitions: the dates that have documents
+    assert sorted(add_dates.partition_keys) == sorted({k.split("_", 1)[0] for k in keys})
     assert all(r.job_name == "document_chain" and r.run_key for r in first.run_requests)
     assert "broken.pdf" in json.loads(first.cursor)["failed"]
 
-    p.instance.add_dynamic_partitions(documents_partitions.name, keys)  # what the daemon does with the request
+    for request in first.dynamic_partitions_requests:  # what the daemon does with the requests
+        p.instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
     second = tick(p, "new_papers", first.cursor)
     assert not second.run_requests and second.skip_message
 

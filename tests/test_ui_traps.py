@@ -75,3 +75,35 @@ def test_materializing_the_seed_again_does_not_reimport_unless_asked(tmp_path, s
         assert runner.import_kg(defs, inst, reimport=True)
         event = inst.get_latest_materialization_event(dg.AssetKey("seed_kg"))
         assert "skipped" not in event.asset_materialization.metadata
+
+
+def test_selecting_the_kg_asset_requests_only_dates_that_have_documents(tmp_path, shared_cache):
+    """Issue 12: "Materialize all" (every partition of every asset, as the UI's backfill dialog launches it) fanned
+    out to each calendar day since the start date, one KG run over ~19,000 days of nothing. The KG's partitions
+    are now the dates of registered documents, so the backfill targets exactly those."""
+    from dagster._core.execution.backfill import PartitionBackfill
+
+    from karma_dagster.ingest.keys import date_of_document_key
+    from karma_dagster.partitions import KG_DATES
+
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    for name in ("abstracts.pubtator", "PMC4686705.xml", "PMC4686705.json"):
+        shutil.copy(REPO / "data" / "inbox" / name, inbox / name)
+    storage = KarmaStorageResource(data_dir=str(tmp_path / "karma"), inbox=str(inbox), cache_dir=str(shared_cache))
+    defs = build_definitions(backbones={"local": BackboneConfig()}, storage=storage)
+    (tmp_path / "home").mkdir()
+    with dg.instance_for_test(temp_dir=str(tmp_path / "home")) as inst:
+        keys, _ = runner.register_inbox(defs, inst)
+        dates = {date_of_document_key(k) for k in keys}
+        assert len(keys) == 11 and len(dates) >= 2
+        graph = defs.resolve_asset_graph()
+        backfill = PartitionBackfill.from_asset_partitions(
+            backfill_id="all", asset_graph=graph, partition_names=None, asset_selection=list(graph.materializable_asset_keys),
+            backfill_timestamp=0.0, tags={}, dynamic_partitions_store=inst, all_partitions=True, title=None,
+            description=None, run_config=None)
+        target = backfill.asset_backfill_data.target_subset
+        kg = dg.AssetKey(["local", "knowledge_graph"])
+        assert set(target.get_partitions_subset(kg).get_partition_keys()) == dates
+        assert set(target.get_partitions_subset(stage_key("local", "evaluated")).get_partition_keys()) == set(keys)
+        assert sorted(inst.get_dynamic_partitions(KG_DATES)) == sorted(dates)

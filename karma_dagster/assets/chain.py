@@ -132,7 +132,10 @@ def finish_stage(context: dg.AssetExecutionContext, store: StageStore, namespace
     """Validate, store atomically, and report. The table is stored even when the check fails, so that a
     user can inspect it; the blocking check stops downstream stages and the KG merge re-validates."""
     frame = records_to_frame(rows, stage.row_model)
-    check = validate_table(namespace, stage, frame)
+    deferred = getattr(context, "deferred_tables", None)  # in a batch, validated with the others (batching.py)
+    checks = [validate_table(namespace, stage, frame)] if deferred is None else []
+    if deferred is not None:
+        deferred.append(frame)
     store.write(namespace, stage.name, context.partition_key, frame)
     record_ledger(context, store, stage, backbone)
     metadata: dict[str, object] = {
@@ -145,7 +148,7 @@ def finish_stage(context: dg.AssetExecutionContext, store: StageStore, namespace
         **usage_metadata(backbone, stage.agent),
         **{k: _metadata_value(v) for k, v in figures.items()},
     }
-    return dg.MaterializeResult(metadata=metadata, check_results=[check])
+    return dg.MaterializeResult(metadata=metadata, check_results=checks)
 
 
 def stage_asset(namespace: str, stage: Stage, code_version: str, pool: str | None,
@@ -171,7 +174,7 @@ def stage_asset(namespace: str, stage: Stage, code_version: str, pool: str | Non
         tags={"karma/stage": stage.name, "karma/backbone": namespace, "karma/variant": stage.variant},
         backfill_policy=STAGE_BACKFILL_POLICY,  # many documents per backfill run (batching.py)
     )
-    @per_document
+    @per_document(lambda frame: validate_table(namespace, stage, frame))
     def stage_table(
         context: dg.AssetExecutionContext,
         storage: KarmaStorageResource,

@@ -13,7 +13,7 @@ from karma_dagster.jobs import KG_WRITER_POOL
 from karma_dagster.kg import merge
 from karma_dagster.kg.merge import IncrementStats, TripleValidationError
 from karma_dagster.kg.store import KGStore
-from karma_dagster.partitions import dates_partitions
+from karma_dagster.partitions import kg_dates_partitions
 from karma_dagster.paths import DataPaths
 from karma_dagster.resources.backbones import BackbonesResource
 from karma_dagster.resources.params import KarmaParamsResource
@@ -27,7 +27,9 @@ DESCRIPTION = (
     "A triple seen again is reinforced, s = 1-(1-s_old)(1-s_new), keeping first- and last-seen dates. "
     "Contradictions between documents of the day are adjudicated here (the loser is discarded or sent to review); "
     "a triple that won against an older edge supersedes it from this day on (the edge stays in history). "
-    "Day D builds on day D-1; re-materializing a day replaces that day's contribution (no double counting)."
+    "Partitions are the dates that have papers (`kg_dates`, added as papers are registered), so selecting this "
+    "asset never fans out to empty days; the days of one run merge in date order, and a late paper dated earlier "
+    "merges when it arrives. Re-materializing a day replaces that day's contribution (no double counting)."
 )
 
 
@@ -135,10 +137,9 @@ def build(ns: str) -> dg.AssetsDefinition:
 
     @dg.asset(
         key=key,
-        partitions_def=dates_partitions,
+        partitions_def=kg_dates_partitions,
         deps=[
             dg.AssetDep(stage_key(ns, FINAL_STAGE), partition_mapping=dg.AllPartitionMapping()),
-            dg.AssetDep(key, partition_mapping=dg.TimeWindowPartitionMapping(start_offset=-1, end_offset=-1)),
             dg.AssetDep(SEED_KG),
         ],
         group_name=backbone_group(ns),

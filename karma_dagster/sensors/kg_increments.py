@@ -23,7 +23,7 @@ from dagster._core.storage.dagster_run import IN_PROGRESS_RUN_STATUSES
 from karma_dagster.date_range import split_dates
 from karma_dagster.document_states import states_in_stores
 from karma_dagster.ingest.keys import date_of_document_key
-from karma_dagster.partitions import first_kg_date
+from karma_dagster.partitions import KG_DATES, first_kg_date, kg_dates_partitions
 from karma_dagster.resources.storage import KarmaStorageResource
 from karma_dagster.stages import FINAL_STAGE
 
@@ -73,7 +73,11 @@ def build_kg_increments_sensor(
         cursor[UNMERGED] = requested_unmerged
         if not requests:
             return dg.SensorResult(skip_reason="no newly evaluated or unmerged documents", cursor=json.dumps(cursor))
-        return dg.SensorResult(run_requests=requests, cursor=json.dumps(cursor))
+        known = set(context.instance.get_dynamic_partitions(KG_DATES))  # documents registered outside new_papers
+        missing = sorted({r.partition_key for r in requests} - known)
+        return dg.SensorResult(run_requests=requests, cursor=json.dumps(cursor),
+                               dynamic_partitions_requests=[kg_dates_partitions.build_add_request(missing)]
+                               if missing else [])
 
     return kg_increments
 

@@ -17,7 +17,7 @@ from dagster._core.definitions.unresolved_asset_job_definition import Unresolved
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.ingest.inbox import scan_inbox
 from karma_dagster.params import ControllerParams
-from karma_dagster.partitions import documents_partitions
+from karma_dagster.partitions import add_requests
 from karma_dagster.resources.params import KarmaParamsResource
 from karma_dagster.resources.storage import KarmaStorageResource
 from karma_dagster.stage_store import StageStore
@@ -106,8 +106,6 @@ def build_new_papers_sensor(
         for failure in result.failed:
             context.log.warning(f"skipped unreadable file: {failure.error}")
         requested, last_seq = requested_documents(catalog, after, namespaces, storage.stage_store())
-        existing = set(context.instance.get_dynamic_partitions(documents_partitions.name))
-        new_keys = sorted({key for key, _ in requested} - existing)
         cursor = json.dumps({
             "last_request_seq": last_seq, "new_files": result.new_files, "changed_files": result.changed_files,
             "failed": [f.path for f in result.failed],
@@ -118,7 +116,7 @@ def build_new_papers_sensor(
         return dg.SensorResult(
             run_requests=plan_runs(requested, job.name, controller_tags(
                 storage, sorted({k for k, _ in requested}), karma_params.params().controller, context.log.info)),
-            dynamic_partitions_requests=[documents_partitions.build_add_request(new_keys)] if new_keys else [],
+            dynamic_partitions_requests=add_requests(context.instance, {key for key, _ in requested}),
             cursor=cursor,
         )
 

@@ -16,7 +16,7 @@ from sensor_ticks import tick
 
 from karma_dagster import date_range, runner
 from karma_dagster.ingest.keys import date_of_document_key
-from karma_dagster.partitions import dates_partitions, first_kg_date
+from karma_dagster.partitions import KG_DATES, first_kg_date
 
 JATS = ("PMC4686705.xml", "PMC4686705.json")  # published 2015-12-08
 
@@ -25,7 +25,7 @@ def _subprocess_first_key(env_value: str | None) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != date_range.ENV_START}
     if env_value is not None:
         env[date_range.ENV_START] = env_value
-    code = "from karma_dagster.partitions import dates_partitions as d; print(d.get_first_partition_key())"
+    code = "from karma_dagster.partitions import first_kg_date as f; print(f())"
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
 
 
@@ -33,10 +33,7 @@ def test_default_start_covers_medkgent_1975_and_the_setting_moves_it(monkeypatch
     monkeypatch.delenv(date_range.ENV_START, raising=False)
     assert date_range.kg_start_date() == dt.date(1975, 1, 1)
     if date_range.ENV_START not in os.environ:  # this process loaded the default range
-        assert dates_partitions.get_first_partition_key() == "1975-01-01" and first_kg_date() == dt.date(1975, 1, 1)
-    keys = dates_partitions.get_partition_keys()
-    assert keys[-1] == date_range.today().isoformat()  # today's partition exists (end_offset=1)
-    assert len(keys) >= (dt.date(2024, 1, 1) - dt.date(1975, 1, 1)).days
+        assert first_kg_date() == dt.date(1975, 1, 1)
 
     monkeypatch.setenv(date_range.ENV_START, "1960-07-01")
     assert date_range.kg_start_date() == dt.date(1960, 7, 1)
@@ -85,6 +82,8 @@ def mixed(make_pipeline):
     assert runner.import_kg(p.defs, p.instance)
     keys, failed_files = runner.register_inbox(p.defs, p.instance)
     assert not failed_files and len(keys) == 2
+    # only the date inside the range becomes a KG partition: nothing can request the old one
+    assert p.instance.get_dynamic_partitions(KG_DATES) == ["2015-12-08"]
     return p, keys
 
 

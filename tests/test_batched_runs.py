@@ -1,0 +1,71 @@
+"""`karma run` runs a date's documents several per in-process run (issue 12: a run's start-up and per-step events
+are paid once per batch, bench/throughput.py), and a failing document still fails alone: the batch is rerun
+without it, and it gets a run of its own, which is what `karma status` and the UI show."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import dagster as dg
+
+from karma_dagster import runner, stages
+from karma_dagster.definitions import build_definitions
+from karma_dagster.jobs import DOCUMENT_JOB
+from karma_dagster.resources.backbones import BackboneConfig
+
+RANGE_START = "dagster/asset_partition_range_start"
+
+
+def _document_runs(inst: dg.DagsterInstance) -> list[dg.DagsterRun]:
+    return list(reversed(inst.get_runs(filters=dg.RunsFilter(job_name=DOCUMENT_JOB))))  # oldest first
+
+
+def test_a_dates_documents_share_one_run_and_each_keeps_its_own_metadata(make_pipeline):
+    p = make_pipeline(inbox_files=("abstracts.pubtator",))
+    assert runner.import_kg(p.defs, p.instance)
+    keys, _ = runner.register_inbox(p.defs, p.instance)
+    assert len(keys) == 10
+    lines: list[str] = []
+    assert runner.run_documents(p.defs, p.instance, keys, log=lines.append) == {}
+    (run,) = _document_runs(p.instance)
+    assert run.tags[RANGE_START] == min(keys) and run.status == dg.DagsterRunStatus.SUCCESS
+    assert len(lines) == 10 and all("ok (batch of 10" in line for line in lines)
+    states = runner.document_states(p.defs, p.instance)["local"]
+    assert set(states.evaluated) == set(keys) and not states.pending
+    for key in keys:  # the document's own rows on its partition, not the batch's total
+        (obs,) = p.instance.fetch_observations(
+            dg.AssetRecordsFilter(asset_key=dg.AssetKey(["local", "entities"]), asset_partitions=[key]),
+            limit=1).records
+        rows = len(p.storage.stage_store().read("local", "entities", key))
+        assert obs.event_log_entry.asset_observation.metadata["rows"].value == rows
+
+
+def test_a_failing_document_fails_alone_and_the_rest_of_its_batch_completes(make_pipeline):
+    p = make_pipeline(inbox_files=("abstracts.pubtator",))
+    assert runner.import_kg(p.defs, p.instance)
+    keys, _ = runner.register_inbox(p.defs, p.instance)
+    bad = sorted(keys)[3]
+    summaries = stages.by_name("summaries")
+
+    def breaks_on_bad(inputs: stages.StageInputs):
+        if inputs.document == bad:
+            raise ValueError(f"summarizer broke on {inputs.document}")
+        return summaries.run(inputs)
+
+    registry = tuple(dataclasses.replace(s, run=breaks_on_bad) if s.name == "summaries" else s
+                     for s in stages.STAGES)
+    defs = build_definitions(backbones={"local": BackboneConfig()}, storage=p.storage, registry=registry)
+    lines: list[str] = []
+    failed = runner.run_documents(defs, p.instance, keys, log=lines.append)
+    assert set(failed) == {bad} and f"summarizer broke on {bad}" in failed[bad], failed
+    assert any("1 failing document(s) run alone, the other 9 again" in line for line in lines), lines
+
+    runs = _document_runs(p.instance)
+    assert runs[0].status == dg.DagsterRunStatus.FAILURE and runs[0].tags[RANGE_START] == min(keys)
+    alone = [r for r in runs if r.tags.get("dagster/partition") == bad]
+    assert len(alone) == 1 and alone[0].status == dg.DagsterRunStatus.FAILURE
+    assert not any(r.tags.get("dagster/partition") in set(keys) - {bad} for r in runs), \
+        "the others ran again in batches, not one by one"
+    states = runner.document_states(defs, p.instance)["local"]
+    assert set(states.evaluated) == set(keys) - {bad}
+    assert states.failed == {bad: f"last run {alone[0].run_id[:8]} failed"}
