@@ -236,3 +236,6 @@ def test_heading_kinds() -> None:
     assert heading_kind("Authors’ Contribution") == "other"
     assert heading_kind("2. Case Report") == "case"
     assert heading_kind("A Role for Notch") is None
+    assert heading_kind("DECLARATION OF CONFLICTING INTERESTS") == "conflicts"
+    assert heading_kind("Conflict of Interest Statement") == "conflicts"
+    assert heading_kind("Acknowledgments and Funding") == "acknowledgements"

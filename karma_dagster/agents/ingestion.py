@@ -12,6 +12,7 @@ from pathlib import Path
 
 from pydantic import TypeAdapter
 
+from karma_dagster.agents.reader import NON_CONTENT_KINDS
 from karma_dagster.backbones.base import Backbone
 from karma_dagster.ingest.catalog import Catalog, DocumentEntry, Registration
 from karma_dagster.ingest.inbox import load_document
@@ -22,9 +23,15 @@ _SECTIONS = TypeAdapter(list[RawSection])
 
 
 def document_text(sections: list[RawSection]) -> str:
-    """The full text: each section's heading on its own line above its text, sections blank-line separated."""
+    """The paper's own text: each section's heading on its own line above its text, sections blank-line separated.
+
+    References, acknowledgements, affiliations, funding and conflict statements stay in the sections (the reader
+    records them as dropped) but not here: this text is what KG context and relation features are read from.
+    """
     parts = []
     for s in sections:
+        if s.kind in NON_CONTENT_KINDS:
+            continue
         if s.heading and s.kind != "title" and s.heading.strip() != s.text.strip():
             parts.append(f"{s.heading}\n{s.text}")
         else:
@@ -52,6 +59,9 @@ def build_document_row(doc_key: str, parsed: ParsedDocument, registration: Docum
     if not sections:
         raise ValueError(f"{doc_key}: no text left after clean-up of {parsed.source_path}")
     text = document_text(sections)
+    if not text:
+        raise ValueError(f"{doc_key}: {parsed.source_path} holds only references, acknowledgements, affiliations, "
+                         "funding or conflict statements, no text to read")
     ids = {"pmid": cleaned.pmid, "pmcid": cleaned.pmcid, "doi": cleaned.doi}
     if isinstance(registration, DocumentEntry):  # identifiers another source of the same paper brought
         ids = {k: v or getattr(registration, k) for k, v in ids.items()}

@@ -14,9 +14,10 @@ _NUMBERING = re.compile(r"^\s*(?:\d+(?:\.\d+)*\.?|[IVXLC]+\.|[A-Z]\.)\s+")
 _KIND_PATTERNS: list[tuple[SectionKind, re.Pattern[str]]] = [
     ("abstract", re.compile(r"^(abstract|summary|synopsis)$")),
     ("references", re.compile(r"^(references?|bibliography|literature cited|works cited|reference list)$")),
-    ("acknowledgements", re.compile(r"^acknowledge?ments?$")),
-    ("conflicts", re.compile(r"^(conflicts? of interests?|competing (financial )?interests?|disclosures?"
-                             r"|declarations? of (competing )?interests?|conflict of interest statement)$")),
+    ("acknowledgements", re.compile(r"^acknowledge?ments?( and funding)?$")),
+    ("conflicts", re.compile(r"^(conflicts? of interests?( statements?)?|(competing|conflicting) (financial )?interests?"
+                             r"|disclosures?( statements?)?|declarations? of (competing |conflicting )?interests?"
+                             r"|declarations?|author disclosures?)$")),
     ("funding", re.compile(r"^(funding( information| sources?| statement)?|financial (support|disclosure)"
                            r"|sources? of funding|grant support)$")),
     ("affiliations", re.compile(r"^(author )?affiliations?$")),

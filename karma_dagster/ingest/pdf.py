@@ -5,6 +5,9 @@ font size is the most common one; section headings are short bold or larger line
 are subsections of their parent); the title is the largest font on page 1; running headers, page numbers,
 text inside figures (small or rotated) are removed; words hyphenated at line ends are joined on the
 document's own evidence. Damaged, encrypted, empty, image-only and over-long files raise `IngestError`.
+Page-1 front matter is metadata, not findings: the licence block becomes `license`, the author line and the
+correspondence address join the affiliations; back matter keeps its kind (references, acknowledgements, ...),
+which keeps it out of the document text.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import pymupdf
 
 from karma_dagster.ingest.errors import IngestError
 from karma_dagster.ingest.headings import heading_depth, heading_kind
-from karma_dagster.ingest.text import PMCID_RE, PMID_RE, find_doi, join_lines, word_vocabulary
+from karma_dagster.ingest.text import PMCID_RE, PMID_RE, find_doi, join_lines, parse_printed_date, word_vocabulary
 from karma_dagster.schemas.records import ParsedDocument, RawSection, SectionKind
 
 DEFAULT_MAX_PAGES = 300
@@ -31,7 +34,12 @@ _FRONT_OTHER = re.compile(r"^(correspondence|received|accepted|revised|published
                           r"copyright|©|keywords?|key words|citation|how to cite|open access)", re.I)
 _INSTITUTION = re.compile(r"\b(universit|department|institut|hospital|college|school|faculty|cent(er|re)|"
                           r"laborator|division|clinics?\b|foundation|ministry)", re.I)
-_PUBLISHED = re.compile(r"published(?: online)?:?\s+(\d{1,2}\s+[A-Z][a-z]+\s+\d{4}|[A-Z][a-z]+\s+\d{1,2},\s+\d{4})")
+_MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?"
+# "Published 14 January 2016", "PUBLISHED: Jan. 14, 2016", "published online 2016-01-14": journals print all three
+_PUBLISHED = re.compile(rf"\bpublished(?:\s+online)?(?:\s+on)?\s*[:.]?\s*(\d{{1,2}}\s+{_MONTH}\s*,?\s+\d{{4}}"
+                        rf"|{_MONTH}\s+\d{{1,2}}\s*,?\s+\d{{4}}|\d{{4}}-\d{{2}}-\d{{2}})", re.I)
+_LICENSE_BLOCK = re.compile(r"creative commons|licen[cs]e|this is an open access|copyright|©", re.I)
+_CORRESPONDENCE = re.compile(r"^correspond", re.I)
 
 
 @dataclass
@@ -349,13 +357,16 @@ def _sort_front(lay: _Layout) -> _Front:
         if re.match(r"^abstract\b", text, re.I):
             front.abstract_parts.append(re.sub(r"^abstract[\s.:—-]*", "", text, flags=re.I))
         elif _FRONT_OTHER.match(text) or re.search(r"creative commons|this is an open access", text, re.I):
-            if re.search(r"creative commons|licen[cs]e", text, re.I):
+            if _LICENSE_BLOCK.search(text):  # kept as the document's licence, not as text to read
                 front.license = front.license or _license_of(text)
-            front.others.append(text)
+            elif _CORRESPONDENCE.match(text):  # an author's address: with the affiliations
+                front.affiliations.append(text)
+            else:
+                front.others.append(text)
         elif (not front.authors and i > lay.title_idx and b.size >= lay.body and b.bold and len(text) < 600
               and not re.search(r"\.\s+[A-Z][a-z]+\s+[a-z]+", text)):
             front.authors = _authors_of(b)
-            front.others.append(text)
+            front.affiliations.append(text)  # the author line: who wrote it is metadata, not findings
         elif _INSTITUTION.search(text[:80]) and len(re.findall(r"\.\s+[A-Z][a-z]", text)) < 3 and len(text) < 1500:
             front.affiliations.append(text)
         else:
@@ -503,14 +514,9 @@ def _body_sections(lay: _Layout) -> list[RawSection]:
 
 
 def _published_date(page0_text: str) -> dt.date | None:
+    """The date after 'Published' (any case, 'published online' too) in day-month-year, month-day-year or ISO order."""
     published = _PUBLISHED.search(page0_text)
-    if published:
-        for fmt in ("%d %B %Y", "%B %d, %Y"):
-            try:
-                return dt.datetime.strptime(published.group(1), fmt).date()
-            except ValueError:
-                continue
-    return None
+    return parse_printed_date(published.group(1)) if published else None
 
 
 def _document(rel: str, meta: dict, lay: _Layout, front: _Front, sections: list[RawSection]) -> ParsedDocument:

@@ -1,13 +1,17 @@
-"""Optional `<stem>.json` next to a source file: a Europe PMC search record that completes its metadata.
+"""Optional Europe PMC search record next to a source file, completing its metadata.
 
-Both shapes are read: the REST API's plain values and getpapers' `eupmc_result.json`, where every value is
-wrapped in a one-element list. Identifiers and dates from the record override what a PDF layout suggested,
-because the record is curated and the layout is a guess.
+Where it is looked for: `<stem>.json` beside the file; else `eupmc_result.json` in the file's folder when the
+folder is one paper's, the layout getpapers and Europe PMC bulk downloads use (`PMC1234567/fulltext.pdf` +
+`PMC1234567/eupmc_result.json`): the file is named `fulltext.*` or after its folder. Both shapes are read: the
+REST API's plain values (`resultType=core`) and getpapers' records, where every value is wrapped in a
+one-element list. Identifiers and dates from the record override what a PDF layout suggested, because the
+record is curated and the layout is a guess.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import html
 import json
 import os
 import re
@@ -49,6 +53,9 @@ def _get(record: dict, *path: str) -> Any:
     return _unwrap(value)
 
 
+EUPMC_RESULT = "eupmc_result.json"  # getpapers' name for the record in a paper's folder
+
+
 def _date(value: Any) -> dt.date | None:
     if isinstance(value, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", value.strip()):
         try:
@@ -56,6 +63,34 @@ def _date(value: Any) -> dt.date | None:
         except ValueError:
             return None
     return None
+
+
+def _int(value: Any) -> int | None:
+    return int(value) if isinstance(value, int) or (isinstance(value, str) and value.strip().isdigit()) else None
+
+
+def _year_month(raw: dict) -> dt.date | None:
+    """First of the month (or 1 January, Europe PMC's own convention for a year-only printPublicationDate) from the
+    journal issue's year and month or `pubYear`: a record without a day date still beats the arrival date."""
+    year = _int(_get(raw, "journalInfo", "yearOfPublication")) or _int(_get(raw, "pubYear"))
+    if year is None or not 1000 <= year <= 9999:
+        return None
+    month = _int(_get(raw, "journalInfo", "monthOfPublication")) or 0
+    return dt.date(year, month if 1 <= month <= 12 else 1, 1)
+
+
+def _pub_date(raw: dict) -> dt.date | None:
+    """The first publication (online or print, as Europe PMC dates it), else the most precise date it gives."""
+    return (_date(_get(raw, "firstPublicationDate")) or _date(_get(raw, "electronicPublicationDate"))
+            or _date(_get(raw, "journalInfo", "printPublicationDate")) or _year_month(raw))
+
+
+def _plain(value: Any) -> str | None:
+    """Text without the HTML Europe PMC leaves in titles ('<i>BRCA1</i>', 'The lancet. <h2>HIV</h2>')."""
+    if not isinstance(value, (str, int)) or not str(value).strip():
+        return None
+    text = html.unescape(re.sub(r"<[^>]{0,200}>", "", str(value)))
+    return re.sub(r"\s+", " ", text).strip() or None
 
 
 def _authors(record: dict) -> list[str]:
@@ -85,32 +120,52 @@ def read_sidecar(path: Path, rel: str | None = None) -> SidecarRecord:
     raw = _unwrap(raw)
     if isinstance(raw, dict) and isinstance(_get(raw, "resultList", "result"), (dict, list)):
         raw = _unwrap(_get(raw, "resultList", "result"))  # a whole search response with one hit
+    if isinstance(raw, list) and raw and all(isinstance(r, dict) for r in raw):
+        raise IngestError(rel, f"sidecar holds {len(raw)} Europe PMC records; one paper's record is expected")
     if not isinstance(raw, dict):
         raise IngestError(rel, "sidecar JSON is not a Europe PMC record (expected an object)")
-    pmcid = _get(raw, "pmcid")
-    title = _get(raw, "title")
-    doi = _get(raw, "doi")
-    date = (_date(_get(raw, "firstPublicationDate")) or _date(_get(raw, "electronicPublicationDate"))
-            or _date(_get(raw, "journalInfo", "printPublicationDate")))
-    lic = _get(raw, "license")
+    pmcid = _plain(_get(raw, "pmcid"))
+    pmid = _plain(_get(raw, "pmid")) or (_plain(_get(raw, "id")) if _get(raw, "source") == "MED" else None)
+    title = _plain(_get(raw, "title"))
+    doi = _plain(_get(raw, "doi"))
+    lic = _plain(_get(raw, "license"))
     return SidecarRecord(
-        pmid=str(_get(raw, "pmid")) if _get(raw, "pmid") else None,
-        pmcid=str(pmcid).upper() if pmcid else None,
-        doi=clean_doi(str(doi)) if doi else None,
-        title=re.sub(r"\s+", " ", str(title)).strip().removesuffix(".") if title else None,
+        pmid=pmid if pmid and pmid.isdigit() else None,
+        pmcid=pmcid.upper() if pmcid else None,
+        doi=clean_doi(doi) if doi else None,
+        title=title.removesuffix(".") if title else None,
         authors=_authors(raw),
-        journal=_get(raw, "journalInfo", "journal", "title"),
-        pub_date=date,
-        license=str(lic) if lic else None,
+        journal=_plain(_get(raw, "journalInfo", "journal", "title")) or _plain(_get(raw, "journalTitle")),
+        pub_date=_pub_date(raw),
+        license=lic,
     )
 
 
-def sidecar_path(path: Path) -> Path:
+def _own_sidecar(path: Path) -> Path:
     name = path.name
     for suffix in (".pubtator.txt", ".pubtator.gz"):
         if name.lower().endswith(suffix):
             return path.with_name(name[: -len(suffix)] + ".json")
     return path.with_suffix(".json")
+
+
+def in_paper_folder(path: Path) -> bool:
+    """True when `path` is the full text in one paper's folder (getpapers: `PMC123/fulltext.pdf`, or `PMC123/PMC123.pdf`),
+    where the folder's `eupmc_result.json` describes it; a file among others in a shared folder is not."""
+    stem = path.name.split(".", 1)[0].lower()
+    return stem == "fulltext" or (bool(path.parent.name) and stem == path.parent.name.lower())
+
+
+def sidecar_path(path: Path) -> Path:
+    """The record that describes `path`: its own `<stem>.json` when present, else its paper folder's
+    `eupmc_result.json` when present, else the (absent) `<stem>.json`."""
+    own = _own_sidecar(path)
+    if os.path.lexists(own):
+        return own
+    folder_record = path.with_name(EUPMC_RESULT)
+    if in_paper_folder(path) and os.path.lexists(folder_record):
+        return folder_record
+    return own
 
 
 def find_sidecar(path: Path, inbox: Path | None = None) -> SidecarRecord | None:

@@ -102,7 +102,8 @@ def join_lines(lines: list[str], vocab: set[str]) -> str:
 
 
 # ---------------------------------------------------------------- the .txt parser
-_META_LINE = re.compile(r"^(authors?|journal|doi|pmid|pmcid|published|date|license|licence|source)\s*:\s*(.+)$", re.I)
+_META_LINE = re.compile(r"^(authors?|journal|doi|pmid|pmcid|published|date|license|licence|source)(?:\s+online)?\s*:\s*(.+)$",
+                        re.I)
 
 
 def _is_heading(line: str) -> bool:
@@ -116,14 +117,18 @@ def _is_heading(line: str) -> bool:
     return bool(re.match(r"^\d+(\.\d+)*\.?\s+[A-Z]", line)) and len(line.split()) <= 10
 
 
-def _parse_date(value: str) -> dt.date | None:
-    value = value.strip()
-    for fmt in ("%Y-%m-%d", "%d %B %Y", "%B %d, %Y", "%d %b %Y", "%b %d, %Y"):
+def parse_printed_date(value: str) -> dt.date | None:
+    """A date as articles print it, in any case: '14 January 2016', 'JANUARY 14, 2016', 'Jan. 14 2016',
+    '14 Sept 2016', '2016-01-14'; None when it is none of these."""
+    value = re.sub(r"\s+", " ", re.sub(r"[,.]", " ", value)).strip()
+    value = re.sub(r"\bsept\w*", "sep", value, flags=re.I)
+    for fmt in ("%Y-%m-%d", "%d %B %Y", "%d %b %Y", "%B %d %Y", "%b %d %Y"):
         try:
             return dt.datetime.strptime(value, fmt).date()
         except ValueError:
             continue
     return None
+
 
 
 def decode_utf8(data: bytes, rel: str) -> str:
@@ -198,7 +203,7 @@ def parse_text(path: Path, rel: str) -> ParsedDocument:
         title=title,
         authors=authors,
         journal=meta.get("journal"),
-        pub_date=_parse_date(meta.get("published") or meta.get("date") or ""),
+        pub_date=parse_printed_date(meta.get("published") or meta.get("date") or ""),
         doi=find_doi(meta["doi"]) if "doi" in meta else None,
         pmid=(m.group(0) if (m := re.search(r"\d{5,9}", meta.get("pmid", ""))) else None),
         pmcid=(m.group(1).upper() if (m := re.search(r"(pmc\d{5,9})", meta.get("pmcid", ""), re.I)) else None),
