@@ -302,6 +302,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--table", action="store_true", help="also print per-type scores")
     p.set_defaults(func=cmd_gold_eval)
 
+    # Commands whose bodies live with what they serve (Dagster-free): questions, review page, MCP server, exports.
+    from karma_dagster.cogmg.cli_ask import add_parser as add_ask_parser
+    from karma_dagster.export.cli_export import add_parser as add_export_parser
+    from karma_dagster.kg_tools.cli_mcp import add_parser as add_mcp_parser
+    from karma_dagster.review.cli_review import add_parser as add_review_parser
+
+    for add in (add_ask_parser, add_review_parser, add_mcp_parser, add_export_parser):
+        add(sub)
+
     args = parser.parse_args(argv)
     if args.command == "gold-eval" and (not args.backbone or len(args.backbone) != 1):
         parser.error("gold-eval needs exactly one --backbone (e.g. --backbone local)")

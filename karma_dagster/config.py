@@ -22,7 +22,7 @@ from karma_dagster import paths
 BACKBONE_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")  # it prefixes asset keys, names KG namespaces and folders
 DEFAULT_JUDGE = "local"
 BACKBONE_KINDS = ("local", "litellm")
-BACKBONE_MODES = ("multi_agent", "single_agent")
+BACKBONE_MODES = ("multi_agent", "single_agent", "tools")
 # KARMA's Table 2 ablations: the agents a backbone's chain may switch off (stages.py gives the stage a
 # pass-through; the asset graph keeps its shape).
 Ablation = Literal["summarizer", "conflict_resolution", "evaluator"]
@@ -48,8 +48,9 @@ class BackboneSettings(BaseModel):
     max_retries: int = 4
     concurrency: int = Field(4, description="concurrent calls to this backbone")
     domain: str = Field("general biomedicine", description="genomics, proteomics, metabolomics, general biomedicine")
-    mode: str = Field("multi_agent", description="'multi_agent' (the KARMA chain) or 'single_agent' (the paper's "
-                      "baseline: one generation extracts all triples; see backbones/single_agent.py)")
+    mode: str = Field("multi_agent", description="'multi_agent' (the KARMA chain), 'single_agent' (the paper's "
+                      "baseline: one generation extracts all triples; see backbones/single_agent.py) or 'tools' "
+                      "(an LLM grows the KG through the validated KG tools by function calling; kg_tools/chain.py)")
     ablate: list[Ablation] = Field(default_factory=list, description="agents switched off in this backbone's chain "
                                    "(KARMA's ablations): summarizer, conflict_resolution, evaluator; each runs a "
                                    "pass-through instead (stages.py)")
@@ -61,6 +62,8 @@ class BackboneSettings(BaseModel):
     def _ablations_fit_the_mode(self) -> "BackboneSettings":
         if len(set(self.ablate)) != len(self.ablate):
             raise ValueError(f"ablate lists an agent twice: {self.ablate}")
+        if self.mode == "tools" and self.kind != "litellm":
+            raise ValueError("mode 'tools' needs an LLM backbone (kind litellm): the local backbone calls no tools")
         if self.ablate and self.mode != "multi_agent":
             raise ValueError(f"ablate {self.ablate} applies to the multi_agent chain; mode {self.mode!r} has no "
                              "summarizer, conflict resolution or evaluator to switch off")

@@ -17,6 +17,8 @@ from karma_dagster.assets import knowledge_graph, report
 from karma_dagster.assets.chain import check_backbone_groups, stage_asset
 from karma_dagster.assets.freshness import freshness_sensor
 from karma_dagster.assets.comparison import comparison_assets
+from karma_dagster.assets.exports import export_assets
+from karma_dagster.assets.questions import question_assets
 from karma_dagster.assets.seed_kg import seed_kg
 from karma_dagster.config import BackboneStatus, read_backbones
 from karma_dagster.resources.backbones import (
@@ -31,6 +33,8 @@ from karma_dagster.resources.storage import KarmaStorageResource
 from karma_dagster.sensors.kg_increments import build_kg_increments_sensor
 from karma_dagster.sensors.new_papers import build_new_papers_sensor
 from karma_dagster.sensors.prompt_versions import build_prompt_versions_sensor
+from karma_dagster.sensors.questions import build_questions_sensor
+from karma_dagster.sensors.review import build_review_sensor
 from karma_dagster.stages import STAGES, Stage, chain_for, check, code_version
 
 
@@ -71,12 +75,14 @@ def build_definitions(
         assets += chain_assets(ns, config, prompts_dir, registry)
     assets.append(report.build(names))
     assets += comparison_assets(names, statuses, judge.label)
+    assets += export_assets(names)
+    assets += question_assets(names)  # CogMG: answers, completions and the QA benchmark per backbone
     document_job, kg_jobs = jobs.document_job(names, registry), jobs.kg_jobs(names)
     llm_chains = {ns: chain_for(settings_of(config), registry)
                   for ns, config in backbones.items() if config.kind == "litellm"}
     sensors = [build_new_papers_sensor(document_job, names), build_kg_increments_sensor(names, kg_jobs),
                build_prompt_versions_sensor(llm_chains, prompts_dir),  # without LLM chains: a visible no-op
-               freshness_sensor(names)]
+               freshness_sensor(names), build_review_sensor(names, kg_jobs), build_questions_sensor()]
     return dg.Definitions(
         assets=assets,
         # One process per run, every step in it: the models (spaCy, lexicon, classifiers, index) load once per run,

@@ -37,6 +37,7 @@ from karma_dagster.backbones.llm.backbone import EVALUATOR_PROMPTS
 from karma_dagster.config import BackboneSettings
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.ingest.keys import date_of_document_key
+from karma_dagster.kg_tools import chain as tools_chain
 from karma_dagster.params import KarmaParams
 from karma_dagster.paths import DataPaths
 from karma_dagster.schemas.frames import frame_to_records
@@ -67,6 +68,7 @@ LOCAL_CHAIN_VERSION = "local-chain-v2"  # v2: evaluated rows carry evidence_scor
 VARIANT_VERSION = "v1"  # of the pass-throughs and the single-agent steps below
 KARMA, ABLATED, SINGLE_AGENT = "karma", "ablated", "single_agent"  # what runs in a stage: its agent, a
 # pass-through in its place (an ablation, or an agent the single-agent baseline lacks), the baseline's own step
+TOOLS = "tools"  # the tools mode's step: a function-calling model and the KG tools (kg_tools/chain.py)
 SEED_KG = "seed_kg"  # not a stage: the imported KG a stage may read (entities link against its index)
 
 LOCAL_MODEL_KINDS = frozenset({"scikitlearn"})  # what only the local backbone runs (its relation classifier)
@@ -391,6 +393,30 @@ def _single_agent(stage: Stage, settings: BackboneSettings) -> Stage:
     return stage
 
 
+def _tools_mode(stage: Stage, settings: BackboneSettings) -> Stage:
+    """The tools mode's version of a stage: paper chunks, no summarizer, the tool loop in the entities stage, and
+    its staged statements carried through relations .. evaluated (each in its own row model)."""
+    if stage.name == "summaries":
+        return ablated(stage)
+    if stage.name == "segments":
+        return replace(stage, run=_paper_chunks(settings.single_agent_chunk_chars), prompts=(), variant=TOOLS,
+                       description="Tools mode: the paper's content as one segment (paper-sized chunks over "
+                                   f"{settings.single_agent_chunk_chars} characters); no reader filter.")
+    if stage.name == "entities":
+        return replace(stage, run=tools_chain.entities, prompts=(tools_chain.PROMPT,), variant=TOOLS,
+                       kinds=frozenset({"python", "lancedb", "duckdb"}),
+                       description="Tools mode: a function-calling model reads each segment and grows the KG "
+                                   "only through the validated KG tools (search / create instances, classes, "
+                                   "properties, statements); refused calls are answered with the reason. Rows: "
+                                   "the instances it created; metadata: the loop's figures and transcript.")
+    if stage.name in ("relations", "aligned", "resolved", "evaluated"):
+        return replace(stage, run=tools_chain.staged(stage.row_model, stage.name), prompts=(), variant=TOOLS,
+                       kinds=frozenset({"python"}),
+                       description="Tools mode: the statements the model staged through create_statement (validated "
+                                   "against the schema and the KG when called), carried through unchanged.")
+    return stage
+
+
 def chain_for(settings: BackboneSettings, registry: Sequence[Stage] = STAGES) -> tuple[Stage, ...]:
     """The stages a backbone with these settings runs: `registry` with each ablated agent's stage replaced by its
     pass-through (multi_agent), or the single-agent baseline's variants (single_agent). Same names, same reads:
@@ -410,6 +436,8 @@ def variant_of(stage: Stage, settings: BackboneSettings) -> Stage:
         return stage
     if settings.mode == "single_agent":
         return _single_agent(stage, settings)
+    if settings.mode == TOOLS:
+        return _tools_mode(stage, settings)
     return ablated(stage) if stage.agent in settings.ablate else stage
 
 
@@ -447,7 +475,8 @@ def code_version(stage: Stage, settings: BackboneSettings, prompts_root: Path | 
         return version
     version += f"+chunk{settings.single_agent_chunk_chars}"
     if settings.kind == "litellm":
-        return version + f"+{settings.mode}:" + PromptStore(prompts_root or None).code_version_for(["single_agent"])
+        mode_prompt = tools_chain.PROMPT if settings.mode == TOOLS else "single_agent"
+        return version + f"+{settings.mode}:" + PromptStore(prompts_root or None).code_version_for([mode_prompt])
     return version + f"+{settings.mode}"
 
 

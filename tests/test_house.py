@@ -24,7 +24,9 @@ LAYERS: list[tuple[str, ...]] = [
     ("dictionary", "ingest", "kg", "stage_store"),
     ("backbones",),
     ("agents",),
-    ("metrics", "scheduling", "services", "stages", "report", "ledger", "document_states", "removal"),
+    ("metrics", "scheduling", "services", "stages", "report", "ledger", "document_states", "removal", "kg_tools",
+     "export"),
+    ("cogmg", "review"),  # CogMG's questions and the review queue build on the chain's stores and services
     ("partitions", "resources", "assets", "sensors", "jobs", "definitions", "home", "runner", "cli"),
 ]
 SECTION = set(LAYERS[-1])

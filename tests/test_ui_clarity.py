@@ -80,6 +80,7 @@ def test_report_and_metrics_refresh_when_a_kg_increment_lands(tmp_path):
         first = dg.evaluate_automation_conditions(defs=defs, instance=instance)
         assert first.total_requested == 0, "nothing before the first increment (and no history replay)"
         kg = defs.resolve_assets_def(dg.AssetKey(["local", "knowledge_graph"]))
+        instance.add_dynamic_partitions("kg_dates", ["2016-01-14"])  # what registering a paper of that day does
         result = dg.materialize([kg], partition_key="2016-01-14", instance=instance,  # its resources are bound
                                 selection=[dg.AssetKey(["local", "knowledge_graph"])])
         assert result.success  # a real increment (a day without documents merges nothing)

@@ -18,6 +18,8 @@ from karma_dagster.paths import DataPaths
 from karma_dagster.resources.backbones import BackbonesResource
 from karma_dagster.resources.params import KarmaParamsResource
 from karma_dagster.resources.storage import KarmaStorageResource
+from karma_dagster.review.merge_inputs import record_merged, review_docs
+from karma_dagster.review.queue import ReviewQueue
 from karma_dagster.stage_store import StageStore
 from karma_dagster.stages import FINAL_STAGE, SEED_KG, chain_version
 
@@ -29,7 +31,8 @@ DESCRIPTION = (
     "a triple that won against an older edge supersedes it from this day on (the edge stays in history). "
     "Partitions are the dates that have papers (`kg_dates`, added as papers are registered), so selecting this "
     "asset never fans out to empty days; the days of one run merge in date order, and a late paper dated earlier "
-    "merges when it arrives. Re-materializing a day replaces that day's contribution (no double counting)."
+    "merges when it arrives. Re-materializing a day replaces that day's contribution (no double counting). "
+    "Review decisions accepted that day (`karma review`) enter with it: provenance 'reviewed by <name> via <source>'."
 )
 
 
@@ -162,17 +165,20 @@ def build(ns: str) -> dg.AssetsDefinition:
         stages, catalog, kg = storage.stage_store(), Catalog(storage.catalog_path()), KGStore(storage.kg_path())
         prompt_version = chain_version(backbones.get(ns, storage))
         params = karma_params.params()
+        queue = ReviewQueue.for_data(storage.paths())  # accepted review items enter with their decision's date
         merged: list[tuple[IncrementStats, dict[str, str]]] = []
         for date in sorted(context.partition_keys):  # a single-run backfill carries many days: merge in date order
             day = dt.date.fromisoformat(date)
             docs, skipped = _collect(ns, day, catalog, stages, prompt_version)
             for doc_key, why in skipped.items():
                 context.log.warning(f"{date}: document {doc_key} not merged: {why}")
+            docs.update(review_docs(queue, kg, ns, day))  # merged before or not: a re-merge keeps them
             try:
                 stats = merge.merge_increment(kg, day, ns, docs, run_id=context.run_id, prompt_version=prompt_version,
                                               params=params)
             except TripleValidationError as exc:
                 raise dg.Failure(description=f"KG increment {date} ({ns}) rejected, KG unchanged: {exc}") from exc
+            record_merged(queue, docs, day)
             merged.append((stats, skipped))
         days = {s.date for s, _ in merged}
         adjudications = [a for a in kg.merge_adjudications(ns) if a["date"] in days]

@@ -211,10 +211,26 @@ class SingleAgentBackbone(Backbone):
                           "evaluated stage is a pass-through, C/Cl/R n/a)")
 
 
+class ToolsModeBackbone(SingleAgentBackbone):
+    """An LLM backbone in the `tools` mode: its chain calls the KG tools by function calling (kg_tools/chain.py,
+    through `base`), never the agents; like the baseline it has no ingestion, reader or summarizer agent. Its
+    extraction is answered by the tools prompt, which is what the KG's provenance names."""
+
+    TOOLS_PROMPT = "tools_agent"
+
+    def prompt_id(self, agent: str) -> str:
+        if agent in ("entity_extraction", "relation_extraction") and self.is_llm:
+            return self.base.prompts.prompt_id(  # type: ignore[attr-defined]
+                self.TOOLS_PROMPT, self.base.prompt_versions.get(self.TOOLS_PROMPT))  # type: ignore[attr-defined]
+        return f"tools:none({agent})"
+
+
 def wrap_mode(name: str, mode: str, base: Backbone) -> Backbone:
     """The backbone a config's `mode` asks for; a clear error for an unknown mode."""
     if mode == "multi_agent":
         return base
     if mode == "single_agent":
         return SingleAgentBackbone(name, base)
+    if mode == "tools":
+        return ToolsModeBackbone(name, base)
     raise ValueError(f"backbone {name!r}: unknown mode {mode!r} (use one of {list(BACKBONE_MODES)})")

@@ -594,6 +594,99 @@ class KGStore:
                 raise
         return footprint
 
+    # ------------------------------------------------------------ KG tools (kg_tools/): read-only queries
+    def nodes_by_id(self, ids: Iterable[str], namespace: str = DEFAULT_NAMESPACE) -> dict[str, dict]:
+        """id -> {id, name, kind, source, vocab_id, created_by_doc} of the namespace's nodes among `ids`."""
+        wanted = sorted(set(ids))
+        if not wanted or not self.path.exists():
+            return {}
+        rows = self._fetch("SELECT id, name, kind, source, vocab_id, created_by_doc FROM kg_nodes(?) "
+                           "WHERE list_contains(?, id)", [namespace, wanted])
+        keys = ("id", "name", "kind", "source", "vocab_id", "created_by_doc")
+        return {r[0]: dict(zip(keys, r, strict=True)) for r in rows}
+
+    def neighbours(self, node_id: str, namespace: str = DEFAULT_NAMESPACE, limit: int = 25) -> list[dict]:
+        """The node's current edges in both directions (strongest first), with the other end's name and kind."""
+        rows = self._fetch(
+            "SELECT e.head_id, e.relation, e.tail_id, e.metaedge, e.confidence, e.n_evidence, e.in_seed, "
+            "CASE WHEN e.head_id = ? THEN 'out' ELSE 'in' END, n.id, n.name, n.kind "
+            "FROM kg_edges(?) e JOIN kg_nodes(?) n ON n.id = CASE WHEN e.head_id = ? THEN e.tail_id ELSE e.head_id END "
+            "WHERE e.head_id = ? OR e.tail_id = ? ORDER BY e.confidence DESC, e.relation, n.id LIMIT ?",
+            [node_id, namespace, namespace, node_id, node_id, node_id, limit])
+        keys = ("head_id", "relation", "tail_id", "metaedge", "confidence", "n_evidence", "in_seed", "direction",
+                "other_id", "other_name", "other_kind")
+        return [dict(zip(keys, r, strict=True)) for r in rows]
+
+    def edge_evidence(self, head_id: str, relation: str, tail_id: str, namespace: str = DEFAULT_NAMESPACE) -> list[dict]:
+        """Every evidence row of one edge in the namespace (oldest first): who stated it, where and when."""
+        rows = self._fetch(
+            "SELECT date, doc_key, triple_id, score, segment_id, evidence, backbone, prompt_version, run_id "
+            "FROM evidence WHERE namespace = ? AND head_id = ? AND relation = ? AND tail_id = ? "
+            "ORDER BY date, doc_key, triple_id", [namespace, head_id, relation, tail_id])
+        keys = ("date", "doc_key", "triple_id", "score", "segment_id", "evidence", "backbone", "prompt_version",
+                "run_id")
+        return [dict(zip(keys, r, strict=True)) for r in rows]
+
+    # ------------------------------------------------------------ KG tools: classes and properties they add
+    _SCHEMA_EXTENSION_DDL = (
+        "CREATE TABLE IF NOT EXISTS schema_extension(namespace VARCHAR NOT NULL, what VARCHAR NOT NULL "
+        "CHECK (what IN ('class', 'property')), label VARCHAR NOT NULL, label_key VARCHAR NOT NULL, "
+        "comment VARCHAR NOT NULL, super VARCHAR, domain VARCHAR, range VARCHAR, caller VARCHAR NOT NULL, "
+        "doc_key VARCHAR, created_at TIMESTAMP NOT NULL, PRIMARY KEY (namespace, what, label_key))")
+    _SCHEMA_EXTENSION_COLUMNS = ("namespace", "what", "label", "label_key", "comment", "super", "domain", "range",
+                                 "caller", "doc_key", "created_at")
+
+    def schema_extension(self, namespace: str) -> list[dict]:
+        """The classes and properties tool callers added to the namespace's schema, oldest first ([] before any)."""
+        if not self.path.exists():
+            return []
+        with self.connect(read_only=True) as con:
+            present = con.execute(
+                "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'schema_extension'").fetchall()[0][0]
+            if not present:
+                return []
+            rows = con.execute(
+                f"SELECT {', '.join(self._SCHEMA_EXTENSION_COLUMNS)} FROM schema_extension "  # noqa: S608 - fixed
+                "WHERE namespace = ? ORDER BY created_at, label_key", [namespace]).fetchall()
+        return [dict(zip(self._SCHEMA_EXTENSION_COLUMNS, r, strict=True)) for r in rows]
+
+    def add_schema_extension(self, row: dict) -> None:
+        """Store one tool-created class or property (validated by the caller); the key refuses a duplicate label."""
+        values = [row.get(c) for c in self._SCHEMA_EXTENSION_COLUMNS]
+        with self.connect() as con:
+            con.execute(self._SCHEMA_EXTENSION_DDL)
+            con.execute(f"INSERT INTO schema_extension ({', '.join(self._SCHEMA_EXTENSION_COLUMNS)}) "  # noqa: S608
+                        f"VALUES ({', '.join('?' * len(values))})", values)
+
+    # ------------------------------------------------------------ exports (export/): the graph as of a date
+    def namespace_names(self) -> list[str]:
+        """Every namespace the store knows ('local' always; backbones once they merged something)."""
+        return sorted(r[0] for r in self._fetch("SELECT namespace FROM namespaces"))
+
+    def export_snapshot(self, namespace: str, as_of: dt.date | None = None) -> dict[str, list[dict]]:
+        """The namespace's graph as of a date, read in one connection so the parts agree: nodes (with synonyms
+        known by then), edges (kg_edges: support dated <= as_of, superseded support dropped), the live evidence
+        behind them, and the supersessions dated <= as_of (history: the edges they replaced stay out of `edges`
+        unless asserted again later). as_of None = everything."""
+        p = {"ns": namespace, "as_of": as_of}
+        queries = {
+            "nodes": _EXPORT_NODES_SQL,
+            "edges": "SELECT * EXCLUDE (namespace) FROM kg_edges($ns, as_of := $as_of::DATE) "
+                     "ORDER BY head_id, relation, tail_id",
+            "evidence": _EXPORT_EVIDENCE_SQL,
+            "supersessions": "SELECT against_head_id AS head_id, against_relation AS relation, against_tail_id AS "
+                             "tail_id, date, head_id AS by_head_id, relation AS by_relation, tail_id AS by_tail_id, "
+                             "doc_key, reason FROM adjudications WHERE action = 'replace' AND namespace = $ns AND "
+                             "($as_of::DATE IS NULL OR date <= $as_of::DATE) ORDER BY date, doc_key, triple_id",
+        }
+        out: dict[str, list[dict]] = {}
+        with self.connect(read_only=True) as con:
+            for name, sql in queries.items():
+                cur = con.execute(sql, p)
+                cols = [d[0] for d in cur.description]
+                out[name] = [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+        return out
+
 
 class DocumentFootprint(BaseModel):
     """What one document contributed to one namespace of the KG (see KGStore.document_footprint)."""
@@ -628,4 +721,29 @@ SELECT ns.namespace, ns.date,
     (SELECT count(*) FROM adjudications a WHERE a.namespace = ns.namespace AND a.doc_key = $doc),
     EXISTS (SELECT 1 FROM merged_documents m WHERE m.namespace = ns.namespace AND m.doc_key = $doc)
 FROM ns ORDER BY ns.namespace
+"""
+
+
+# export_snapshot: a node's synonyms as of the date (seed synonyms, and every name the namespace's merges gave it)
+_EXPORT_NODES_SQL = """
+WITH ex AS (SELECT id, name, synonyms FROM extracted_nodes
+            WHERE namespace = $ns AND ($as_of::DATE IS NULL OR date <= $as_of::DATE)),
+syn AS (
+    SELECT id, synonym FROM node_synonyms
+    UNION SELECT id, name FROM ex
+    UNION SELECT id, unnest(coalesce(synonyms, []::VARCHAR[])) FROM ex),
+syns AS (SELECT id, list_sort(list_distinct(list(synonym))) AS names FROM syn GROUP BY id)
+SELECT n.id, n.name, n.kind, n.source, n.vocab_id, n.first_seen, n.last_seen, n.created_by_doc,
+    coalesce(list_filter(s.names, lambda x: x <> n.name), []::VARCHAR[]) AS synonyms
+FROM kg_nodes($ns, as_of := $as_of::DATE) n LEFT JOIN syns s USING (id) ORDER BY n.id
+"""
+
+# export_snapshot: the evidence rows kg_edges counts as of the date (superseded support left out)
+_EXPORT_EVIDENCE_SQL = """
+SELECT e.head_id, e.relation, e.tail_id, e.date, e.doc_key, e.triple_id, e.score, e.segment_id, e.evidence,
+    e.backbone, e.prompt_version, e.run_id
+FROM evidence e LEFT JOIN kg_superseded($as_of::DATE, only_ns := $ns) x USING (namespace, head_id, relation, tail_id)
+WHERE e.namespace = $ns AND ($as_of::DATE IS NULL OR e.date <= $as_of::DATE)
+    AND (x.superseded_on IS NULL OR e.date > x.superseded_on)
+ORDER BY e.head_id, e.relation, e.tail_id, e.date, e.doc_key, e.triple_id
 """

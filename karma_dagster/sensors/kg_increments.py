@@ -29,7 +29,7 @@ from karma_dagster.stages import FINAL_STAGE
 
 
 def build_kg_increments_sensor(
-    namespaces: list[str], jobs: dict[str, UnresolvedAssetJobDefinition], interval_s: int = 30
+    namespaces: list[str], jobs: dict[str, UnresolvedAssetJobDefinition], interval_s: int = 15
 ) -> dg.SensorDefinition:
     @dg.sensor(
         name="kg_increments",

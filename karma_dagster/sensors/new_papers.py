@@ -87,7 +87,7 @@ def controller_tags(
 
 
 def build_new_papers_sensor(
-    job: UnresolvedAssetJobDefinition, namespaces: list[str], interval_s: int = 30
+    job: UnresolvedAssetJobDefinition, namespaces: list[str], interval_s: int = 15
 ) -> dg.SensorDefinition:
     @dg.sensor(
         name="new_papers",

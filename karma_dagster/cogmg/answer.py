@@ -1,0 +1,52 @@
+"""Answering one question on one backbone: decompose, execute over the KG, hit or the missing triples.
+
+A hit is a plan whose steps return answers in the namespace's KG (+ an optional overlay of completions); each
+step that returns nothing names its missing triple with '?' for the unknown end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from karma_dagster.cogmg import decompose_local, llm
+from karma_dagster.cogmg.models import Answer, Completion, QueryPlan
+from karma_dagster.cogmg.plan import execute
+from karma_dagster.config import BackboneSettings
+from karma_dagster.kg.store import KGStore
+from karma_dagster.params import KarmaParams
+from karma_dagster.paths import DataPaths
+
+NoLinkableEntity = decompose_local.NoLinkableEntity
+
+
+def make_plan(question: str, backbone: str, settings: BackboneSettings, data: DataPaths,
+              llm_backbone: Any = None, params: KarmaParams | None = None) -> QueryPlan:
+    """The decomposition: the lexicon on a local backbone, the model (schema-constrained) on an LLM one."""
+    params = params or KarmaParams()
+    if settings.kind == "local":
+        return decompose_local.decompose(question, data, backbone, params)
+    if llm_backbone is None:
+        raise ValueError(f"backbone {backbone!r} is an LLM backbone: pass its LLMBackbone to decompose with")
+    return llm.decompose(question, llm_backbone, data, backbone, params.rho)
+
+
+def run_plan(plan: QueryPlan, *, question_id: str, backbone: str, data: DataPaths,
+             overlay: Sequence[Completion] = ()) -> Answer:
+    triples = execute(KGStore(data.kg), backbone, plan, overlay) if data.kg.exists() else []
+    # the steps are alternatives (their answers are united): a question is a miss only when none answers, and then
+    # each step names the triple the KG lacks
+    missing = [] if triples else [step.open_triple() for step in plan.steps]
+    names = [t.tail_name if any(s.direction == "out" and s.entity.entity_id == t.head_id for s in plan.steps)
+             else t.head_name for t in triples]
+    error = "" if plan.steps else "no query step: " + "; ".join(plan.notes)
+    return Answer(question_id=question_id, question=plan.question, backbone=backbone, plan=plan, hit=bool(triples),
+                  answers=list(dict.fromkeys(names)), triples=triples, missing=missing, error=error)
+
+
+def answer_question(question: str, *, backbone: str, settings: BackboneSettings, data: DataPaths,
+                    question_id: str = "", llm_backbone: Any = None, params: KarmaParams | None = None,
+                    overlay: Sequence[Completion] = ()) -> Answer:
+    """Raises NoLinkableEntity when the question names nothing the KG or its NER knows."""
+    plan = make_plan(question, backbone, settings, data, llm_backbone, params)
+    return run_plan(plan, question_id=question_id, backbone=backbone, data=data, overlay=overlay)

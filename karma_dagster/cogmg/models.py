@@ -1,0 +1,127 @@
+"""Typed records of CogMG: questions, query plans, answers, missing triples and their completions.
+
+The review queue adapts `Completion` into review items, so its field names are a contract: add, never rename.
+"""
+from typing import Literal
+
+from pydantic import BaseModel, field_validator
+
+
+class Passage(BaseModel):
+    passage_id: str
+    doc_key: str
+    text: str
+    score: float
+    entities: list[str] = []  # names marked in the passage
+
+
+class MissingTriple(BaseModel):
+    head: str
+    relation: str
+    tail: str  # '?' for the unknown end; relation in the KG schema
+
+
+class Completion(BaseModel):
+    question_id: str
+    question: str
+    backbone: str
+    head_id: str
+    head_name: str
+    relation: str
+    tail_id: str
+    tail_name: str  # a filled MissingTriple
+    method: str  # "candidate" (chain extracted, not accepted) | "passage_re" (RE over passages) | "llm"
+    passages: list[Passage]  # top-k BM25 passages for question + triple
+    supported: bool  # verification verdict
+    score: float  # in [0, 1]
+    evidence_doc_keys: list[str]
+    # additions (the contract above is unchanged)
+    head_kind: str = ""
+    tail_kind: str = ""
+    evidence: str = ""  # the sentence or reply the fill came from (a candidate's evidence, the RE sentence)
+    fill_score: float = 0.0  # how sure the filler was (candidate's score, the classifier's p, 0 for an LLM)
+
+
+# ---------------------------------------------------------------- beyond the review queue's contract
+class LinkedEntity(BaseModel):
+    """A question's mention linked to a KG node (through the entity index)."""
+
+    mention: str
+    entity_id: str
+    name: str
+    kind: str
+    distance: float
+    linked: bool = True  # False: the KG lacks it (id = the chain's id for a new entity); the KG cannot answer
+
+
+class OpenTriple(MissingTriple):
+    """A missing triple with the known end's id and what the unknown end may be: what completion fills."""
+
+    known_id: str
+    known_end: Literal["head", "tail"]
+    known_kind: str = ""
+    answer_kinds: list[str] = []
+
+
+def _schema_relations() -> list[str]:
+    from karma_dagster.services import kg_schema
+
+    return kg_schema().relation_names
+
+
+class QueryStep(BaseModel):
+    """One hop: from the linked entity along a KG relation; `out` = the entity is the head, the answer the tail."""
+
+    entity: LinkedEntity
+    relation: str
+    direction: Literal["out", "in"]
+    answer_kinds: list[str] = []  # the answer node's kinds (empty: any)
+
+    @field_validator("relation")
+    @classmethod
+    def _in_schema(cls, relation: str) -> str:
+        if relation not in _schema_relations():
+            raise ValueError(f"relation {relation!r} is not in the KG schema ({', '.join(_schema_relations())})")
+        return relation
+
+    def open_triple(self) -> OpenTriple:
+        name = self.entity.name
+        if self.direction == "out":
+            return OpenTriple(head=name, relation=self.relation, tail="?", known_id=self.entity.entity_id,
+                              known_end="head", known_kind=self.entity.kind, answer_kinds=self.answer_kinds)
+        return OpenTriple(head="?", relation=self.relation, tail=name, known_id=self.entity.entity_id,
+                          known_end="tail", known_kind=self.entity.kind, answer_kinds=self.answer_kinds)
+
+
+class QueryPlan(BaseModel):
+    """What a question becomes: typed steps, executed over the KG's tables with bound parameters only.
+    Answers are the union of the steps' answers (the shipped questions are one hop)."""
+
+    question: str
+    decomposer: str  # "local: entity index + relation cues" or the prompt id that decomposed it
+    steps: list[QueryStep] = []
+    notes: list[str] = []  # what the decomposer could not use (an unlinked mention, a relation it dropped)
+
+
+class AnswerTriple(BaseModel):
+    head_id: str
+    head_name: str
+    relation: str
+    tail_id: str
+    tail_name: str
+    confidence: float | None = None
+    source: str  # "seed" | "extracted" (a chain's merge) | "completion" (not yet in the KG)
+    provenance: list[dict] = []  # evidence rows: doc_key, date, evidence, backbone, prompt_version
+
+
+class Answer(BaseModel):
+    question_id: str
+    question: str
+    backbone: str
+    plan: QueryPlan
+    hit: bool  # the KG query returned at least one answer
+    answers: list[str] = []  # names of the answer nodes
+    triples: list[AnswerTriple] = []
+    missing: list[OpenTriple] = []
+    error: str = ""  # why there is no plan (no linkable entity, no relation the schema allows)
+

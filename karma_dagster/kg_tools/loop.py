@@ -1,0 +1,96 @@
+"""The function-calling loop: a model gets the tool schemas and a paper segment by segment, calls tools until it
+stops or the step limit is reached. Every call goes through KGTools.call (arguments checked, validated, refusals
+answered as messages), so the model can write nothing the tools would refuse, and each call lands in the
+document's transcript (`tool_calls` table).
+
+Dagster-free and backbone-agnostic: the caller passes each segment's rendered prompt (prompts/tools_agent/) and
+the litellm arguments (model, api_base, ...); kg_tools/chain.py runs it as the `tools` chain mode's stage.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pydantic import BaseModel
+
+from karma_dagster.kg_tools.schemas import tool_schemas
+from karma_dagster.kg_tools.session import KGTools
+
+
+class ToolLoopResult(BaseModel):
+    steps: int  # tool calls made
+    rounds: int  # model requests made
+    stopped: str  # "done" (the model stopped calling tools on every segment) or "step_limit"
+    accepted: int
+    refused: int
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = 0.0  # None: the model is not in litellm's price list (tokens only)
+
+
+def _cost(response: Any) -> float | None:
+    try:
+        import litellm
+
+        return float(litellm.completion_cost(completion_response=response))
+    except Exception:  # noqa: BLE001 - an unpriced model (a local server, a scripted one): tokens only
+        return None
+
+
+def _message_dict(message: Any) -> dict[str, Any]:
+    """The assistant turn as the next request must repeat it (content and its tool calls)."""
+    calls = [{"id": c.id, "type": "function", "function": {"name": c.function.name,
+                                                            "arguments": c.function.arguments or ""}}
+             for c in (getattr(message, "tool_calls", None) or [])]
+    out: dict[str, Any] = {"role": "assistant", "content": getattr(message, "content", None)}
+    if calls:
+        out["tool_calls"] = calls
+    return out
+
+
+def run_tool_loop(tools: KGTools, openings: Sequence[list[dict[str, str]]], *, model: str, max_steps: int = 30,
+                  completion: Callable[..., Any] | None = None, **llm_kwargs: Any) -> ToolLoopResult:
+    """For each segment's opening messages (the rendered prompt: system + the segment), run the tool calls the
+    model asks for until it answers without one (next segment) or `max_steps` tool calls have been made in all."""
+    if tools.document is None:
+        raise ValueError("run_tool_loop: the KGTools session needs a document (its writes are staged per document)")
+    if max_steps < 1:
+        raise ValueError(f"max_steps {max_steps}: must be at least 1")
+    if completion is None:
+        import litellm
+
+        completion = litellm.completion
+    schemas = tool_schemas(include_read=True)
+    steps = rounds = accepted = refused = prompt_tokens = completion_tokens = 0
+    cost: float | None = 0.0
+    for opening in openings:
+        messages: list[dict[str, Any]] = [dict(m) for m in opening]
+        while True:
+            if steps >= max_steps:
+                return ToolLoopResult(steps=steps, rounds=rounds, stopped="step_limit", accepted=accepted,
+                                      refused=refused, prompt_tokens=prompt_tokens,
+                                      completion_tokens=completion_tokens, cost_usd=cost)
+            response = completion(model=model, messages=messages, tools=schemas, tool_choice="auto", **llm_kwargs)
+            rounds += 1
+            usage = getattr(response, "usage", None)
+            prompt_tokens += int(getattr(usage, "prompt_tokens", 0) or 0)
+            completion_tokens += int(getattr(usage, "completion_tokens", 0) or 0)
+            price = _cost(response)
+            cost = None if cost is None or price is None else cost + price
+            message = response.choices[0].message
+            turn = _message_dict(message)
+            if "tool_calls" not in turn:
+                break
+            messages.append(turn)
+            for call in turn["tool_calls"]:
+                if steps >= max_steps:
+                    break
+                result = tools.call(call["function"]["name"], call["function"]["arguments"])
+                steps += 1
+                accepted, refused = accepted + result.ok, refused + (not result.ok)
+                messages.append({"role": "tool", "tool_call_id": call["id"],
+                                 "content": result.text() + "\n" + json.dumps(result.data, default=str)[:4000]})
+    return ToolLoopResult(steps=steps, rounds=rounds, stopped="done", accepted=accepted, refused=refused,
+                          prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cost_usd=cost)

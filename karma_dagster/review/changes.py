@@ -1,0 +1,55 @@
+"""What accepting an item would change in its backbone's KG, in a curator's words (read from the KG store)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+
+from karma_dagster.kg.store import KGStore, schema_relations
+from karma_dagster.review.models import ReviewItem
+
+
+def reinforced(old: float, new: float) -> float:
+    """MedKGent's reinforcement, as the KG's edges view aggregates it."""
+    return 1.0 - (1.0 - old) * (1.0 - new)
+
+
+def with_changes(items: Sequence[ReviewItem], kg_path: Path | str | None) -> list[ReviewItem]:
+    """Each item with `change` filled from the KG (new edge / reinforces / supersedes / new entity / schema).
+
+    Without a KG file (none imported yet) every mergeable triple is a new edge between new entities."""
+    store = KGStore(kg_path) if kg_path is not None and Path(kg_path).exists() else None
+    by_ns: dict[str, list[int]] = defaultdict(list)
+    for i, item in enumerate(items):
+        by_ns[item.backbone].append(i)
+    out = list(items)
+    for ns, idx in by_ns.items():
+        pairs = [(items[i].head_id, items[i].tail_id) for i in idx]
+        edges = store.edges_between(pairs, namespace=ns) if store else {}
+        nodes = store.nodes_by_id({x for i in idx for x in (items[i].head_id, items[i].tail_id)}, ns) if store else {}
+        for i in idx:
+            out[i] = items[i].model_copy(update={"change": describe(items[i], edges, nodes)})
+    return out
+
+
+def describe(item: ReviewItem, edges: dict, nodes: dict) -> str:
+    if item.source == "new_relation_type":
+        return (f"adds relation type {item.relation!r} ({item.head_kind or '?'} -> {item.tail_kind or '?'}) to the "
+                "schema; the triple enters the KG once kg/schema.yaml has it (or after an edit to a schema relation)")
+    if item.relation not in schema_relations():
+        return (f"nothing yet: {item.relation!r} is not a KG relation; edit the relation to one of the schema's "
+                "to add the triple")
+    parts = []
+    same = [e for e in edges.get((item.head_id, item.tail_id), []) if e.relation == item.relation]
+    if same:
+        old = same[0].confidence
+        parts.append(f"reinforces edge (score {old:.2f} → {reinforced(old, item.score):.2f})")
+    else:
+        parts.append(f"new edge (score {item.score:.2f})")
+    for end, name, kind in (("head_id", item.head_name, item.head_kind), ("tail_id", item.tail_name, item.tail_kind)):
+        if getattr(item, end) not in nodes:
+            parts.append(f"new entity {name!r} ({kind or 'no kind: edit to a KG node'})")
+    if item.contradicts:
+        parts.append(f"supersedes edge {item.contradicts}")
+    return "; ".join(parts)

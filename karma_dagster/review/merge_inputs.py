@@ -1,0 +1,187 @@
+"""Accepted review decisions -> what kg/merge.merge_increment takes, and the merge of what is not merged yet.
+
+Each accepted item is its own document `review_<item_id>` of the KG date it was decided on (UTC): knowledge
+enters the graph when a person confirmed it, so no past day's view changes. Its row carries the item's score as
+evidence, the best evidence text, and `prompt_version` "reviewed by <name> via <source>" (the provenance a KG
+reader sees next to backbone and run). A reviewed row is not adjudicated again by the day's merge (verdict
+"skipped"): a person decided; a conflict item accepted supersedes the KG edge it contradicted ("replace").
+
+merge_increment replaces the increments row and adjudications of its (namespace, date), so a date's merge must
+carry all of that date's documents: the chain's (`chain_docs`) and every accepted review document of the day.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from karma_dagster.agents.integration import collect_document
+from karma_dagster.ingest.catalog import Catalog
+from karma_dagster.kg import merge
+from karma_dagster.kg.merge import DocInput, IncrementStats, TripleValidationError
+from karma_dagster.kg.store import KGStore, NodeIn, load_schema, metaedge_for, schema_relations
+from karma_dagster.params import KarmaParams
+from karma_dagster.paths import DataPaths
+from karma_dagster.review.models import Decision, ReviewItem
+from karma_dagster.review.queue import ReviewError, ReviewQueue
+from karma_dagster.stage_store import StageStore
+
+DOC_PREFIX = "review_"
+ChainDocs = Callable[[str, dt.date], dict[str, DocInput]]  # (namespace, date) -> the chain's documents of that day
+
+
+class NotMergeable(ReviewError):
+    """An accepted item the KG cannot take as it is (names the item and what to do)."""
+
+
+class MergeOutcome(BaseModel):
+    namespace: str
+    date: dt.date
+    items: list[str]  # item ids merged now
+    stats: IncrementStats
+
+
+def doc_key(item_id: str) -> str:
+    return DOC_PREFIX + item_id
+
+
+def merge_date(decision: Decision) -> dt.date:
+    return decision.decided_at.date()
+
+
+def provenance(item: ReviewItem, decision: Decision) -> str:
+    return f"reviewed by {decision.reviewer} via {item.source}"
+
+
+def merge_input(item: ReviewItem, decision: Decision, known_ids: set[str]) -> DocInput:
+    """One accepted item as (triples, new nodes); NotMergeable says why it cannot enter the KG as it is."""
+    if not decision.accepted:
+        raise NotMergeable(f"item {item.item_id} was {decision.action}ed, not accepted")
+    if item.relation not in schema_relations():
+        what = "a new relation type" if item.source == "new_relation_type" else "not a KG schema relation"
+        raise NotMergeable(f"item {item.item_id}: {item.relation!r} is {what}: add it to kg/schema.yaml, or decide "
+                           "again on an edited item whose relation is one of the schema's")
+    kinds = load_schema()[0]
+    nodes = []
+    for end in ("head", "tail"):
+        node_id, name, kind = getattr(item, f"{end}_id"), getattr(item, f"{end}_name"), getattr(item, f"{end}_kind")
+        if node_id in known_ids:
+            continue
+        if kind not in kinds:
+            raise NotMergeable(f"item {item.item_id}: {end} {node_id!r} is not a KG node and has no node kind "
+                               f"({kind!r}); edit it to a KG node id")
+        nodes.append(NodeIn(id=node_id, name=name, kind=kind))
+    me = metaedge_for(item.head_kind, item.relation, item.tail_kind) if item.head_kind and item.tail_kind else None
+    text = next((e.text for e in item.evidence if e.text.strip()), "") or item.triple_text
+    row = {
+        "doc_key": doc_key(item.item_id), "triple_id": item.item_id, "head_id": item.head_id,
+        "relation": item.relation, "tail_id": item.tail_id, "metaedge": me.abbrev if me else None,
+        "score": item.score, "evidence_score": item.score, "segment_id": f"{doc_key(item.item_id)}#decision",
+        "evidence": text, "prompt_version": provenance(item, decision),
+        "action": "replace" if item.contradicts else "keep", "contradicts": item.contradicts,
+        "adjudication": f"{provenance(item, decision)} at {decision.decided_at:%Y-%m-%d %H:%M} UTC",
+        "verdict": "skipped", "head_kg_type": item.head_kind, "tail_kg_type": item.tail_kind,
+    }
+    return [row], nodes
+
+
+def review_docs(queue: ReviewQueue, kg: KGStore, namespace: str, day: dt.date) -> dict[str, DocInput]:
+    """Every mergeable accepted item of (namespace, day), merged before or not: what that date's merge adds
+    to the chain's documents (the KG increment asset calls this too). Items that cannot enter get a note."""
+    chosen = [(i, d) for i, d in queue.accepted() if i.backbone == namespace and merge_date(d) == day]
+    known = set(kg.nodes_by_id({x for i, _ in chosen for x in (i.head_id, i.tail_id)}, namespace))
+    docs: dict[str, DocInput] = {}
+    for item, decision in chosen:
+        try:
+            docs[doc_key(item.item_id)] = merge_input(item, decision, known)
+            merge.document_fingerprint(doc_key(item.item_id), *docs[doc_key(item.item_id)])  # merge's own checks
+        except (NotMergeable, TripleValidationError) as exc:
+            docs.pop(doc_key(item.item_id), None)
+            queue.note(item.item_id, str(exc))
+    return docs
+
+
+def record_merged(queue: ReviewQueue, docs: dict[str, DocInput], day: dt.date) -> list[str]:
+    """After a date's merge took `docs` in (the KG increment asset's call): mark its review documents merged."""
+    ids = [k[len(DOC_PREFIX):] for k in docs if k.startswith(DOC_PREFIX)]
+    if ids:
+        queue.mark_merged(ids, day)
+    return ids
+
+
+def pending_dates(queue: ReviewQueue) -> dict[str, set[dt.date]]:
+    """namespace -> the KG dates holding accepted items not merged yet (what a sensor would launch)."""
+    out: dict[str, set[dt.date]] = defaultdict(set)
+    for item, decision in queue.accepted(unmerged_only=True):
+        out[item.backbone].add(merge_date(decision))
+    return dict(out)
+
+
+def chain_docs_from(paths: DataPaths) -> ChainDocs:
+    """The chain's documents of a day as the KG increment asset collects them (evaluated tables), each with the
+    prompt version its evidence already carries in the KG, so a re-merge changes nothing of theirs."""
+    stages, kg = StageStore(paths.stages_dir), KGStore(paths.kg)
+
+    def collect(ns: str, day: dt.date) -> dict[str, DocInput]:
+        docs: dict[str, DocInput] = {}
+        keys = Catalog(paths.catalog).documents_for_dates(day, day) if paths.catalog.exists() else []
+        for key in keys:
+            if stages.exists(ns, "evaluated", key):
+                docs[key] = collect_document(key, stages.read(ns, "evaluated", key), stages.read(ns, "entities", key),
+                                             _prompt_version(kg, ns, key))
+        return docs
+
+    return collect
+
+
+def _prompt_version(kg: KGStore, ns: str, key: str) -> str:
+    with kg.connect(read_only=True) as con:
+        row = con.execute("SELECT max(prompt_version) FROM evidence WHERE namespace = ? AND doc_key = ?",
+                          [ns, key]).fetchone()
+    return row[0] if row and row[0] else ""
+
+
+def _chain_keys_merged(kg: KGStore, ns: str, day: dt.date) -> list[str]:
+    with kg.connect(read_only=True) as con:
+        rows = con.execute("SELECT doc_key FROM merged_documents WHERE namespace = ? AND date = ? AND doc_key NOT LIKE "
+                           "'review\\_%' ESCAPE '\\' ORDER BY doc_key", [ns, day]).fetchall()
+    return [r[0] for r in rows]
+
+
+def merge_accepted(
+    kg_path: Path | str, queue: ReviewQueue, *, chain_docs: ChainDocs | None = None, run_id: str | None = None,
+    params: KarmaParams | None = None,
+) -> list[MergeOutcome]:
+    """Merge every (namespace, date) that holds accepted items not merged yet; record them merged. Idempotent:
+    a second call finds nothing to do. Without `chain_docs`, a date whose chain documents the KG already holds is
+    refused (its merge would drop their increment row and adjudications), naming the date."""
+    kg = KGStore(kg_path)
+    if not Path(kg_path).exists():
+        raise ReviewError("the KG file does not exist yet: import the seed KG first (karma import-kg)")
+    run_id = run_id or f"review-{uuid.uuid4().hex[:12]}"
+    outcomes = []
+    for ns, days in sorted(pending_dates(queue).items()):
+        for day in sorted(days):
+            docs = review_docs(queue, kg, ns, day)
+            waiting = {i.item_id for i, d in queue.accepted(unmerged_only=True)}
+            merged = [k[len(DOC_PREFIX):] for k in docs if k[len(DOC_PREFIX):] in waiting]
+            if not merged:
+                continue  # every pending item of the day is blocked (its note says why)
+            if chain_docs is not None:
+                docs = {**chain_docs(ns, day), **docs}
+            else:
+                held = _chain_keys_merged(kg, ns, day)
+                if held:
+                    raise ReviewError(f"KG date {day} of {ns!r} holds the chain's documents ({', '.join(held[:3])}"
+                                      f"{' ...' if len(held) > 3 else ''}): merge with the data paths (karma review "
+                                      "--merge) or through the KG increment asset, which carry them too")
+            stats = merge.merge_increment(kg, day, ns, docs, run_id, params=params)
+            queue.mark_merged(merged, day)
+            outcomes.append(MergeOutcome(namespace=ns, date=day, items=merged, stats=stats))
+    return outcomes
+
