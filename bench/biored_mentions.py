@@ -1,7 +1,8 @@
-"""Mention and identifier P/R/F1 of the local NER on BioRED dev and BC5CDR dev (measurement only, never tuning).
+"""Mention and identifier P/R/F1 of the local NER on PubTator files (measurement only, never tuning).
 
-Usage: python bench/biored_mentions.py [--data DIR] [--cache DIR]
-DIR defaults to the shared read-only corpora (biored/Dev.PubTator, bc5cdr/CDR_DevelopmentSet.PubTator.txt).
+Usage: python bench/biored_mentions.py [FILE ...] [--data DIR] [--cache DIR]
+FILE: any PubTator file with gold mentions (plain or .gz); none = BioRED dev and BC5CDR dev under DIR (the shared
+read-only corpora: biored/Dev.PubTator, bc5cdr/CDR_DevelopmentSet.PubTator.txt).
 """
 
 from __future__ import annotations
@@ -16,12 +17,20 @@ from karma_dagster.dictionary.ner import DictionaryNER
 from karma_dagster.ingest.pubtator import read_pubtator
 from karma_dagster.metrics.gold_mentions import format_table, score_mentions
 
+DEFAULT_FILES = (("BioRED dev", Path("biored") / "Dev.PubTator"),
+                 ("BC5CDR dev", Path("bc5cdr") / "CDR_DevelopmentSet.PubTator.txt"))
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("files", nargs="*", type=Path, help="PubTator files with gold mentions (default: the dev splits)")
     ap.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data")
     ap.add_argument("--cache", type=Path, default=Path(".cache/lexicon"))
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    files = [(f.name, f) for f in args.files] or [(title, args.data / rel) for title, rel in DEFAULT_FILES]
+    for _title, path in files:
+        if not path.is_file():
+            ap.error(f"{path}: PubTator file not found")
     t0 = time.perf_counter()
     lexicon = Lexicon.build(cache_dir=args.cache)
     t1 = time.perf_counter()
@@ -29,15 +38,17 @@ def main() -> None:
     t2 = time.perf_counter()
     print(f"lexicon {len(lexicon)} terms in {t1 - t0:.1f}s; NER build {t2 - t1:.1f}s; "
           f"max RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
-    for title, path in (("BioRED dev", args.data / "biored" / "Dev.PubTator"),
-                        ("BC5CDR dev", args.data / "bc5cdr" / "CDR_DevelopmentSet.PubTator.txt")):
+    for title, path in files:
         docs = read_pubtator(path)
+        if not docs:
+            ap.error(f"{path}: no PubTator documents in it")
         t = time.perf_counter()
         preds = ner.recognize_many([d.text for d in docs])
         dt = time.perf_counter() - t
         print()
         print(format_table(f"{title} ({len(docs)} abstracts, {dt:.1f}s)", score_mentions(docs, preds)))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -1,10 +1,15 @@
-"""Relation P/R/F1 of the local relation model on a BioRED-style PubTator file, with the gold mentions as input.
+"""Relation P/R/F1 of the local relation models on PubTator files, with the gold mentions as input.
 
-    python bench/biored_relations.py ../shared/data/biored/Dev.PubTator [--theta 0.5] [--window 0]
+    python bench/biored_relations.py FILE [FILE ...] [--level document|mention] [--theta 0.4] [--window 0]
 
-Document level (BioRED annotates id pairs per abstract): the pair alone, and the pair with its type; micro
-and per type. Gold mentions in, so it measures the relation model alone, not NER or normalization. Abstracts
-that are also in the shipped BC5CDR training corpus are scored apart as well (their CID pairs were seen).
+FILE: any PubTator file with gold mentions and relations (plain or .gz): BioRED dev, BC5CDR dev (its CID pairs
+are scored against the model's chemical-disease Positive_Correlation, as BioRED annotates CID), ...
+Document level (BioRED annotates id pairs per abstract): the pair alone, and the pair with its type; micro and
+per type. `--level document` (the default, what the local backbone's REA uses) asks the document-level model
+once per pair of gold entities; `--level mention` the mention-pair model over co-occurring mentions (`--window`
+sentences apart). Gold mentions in, so it measures the relation model alone, not NER or normalization.
+A file without relation gold prints n/a. The training corpora hold no abstract of a shipped dev split
+(data/training_exclusions.tsv); any overlap between a FILE and them is reported.
 """
 
 from __future__ import annotations
@@ -14,43 +19,75 @@ import sys
 import time
 from pathlib import Path
 
-from karma_dagster.backbones.local.relations import DEFAULT_CDR, RELATION_TYPES, LocalRelationModel
+from karma_dagster.backbones.local.doc_relations import DocRelationModel
+from karma_dagster.backbones.local.relations import (
+    DEFAULT_BIORED,
+    DEFAULT_CDR,
+    RELATION_TYPES,
+    LocalRelationModel,
+    coarse_type,
+)
 from karma_dagster.ingest.pubtator import read_pubtator
-from karma_dagster.metrics.gold_relations import evaluate, format_table
+from karma_dagster.metrics.gold_relations import evaluate, evaluate_entities, format_table
 from karma_dagster.params import KarmaParams
+
+CID = "CID"
+
+
+def _as_cid(answers: list[dict[str, float]], kinds: list[set[str]]) -> list[dict[str, float]]:
+    """BC5CDR's one type: a chemical-disease pair's Positive_Correlation is its CID."""
+    return [{CID: (p["Positive_Correlation"] if k == {"Chemical", "Disease"} else 0.0)} for p, k in zip(answers, kinds)]
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("gold", type=Path, help="PubTator file with gold mentions and relations (e.g. BioRED Dev)")
+    ap.add_argument("gold", type=Path, nargs="+", help="PubTator files with gold mentions and relations")
+    ap.add_argument("--level", choices=["document", "mention"], default="document")
     ap.add_argument("--theta", type=float, default=None, help="one threshold for all types (default: KarmaParams)")
-    ap.add_argument("--window", type=int, default=0, help="0 = same sentence (as the REA agent), 1 = adjacent too")
+    ap.add_argument("--window", type=int, default=0, help="mention level: 0 = same sentence, 1 = adjacent too")
     ap.add_argument("--cache-dir", type=Path, default=Path(".cache/local-backbone"))
     args = ap.parse_args(argv)
-    if not args.gold.is_file():
-        ap.error(f"{args.gold}: gold PubTator file not found")
+    for path in args.gold:
+        if not path.is_file():
+            ap.error(f"{path}: gold PubTator file not found")
 
     params = KarmaParams()
     theta = (lambda _r: args.theta) if args.theta is not None else params.theta_for
-    model = LocalRelationModel(args.cache_dir)
+    model = DocRelationModel(args.cache_dir) if args.level == "document" else LocalRelationModel(args.cache_dir)
     t0 = time.perf_counter()
     fitted = model.fitted
     how = "loaded from cache" if model.loaded_from_cache else f"trained in {fitted.train_seconds:.1f} s"
     print(f"model {model.version}: {fitted.n_examples} training pairs, {how} ({time.perf_counter() - t0:.1f} s)")
+    trained_on = {d.pmid for p in (DEFAULT_BIORED, DEFAULT_CDR) if p.is_file() for d in read_pubtator(p)}
 
-    docs = read_pubtator(args.gold)
-    t0 = time.perf_counter()
-    label = f"theta {'params' if args.theta is None else args.theta}, window {args.window}"
-    scores = evaluate(docs, model.probabilities, theta, RELATION_TYPES, window=args.window)
-    print(format_table(scores, f"\n## {args.gold.name}: all abstracts ({label})"))
-    print(f"scored in {time.perf_counter() - t0:.1f} s")
-
-    seen = {d.pmid for d in read_pubtator(DEFAULT_CDR)} if DEFAULT_CDR.is_file() else set()
-    unseen = [d for d in docs if d.pmid not in seen]
-    if len(unseen) < len(docs):
-        s2 = evaluate(unseen, model.probabilities, theta, RELATION_TYPES, window=args.window)
-        print(format_table(s2, f"\n## {args.gold.name}: without the {len(docs) - len(unseen)} abstracts also in "
-                               f"BC5CDR train ({label})"))
+    for path in args.gold:
+        docs = read_pubtator(path)
+        if not docs:
+            ap.error(f"{path}: no PubTator documents in it")
+        cdr = {r.relation for d in docs for r in d.relations} == {CID}
+        types = [CID] if cdr else list(RELATION_TYPES)
+        t0 = time.perf_counter()
+        if args.level == "document":
+            def doc_fn(text, entities, pairs, _m=model):
+                answers = _m.probabilities(text, entities, pairs)
+                if not cdr:
+                    return answers
+                kinds = [{coarse_type(entities[i][0].type), coarse_type(entities[j][0].type)} for i, j in pairs]
+                return _as_cid(answers, kinds)
+            scores = evaluate_entities(docs, doc_fn, (lambda _r: theta("Positive_Correlation")) if cdr else theta,
+                                       types)
+        else:
+            def pair_fn(text, pairs, _m=model):
+                answers = _m.probabilities(text, pairs)
+                if not cdr:
+                    return answers
+                return _as_cid(answers, [{coarse_type(h.type), coarse_type(t.type)} for h, t in pairs])
+            scores = evaluate(docs, pair_fn, (lambda _r: theta("Positive_Correlation")) if cdr else theta, types,
+                              window=args.window)
+        label = f"{args.level} level, theta {'params' if args.theta is None else args.theta}"
+        print(format_table(scores, f"\n## {path.name}: {len(docs)} abstracts ({label})"))
+        seen = sum(1 for d in docs if d.pmid in trained_on)
+        print(f"scored in {time.perf_counter() - t0:.1f} s; abstracts also in the training corpora: {seen}")
     return 0
 
 

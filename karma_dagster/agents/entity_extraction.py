@@ -6,10 +6,13 @@ dropped (that capped the coverage gain KARMA reports): it is kept as an *unliste
 garbage (empty, no letters, one character, sentence-long, a generic word) — each such drop counted by reason.
 For the local backbone the proposals are the dictionary's own, so all are listed.
 
-Normalization: nearest KG name of a compatible kind (by the long form when an abbreviation was resolved) in the
-index view the caller passes — the seed's names, plus, for a pipeline document, the entities its namespace's
-earlier increments merged (kg/entity_index.py); linked when the distance <= rho, else a new entity whose id is
-the lexicon's vocab id or `NEW:{type}:{normalized name}`. Mention ids are content hashes (stable across reruns).
+Normalization, first over the whole document (dictionary/normalization.py): a gene takes the id of the document's
+species (or, known only for another species, no id and no link to the KG's human gene node), a short form its long
+form's id in every summary, and one name one id. Then each mention: nearest KG name of a compatible kind (by the
+long form when an abbreviation was resolved) in the index view the caller passes — the seed's names, plus, for a
+pipeline document, the entities its namespace's earlier increments merged (kg/entity_index.py); linked when the
+distance <= rho, else a new entity whose id is the lexicon's vocab id or `NEW:{type}:{normalized name}`.
+Mention ids are content hashes (stable across reruns).
 
 Typing (KARMA Eq. 14, the type of a new entity): a linked entity has its KG node's kind; a new one gets the
 schema node kind its type maps to through kg/schema.yaml `ner_type_to_kind` — the LLM's typed answer on an LLM
@@ -35,6 +38,7 @@ from spacy.lang.en.stop_words import STOP_WORDS
 
 from karma_dagster.backbones.base import Backbone, backbone_map
 from karma_dagster.dictionary.ner import DictionaryNER
+from karma_dagster.dictionary.normalization import NormalizationConfig, normalize_document
 from karma_dagster.kg.embeddings import normalize_name
 from karma_dagster.kg.entity_index import Hit
 from karma_dagster.kg.names import ID_MAX_CHARS, TYPE_MAX_CHARS, RejectedNames, Rejection, clean_name
@@ -206,6 +210,7 @@ def extract_entities_counted(
     index: Linker,
     params: KarmaParams,
     schema: KGSchema | None = None,
+    normalization: NormalizationConfig = NormalizationConfig(),
 ) -> EntityExtraction:
     """The EEA over a document's summaries: mention rows plus where every proposal went (EntityCounts)."""
     schema = schema or KGSchema.load()
@@ -218,18 +223,28 @@ def extract_entities_counted(
     proposed = 0
     # the backbone's NER calls overlap (up to its concurrency limit); screening and index stay in this thread
     proposals = backbone_map(backbone, lambda s: backbone.recognize(s.text), summaries)
+    per_summary: list[list[Screened]] = []
     for s, proposed_spans in zip(summaries, proposals, strict=True):
         proposed += len(proposed_spans)
         screened, drops = screen_proposals(s.text, _clean_names(proposed_spans, dropped, rejected), dictionary)
         dropped.update(drops)
         # again: screening may complete a span with the dictionary's long form, which is text too
-        screened = [Screened(span=span, in_dictionary=c.in_dictionary) for c in screened
-                    for span in _clean_names([c.span], dropped, rejected)]
-        if not screened:
+        per_summary.append([Screened(span=span, in_dictionary=c.in_dictionary) for c in screened
+                            for span in _clean_names([c.span], dropped, rejected)])
+    # ids decided over the whole document (species, abbreviations, one id per name): dictionary/normalization.py
+    doc = normalize_document([c.span for cs in per_summary for c in cs], dictionary.lexicon, normalization)
+    flat = iter(enumerate(doc.spans))
+    per_summary = [[(Screened(span=span, in_dictionary=c.in_dictionary), doc.other_species.get(i))
+                    for c, (i, span) in zip(cs, flat)] for cs in per_summary]
+    for s, screened_taxa in zip(summaries, per_summary, strict=True):
+        if not screened_taxa:
             continue
+        screened = [c for c, _ in screened_taxa]
         hits = index.search([c.span.long_form or c.span.text for c in screened], [c.span.type for c in screened], k=1)
-        for c, h in zip(screened, hits, strict=True):
+        for (c, other_taxon), h in zip(screened_taxa, hits, strict=True):
             m = c.span
+            if other_taxon is not None:
+                h = []  # another species' gene than the KG's (human) one: a new entity, not the human node
             mid = mention_id(s.doc_key, s.summary_id, m.start, m.end, m.text)
             if mid in rows:
                 dropped["duplicate"] += 1  # the same span proposed twice (e.g. under two types): the first stays
@@ -245,8 +260,10 @@ def extract_entities_counted(
             if kind is None or kind not in schema.node_kinds:
                 dropped["no_schema_kind"] += 1  # Eq. 14 has no schema kind for this type: it cannot be a node
                 continue
-            rows[mid] = _row(s, mid, m, c.in_dictionary,
-                             entity_id=m.vocab_id or f"NEW:{m.type}:{normalize_name(m.long_form or m.text)}",
+            new_id = f"NEW:{m.type}:{normalize_name(m.long_form or m.text)}"
+            if other_taxon is not None:
+                new_id += f"@NCBITaxon:{other_taxon}"
+            rows[mid] = _row(s, mid, m, c.in_dictionary, entity_id=m.vocab_id or new_id,
                              kg_id=None, kg_name=None, distance=distance, status="new", kind=kind, linked_to=None)
     out = list(rows.values())
     return EntityExtraction(rows=out, counts=_counts(out, proposed, dropped, rejected))

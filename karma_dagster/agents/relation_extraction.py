@@ -1,15 +1,21 @@
 """REA: candidate pairs -> p(r | e_i, e_j, summary) from the backbone -> triples with p >= theta_r (multi-label).
 
-A pair is two mentions of different entities in one sentence of a summary (most relations an abstract states
-sit in one sentence; wider windows mostly add false pairs). The sentence is the triple's evidence. One fact per
-document: the same (head, relation, tail) seen in several sentences keeps its most probable reading.
+Two kinds of candidates, by what the backbone offers:
+- document level (a backbone with `document_relation_probabilities`, the local one): every pair of entities of
+  a summary, asked once with all their mentions (BioRED and BC5CDR annotate relations per abstract, and most
+  related pairs never share a sentence). The triple's mentions and evidence are the pair's best co-mention:
+  the closest two mentions, fewest sentences apart; the evidence is their sentence (or the sentences from one
+  to the other);
+- mention level (the LLM backbones): two mentions of different entities in one sentence, the sentence as
+  evidence.
+One fact per document: the same (head, relation, tail) seen in several places keeps its most probable reading.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from karma_dagster.backbones.base import Backbone, backbone_map
 from karma_dagster.params import KarmaParams
@@ -50,12 +56,7 @@ def _name(m: MentionRow) -> str:
 def candidate_pairs(summary: SummaryRow, mentions: list[MentionRow]) -> list[tuple[MentionRow, MentionRow, str]]:
     """(earlier mention, later mention, sentence) for mentions of different entities sharing a sentence."""
     text = summary.text
-    for m in mentions:
-        if not (0 <= m.start < m.end <= len(text)) or text[m.start:m.end] != m.text:
-            raise RelationInputError(
-                f"mention {m.mention_id} ({m.text!r} at {m.start}-{m.end}) does not match summary "
-                f"{summary.summary_id} (text there: {text[m.start:m.end]!r})"
-            )
+    _check_spans(summary, mentions)
     by_sentence: dict[int, list[MentionRow]] = defaultdict(list)
     sents = split_sentences(text)
     for m in sorted(mentions, key=lambda m: (m.start, m.end)):
@@ -71,6 +72,53 @@ def candidate_pairs(summary: SummaryRow, mentions: list[MentionRow]) -> list[tup
                 if ms[a].entity_id != ms[b].entity_id:
                     out.append((ms[a], ms[b], sentence))
     return out
+
+
+def _sentence_of(sents: list[tuple[int, int, str]], pos: int) -> int:
+    for i, (s, e, _) in enumerate(sents):
+        if s <= pos < e:
+            return i
+    for i, (s, _e, _) in enumerate(sents):  # in the whitespace between two sentences: the next one
+        if pos < s:
+            return i
+    return max(0, len(sents) - 1)
+
+
+def entity_candidates(summary: SummaryRow, mentions: list[MentionRow]
+                      ) -> tuple[list[list[MentionRow]], list[tuple[int, int]], list[tuple[MentionRow, MentionRow, str]]]:
+    """The summary's entities (mentions grouped by entity_id, in order of first mention), every pair of them,
+    and per pair its best co-mention (earlier mention, later mention, evidence text)."""
+    text = summary.text
+    _check_spans(summary, mentions)
+    sents = split_sentences(text) or [(0, len(text), text)]
+    groups: dict[str, list[MentionRow]] = {}
+    for m in sorted(mentions, key=lambda m: (m.start, m.end)):
+        groups.setdefault(m.entity_id, []).append(m)
+    entities = list(groups.values())
+    where = {m.mention_id: _sentence_of(sents, m.start) for m in mentions}
+    pairs: list[tuple[int, int]] = []
+    best: list[tuple[MentionRow, MentionRow, str]] = []
+    for i in range(len(entities)):
+        for j in range(i + 1, len(entities)):
+            a, b = min(((x, y) for x in entities[i] for y in entities[j]),
+                       key=lambda xy: (abs(where[xy[0].mention_id] - where[xy[1].mention_id]),
+                                       max(xy[0].start, xy[1].start) - min(xy[0].end, xy[1].end)))
+            h, t = (a, b) if (a.start, a.end) <= (b.start, b.end) else (b, a)
+            lo, hi = where[h.mention_id], where[t.mention_id]
+            evidence = text[sents[lo][0]:sents[hi][1]] if hi - lo <= 1 else f"{sents[lo][2]} [...] {sents[hi][2]}"
+            pairs.append((i, j))
+            best.append((h, t, evidence))
+    return entities, pairs, best
+
+
+def _check_spans(summary: SummaryRow, mentions: list[MentionRow]) -> None:
+    text = summary.text
+    for m in mentions:
+        if not (0 <= m.start < m.end <= len(text)) or text[m.start:m.end] != m.text:
+            raise RelationInputError(
+                f"mention {m.mention_id} ({m.text!r} at {m.start}-{m.end}) does not match summary "
+                f"{summary.summary_id} (text there: {text[m.start:m.end]!r})"
+            )
 
 
 class SampleAgreement(NamedTuple):
@@ -134,15 +182,33 @@ def extract_relations(
             raise RelationInputError(f"mention {m.mention_id} refers to unknown summary {m.summary_id!r}")
         grouped[m.summary_id].append(m)
 
-    work = [(sid, pairs) for sid, ms in grouped.items() if (pairs := candidate_pairs(by_id[sid], ms))]
+    document_level = callable(getattr(backbone, "document_relation_probabilities", None))
+    work: list[tuple[str, list[tuple[MentionRow, MentionRow, str]]]] = []
+    entity_work: list[tuple[list[list[MentionSpan]], list[tuple[int, int]]]] = []
+    for sid, ms in grouped.items():
+        if document_level:
+            entities, index_pairs, pairs = entity_candidates(by_id[sid], ms)
+            entity_work.append(([[_span(m) for m in e] for e in entities], index_pairs))
+        else:
+            pairs = candidate_pairs(by_id[sid], ms)
+        if pairs:
+            work.append((sid, pairs))
+        elif document_level:
+            entity_work.pop()
     jobs = [(w, k) for w in range(len(work)) for k in range(n)]
 
     def ask(job: tuple[int, int]) -> list[dict[str, float]]:
         sid, pairs = work[job[0]]
-        spans = [(_span(h), _span(t)) for h, t, _ in pairs]
-        if n == 1:
-            probs = backbone.relation_probabilities(by_id[sid].text, spans)
+        if document_level:
+            entities, index_pairs = entity_work[job[0]]
+            doc_backbone: Any = backbone  # offers the document-level methods (checked above)
+            probs = (doc_backbone.document_relation_probabilities(by_id[sid].text, entities, index_pairs) if n == 1
+                     else doc_backbone.sample_document_relation_probabilities(
+                         by_id[sid].text, entities, index_pairs, job[1], params.sampling_temperature))
+        elif n == 1:
+            probs = backbone.relation_probabilities(by_id[sid].text, [(_span(h), _span(t)) for h, t, _ in pairs])
         else:
+            spans = [(_span(h), _span(t)) for h, t, _ in pairs]
             sampler = getattr(backbone, "sample_relation_probabilities", None)
             probs = (sampler(by_id[sid].text, spans, job[1], params.sampling_temperature) if sampler
                      else backbone.relation_probabilities(by_id[sid].text, spans))  # deterministic: alike

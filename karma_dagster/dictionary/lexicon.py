@@ -23,6 +23,7 @@ from typing import Any
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
+from karma_dagster.dictionary.variants import split_identifier, variant_id
 from karma_dagster.integrity import PARQUET_WRITE, StoreCorrupt, quarantine, read_parquet_checked
 from karma_dagster.paths import data_file
 
@@ -97,10 +98,13 @@ def hetionet_to_vocab_id(node_id: str) -> tuple[str, str]:
 
 
 def corpus_vocab_id(ner_type: str, identifier: str) -> str | None:
-    """A corpus identifier with its namespace, so it compares across sources (MESH:D003924, NCBIGene:3630)."""
-    ident = identifier.strip().replace(";", ",").replace("|", ",").split(",")[0].strip()
-    if not ident or ident in {"-", "-1"}:
+    """A corpus identifier with its namespace, so it compares across sources (MESH:D003924, NCBIGene:3630).
+
+    The first id of a list (`split_identifier`: a variant's `p|SUB|V|1764|M` is one id, kept whole)."""
+    parts = split_identifier(ner_type, identifier)
+    if not parts:
         return None
+    ident = parts[0]
     if ":" in ident:  # OMIM:123, already prefixed
         return ident
     if ner_type == "Gene":
@@ -135,7 +139,8 @@ def mesh_type(tree_numbers: Iterable[str]) -> str | None:
 
 
 def make_nlp():  # -> spacy.Language
-    """spaCy blank English with scispaCy's tokenizer, plus hyphen/slash infixes so `BRCA1-mutated` yields `BRCA1`.
+    """spaCy blank English with scispaCy's tokenizer, plus hyphen/slash infixes so `BRCA1-mutated` yields `BRCA1`
+    (and a genotype's parenthesis: `Ptpn22(-/-)` yields `Ptpn22`).
 
     Measured on BioRED train: 10.6 % of gold mention boundaries fall inside a combined_rule_tokenizer token,
     2.9 % with the extra infixes (spaCy's default tokenizer: 3.2 %).
@@ -145,7 +150,7 @@ def make_nlp():  # -> spacy.Language
 
     nlp = spacy.blank("en")
     tok = combined_rule_tokenizer(nlp)
-    extra = r"(?<=[A-Za-z0-9αβγδκε])[-/](?=[A-Za-z0-9αβγδκε])"
+    extra = r"(?<=[A-Za-z0-9αβγδκε])[-/](?=[A-Za-z0-9αβγδκε])|(?<=[A-Za-z0-9])\((?=[-+/])"  # Ptpn22(-/-), CXCR4(+)
     tok.infix_finditer = re.compile(tok.infix_finditer.__self__.pattern + "|" + extra).finditer  # type: ignore[attr-defined]
     nlp.tokenizer = tok
     return nlp
@@ -201,13 +206,15 @@ def _variants(term: str, ner_type: str, source: str) -> set[str]:
     return {normalize_space(t) for t in out if t}
 
 
-LEXICON_COLUMNS = ("key", "term", "tokens", "type", "vocab_id", "source", "case_sensitive")
+LEXICON_COLUMNS = ("key", "term", "tokens", "type", "vocab_id", "source", "case_sensitive", "taxon_ids")
+HUMAN = "9606"
 
 
 class Lexicon:
     """Typed terms (one row per matchable surface form) with their tokens, as a DataFrame.
 
     Columns: key (lowercased unless case-sensitive), term, tokens, type, vocab_id, source, case_sensitive,
+    taxon_ids (a gene's id per species, `9606=NCBIGene:348;10090=NCBIGene:11816`, "" when unknown),
     n_occ, n_ann (train occurrences and annotated occurrences).
     """
 
@@ -237,6 +244,16 @@ class Lexicon:
             i = self._ci.get(t.lower())
         return None if i is None else self.entry(i)
 
+    def taxon_ids(self, text: str) -> dict[str, str]:
+        """A gene name's NCBI Gene id per NCBI taxon (`{"9606": "NCBIGene:348", "10090": "NCBIGene:11816"}`),
+        empty when the lexicon does not know the name's species."""
+        t = normalize_space(text)
+        i = self._cs.get(t)
+        if i is None:
+            i = self._ci.get(t.lower())
+        raw = "" if i is None else self.table.at[i, "taxon_ids"]
+        return dict(p.split("=", 1) for p in raw.split(";")) if isinstance(raw, str) and raw else {}
+
     def __contains__(self, text: object) -> bool:
         return isinstance(text, str) and self.lookup(text) is not None
 
@@ -262,6 +279,7 @@ class Lexicon:
         files += [corpora_dir / f for f, _ in CORPORA.values()]
         h = hashlib.sha256(LEXICON_VERSION.encode())
         h.update(Path(__file__).read_bytes())  # a code change invalidates the cache too
+        h.update(Path(variant_id.__code__.co_filename).read_bytes())  # the variant forms of its rs rows
         h.update(config.model_dump_json().encode())
         for f in files:
             if not f.exists():
@@ -299,6 +317,15 @@ def _build_table(kg_rows: list[dict[str, Any]], vocab_dir: Path, corpora_dir: Pa
     t0 = time.perf_counter()
     # candidates: surface -> list of (type, vocab_id, source, weight)
     cands: dict[str, list[tuple[str, str | None, str, int]]] = defaultdict(list)
+    # gene surface -> (taxon, NCBIGene id) -> votes: the same symbol names a human and a mouse gene (Sox2)
+    gene_taxa: dict[str, Counter[tuple[str, str]]] = defaultdict(Counter)
+    human_genes: set[str] = set()
+    variant_rs: dict[str, set[str]] = defaultdict(set)  # tmVar form (p|SUB|V|600|E) -> dbSNP ids train gave it
+
+    def add_gene_taxon(term: str, vocab_id: str | None, taxon: str | None, source: str) -> None:
+        if vocab_id and taxon and vocab_id.startswith("NCBIGene:"):
+            for v in _variants(normalize_space(term), "Gene", source):
+                gene_taxa[v][(taxon, vocab_id)] += 1
 
     def add(term: str, ner_type: str | None, vocab_id: str | None, source: str, weight: int = 1) -> None:
         if ner_type is None:
@@ -310,6 +337,9 @@ def _build_table(kg_rows: list[dict[str, Any]], vocab_dir: Path, corpora_dir: Pa
         for node_id, name, kind in _read_tsv_gz(vocab_dir / "hetionet-nodes.tsv.gz", 3):
             _kind, vid = hetionet_to_vocab_id(node_id)
             add(name, KIND_TO_TYPE.get(kind), vid, "hetionet")
+            if kind == "Gene":  # Hetionet's genes are human ones
+                human_genes.add(vid)
+                add_gene_taxon(name, vid, HUMAN, "hetionet")
     if config.use_mesh:
         trees: dict[str, list[str]] = defaultdict(list)
         for mesh_id, _name, tn in _read_tsv_gz(vocab_dir / "mesh-tree-numbers.tsv.gz", 3):
@@ -321,6 +351,8 @@ def _build_table(kg_rows: list[dict[str, Any]], vocab_dir: Path, corpora_dir: Pa
         vid = hetionet_to_vocab_id(row["id"])[1] if "::" in row["id"] else row["id"]
         for name in [row["name"], *row["synonyms"]]:
             add(name, KIND_TO_TYPE.get(kind, kind), vid, "kg")
+            if kind == "Gene" and vid in human_genes:
+                add_gene_taxon(name, vid, HUMAN, "kg")
 
     corpus_docs: list[tuple[str, str, list[tuple[int, int]]]] = []  # (corpus, text, gold spans)
     if config.use_corpora:
@@ -331,16 +363,36 @@ def _build_table(kg_rows: list[dict[str, Any]], vocab_dir: Path, corpora_dir: Pa
             for doc in read_pubtator(corpora_dir / fname):
                 if doc.pmid in excluded:
                     continue
+                taxon = _document_taxon(doc)
                 spans = []
                 for m in doc.mentions:
                     ner_type = CORPUS_TYPE.get(m.type)
                     spans.append((m.start, m.end))
-                    if ner_type is None or ner_type == "Variant":  # variants are doc-specific: the NER uses patterns
+                    if ner_type == "Variant":  # variants are found by patterns; train tells which have an rs id
+                        form = variant_id(m.text)
+                        if form and not form.startswith("rs") and m.identifier.startswith("rs"):
+                            variant_rs[form].add(m.identifier)
+                    if ner_type is None or ner_type == "Variant":
                         continue
                     w = 3 if corpus == "biored" else 1  # BioRED's six types decide a term's type over 2-type corpora
-                    add(m.text, ner_type, corpus_vocab_id(ner_type, m.identifier), "corpus", w)
+                    vid = corpus_vocab_id(ner_type, m.identifier)
+                    add(m.text, ner_type, vid, "corpus", w)
+                    if ner_type == "Gene" and vid:
+                        add_gene_taxon(m.text, vid, HUMAN if vid in human_genes else taxon, "corpus")
                 corpus_docs.append((corpus, doc.text, spans))
 
+    gene_taxa_ci: dict[str, Counter[tuple[str, str]]] = defaultdict(Counter)  # names match in any case
+    for term, votes in gene_taxa.items():
+        gene_taxa_ci[term.lower()].update(votes)
+    # a name train gives a human and a mouse id links the two genes, for every other name of the human gene too
+    orthologs: dict[str, Counter[tuple[str, str]]] = defaultdict(Counter)
+    for votes in gene_taxa_ci.values():
+        human = [(n, vid) for (taxon, vid), n in votes.items() if taxon == HUMAN]
+        if human:
+            h = max(human)[1]
+            for (taxon, vid), n in votes.items():
+                if taxon != HUMAN:
+                    orthologs[h][(taxon, vid)] += n
     # resolve each surface form to one (type, id); decide its case rule
     rows = []
     for term, lst in cands.items():
@@ -352,8 +404,13 @@ def _build_table(kg_rows: list[dict[str, Any]], vocab_dir: Path, corpora_dir: Pa
             type_votes[ner_type] += w if corpus_lst else (4 - SOURCE_RANK[source] if source != "mesh" else 1)
         ner_type = type_votes.most_common(1)[0][0]
         same = [c for c in lst if c[0] == ner_type and c[1]]
-        vid = None
-        if same:
+        vid, taxa = None, ""
+        if ner_type == "Gene":  # a gene's id is an NCBI Gene id (a MeSH protein descriptor is a class, not a gene)
+            same = [c for c in same if c[1].startswith("NCBIGene:")]
+            cs = _is_case_sensitive(term, ner_type)
+            votes = gene_taxa.get(term, Counter()) if cs else gene_taxa_ci.get(term.lower(), Counter())
+            vid, taxa = _gene_ids(votes, orthologs)
+        if same and vid is None:
             best_rank = min(SOURCE_RANK[c[2]] for c in same)
             ids = Counter(c[1] for c in same if SOURCE_RANK[c[2]] == best_rank)
             vid = ids.most_common(1)[0][0]
@@ -361,8 +418,8 @@ def _build_table(kg_rows: list[dict[str, Any]], vocab_dir: Path, corpora_dir: Pa
         cs = _is_case_sensitive(term, ner_type)
         if len(term) <= 2 and not (ner_type == "Gene" and source in {"hetionet", "kg", "corpus"} and cs):
             continue
-        rows.append((term.lower() if not cs else term, term, ner_type, vid, source, cs))
-    table = pd.DataFrame(rows, columns=["key", "term", "type", "vocab_id", "source", "case_sensitive"])
+        rows.append((term.lower() if not cs else term, term, ner_type, vid, source, cs, taxa))
+    table = pd.DataFrame(rows, columns=["key", "term", "type", "vocab_id", "source", "case_sensitive", "taxon_ids"])
     # one row per key: a case-insensitive key seen under several spellings keeps the most credible
     table["_rank"] = table["source"].map(SOURCE_RANK)
     table = table.sort_values(["_rank", "term"]).drop_duplicates(["key", "case_sensitive"]).drop(columns="_rank")
@@ -374,9 +431,44 @@ def _build_table(kg_rows: list[dict[str, Any]], vocab_dir: Path, corpora_dir: Pa
     ]
     table = table[table["tokens"].map(len) <= config.max_tokens]
     table = _ratio_filter(table, corpus_docs, nlp, config)
+    # a variant form train annotated with one dbSNP id (V600E -> rs113488022): a row without tokens (never a
+    # pattern), looked up by the form the NER computes
+    rs_rows = [(form, form, [], "Variant", next(iter(ids)), "corpus", True, "", 0, 0)
+               for form, ids in sorted(variant_rs.items()) if len(ids) == 1]
+    table = pd.concat([table, pd.DataFrame(rs_rows, columns=[*LEXICON_COLUMNS[:2], "tokens", *LEXICON_COLUMNS[3:],
+                                                              "n_occ", "n_ann"])[table.columns]], ignore_index=True)
     table = table.sort_values(["type", "key"]).reset_index(drop=True)
     table.attrs["build_seconds"] = time.perf_counter() - t0
     return table
+
+
+def _document_taxon(doc) -> str | None:
+    """The species of a training abstract's genes that are not Hetionet's (human) ones: its most mentioned
+    non-human taxon, else human (a human non-coding gene, e.g. a miRNA); None when it names no species."""
+    taxa = Counter(split_identifier("Species", m.identifier)[0] for m in doc.mentions
+                   if m.type == "OrganismTaxon" and split_identifier("Species", m.identifier))
+    other = [(n, t) for t, n in taxa.items() if t != HUMAN]
+    if other:
+        return max(other)[1]
+    return HUMAN if taxa else None
+
+
+def _gene_ids(votes: Counter[tuple[str, str]], orthologs: Mapping[str, Counter[tuple[str, str]]] | None = None
+              ) -> tuple[str | None, str]:
+    """(default id, per-taxon ids) of a gene name from its (taxon, id) votes: the human id by default (most
+    voted), one id per other species (`9606=NCBIGene:348;10090=NCBIGene:11816`); a species the name itself was
+    never seen in takes the id train gave the human gene's other names in it (`orthologs`)."""
+    if not votes:
+        return None, ""
+    best: dict[str, tuple[int, str]] = {}
+    for (taxon, vid), n in votes.items():
+        if taxon not in best or (n, vid) > best[taxon]:
+            best[taxon] = (n, vid)
+    if orthologs and HUMAN in best:  # the most voted id per species the name was not seen in
+        for (taxon, vid), _n in orthologs.get(best[HUMAN][1], Counter()).most_common():
+            best.setdefault(taxon, (0, vid))
+    default = best[HUMAN][1] if HUMAN in best else max(best.values())[1]
+    return default, ";".join(f"{t}={best[t][1]}" for t in sorted(best))
 
 
 def _ratio_filter(table: pd.DataFrame, docs: list[tuple[str, str, list[tuple[int, int]]]], nlp, config: LexiconConfig) -> pd.DataFrame:

@@ -28,6 +28,8 @@ from spacy.tokens import Doc, Span
 from spacy.util import filter_spans
 
 from karma_dagster.dictionary.lexicon import Lexicon, make_nlp
+from karma_dagster.dictionary.symbols import CANDIDATE, gene_symbol_keys, symbol_key
+from karma_dagster.dictionary.variants import PROSE_VARIANT, prose_variant_id, variant_id
 from karma_dagster.schemas.records import MentionSpan
 
 NER_VERSION = "local-ner.v1"
@@ -38,10 +40,13 @@ VARIANT_RE = re.compile(
     "|".join(
         [
             r"\brs\d{3,}\b",
+            r"\bIVS\d+\s?[-+]\d+\s?[ACGT]\s?>\s?[ACGT]\b",
+            r"\b[cgmnr]\.[-*+]?\d+(?:[-+]\d+)?\s[ACGT]\s?>\s?[ACGT]\b",
             r"\b[cgmnrp]\.[-*+]?[A-Za-z]{0,3}\d+[\w>*+\-_]*",
             rf"\b(?:{_AA3})\d{{1,5}}(?:{_AA3}|\*|X|fs\w*|del|dup|ins\w*)(?![A-Za-z0-9])",
             rf"\b[{_AA1}]\d{{1,5}}(?:[{_AA1}X*]|fs|del)(?![A-Za-z0-9])",
             r"(?<![\w.])[-+*]?\d+\s?[ACGT]\s?(?:>|->|-->)\s?[ACGT]\b",
+            r"(?<![\w.])[-+]?\d+(?:_\d+)?(?:del|dup|ins)(?:[ACGT]+|\d+)?\b",
         ]
     )
 )
@@ -66,6 +71,7 @@ class LexiconRuler:
         self._lower = PhraseMatcher(nlp.vocab, attr="LOWER")
         self._orth = PhraseMatcher(nlp.vocab, attr="ORTH")
         self._types: list[str] = []
+        self._symbols: dict[str, int] = {}
         self._ids: list[str] = []
 
     def load(self, lexicon: Lexicon) -> None:
@@ -73,6 +79,7 @@ class LexiconRuler:
         self.lexicon = lexicon
         t = lexicon.table
         self._types = t["type"].tolist()
+        self._symbols = gene_symbol_keys(lexicon)
         self._ids = [v if isinstance(v, str) else "" for v in t["vocab_id"].tolist()]
         for i, (tokens, cs) in enumerate(zip(t["tokens"], t["case_sensitive"])):
             words = list(tokens)
@@ -90,8 +97,13 @@ class LexiconRuler:
             spans.append(Span(doc, start, end, label=self._types[i], kb_id=self._ids[i]))
         for m in VARIANT_RE.finditer(doc.text):
             span = doc.char_span(m.start(), m.end(), label="Variant", alignment_mode="expand")
+            if span is not None:  # its id computed from how it is written (dictionary/variants.py)
+                spans.append(Span(doc, span.start, span.end, label="Variant", kb_id=self._variant_kb(variant_id(span.text))))
+        for m in PROSE_VARIANT.finditer(doc.text):  # "arginine to tryptophan at codon 198": one variant, no chemicals
+            span = doc.char_span(m.start(), m.end(), label="Variant", alignment_mode="expand")
             if span is not None:
-                spans.append(span)
+                spans.append(Span(doc, span.start, span.end, label="Variant", kb_id=self._variant_kb(prose_variant_id(m))))
+        spans += self._symbol_spans(doc, spans)
         long_forms: dict[tuple[int, int], str] = {}
         abbrevs = getattr(doc._, "abbreviations", []) or []
         if abbrevs:
@@ -101,6 +113,27 @@ class LexiconRuler:
         doc._.karma_long_forms = {k: v for k, v in long_forms.items() if any(
             (s.start_char, s.end_char) == k for s in kept)}
         return doc
+
+    def _variant_kb(self, form: str | None) -> str:
+        """A variant's id: the dbSNP id train annotated its form with (V600E -> rs113488022), else the form."""
+        if not form:
+            return ""
+        assert self.lexicon is not None
+        entry = self.lexicon.lookup(form)
+        return entry.vocab_id if entry is not None and entry.type == "Variant" and entry.vocab_id else form
+
+    def _symbol_spans(self, doc: Doc, spans: list[Span]) -> list[Span]:
+        """Gene symbols written with a hyphen or a Greek letter the lexicon does not list (FGFR-4, HNF4alpha),
+        where no dictionary span already covers the word (dictionary/symbols.py)."""
+        out = []
+        for m in CANDIDATE.finditer(doc.text):
+            i = self._symbols.get(symbol_key(m.group()))
+            if i is None or any(s.start_char < m.end() and m.start() < s.end_char for s in spans):
+                continue
+            span = doc.char_span(m.start(), m.end(), alignment_mode="strict")
+            if span is not None:
+                out.append(Span(doc, span.start, span.end, label=self._types[i], kb_id=self._ids[i]))
+        return out
 
     def _resolve_abbreviations(self, doc: Doc, spans: list[Span], abbrevs: list[Span],
                                long_forms: dict[tuple[int, int], str]) -> list[Span]:

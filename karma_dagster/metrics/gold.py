@@ -12,6 +12,7 @@ The identifier mapping is explicit, because gold and KG speak different namespac
 
 A predicted mention's comparable id is its lexicon `vocab_id`; without one, its KG id when the KG id carries a
 gold namespace (Gene::N -> NCBIGene:N, Symptom::D... -> MESH:D...); else it has none (reported, never guessed).
+Variant ids compare as written (rs6275, or tmVar's `p|SUB|R|215|W`, one id: its `|` is no list separator).
 Relation pairs compare on the raw gold ids (MESH:D003409 -> D003409). BC5CDR annotates one type, CID
 (chemical-induced disease): a predicted Positive_Correlation between a chemical and a disease is its CID.
 """
@@ -24,6 +25,7 @@ from collections.abc import Iterable, Sequence
 from pydantic import BaseModel, ConfigDict
 
 from karma_dagster.dictionary.lexicon import CORPUS_TYPE, corpus_vocab_id
+from karma_dagster.dictionary.variants import split_identifier
 from karma_dagster.ingest.pubtator import PubTatorDoc
 from karma_dagster.metrics.gold_mentions import MentionScores, score_mentions
 from karma_dagster.metrics.gold_relations import PairKey, RelationScores, score_documents
@@ -185,7 +187,7 @@ def score_gold(
     for d in docs:
         for g in d.mentions:
             t = CORPUS_TYPE.get(g.type)
-            for part in g.identifier.replace(";", ",").replace("|", ",").split(","):
+            for part in split_identifier(t, g.identifier):
                 vid = corpus_vocab_id(t, part) if t else None
                 if not vid or (part, t) in mapping:
                     continue

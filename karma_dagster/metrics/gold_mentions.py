@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pydantic import BaseModel
 
 from karma_dagster.dictionary.lexicon import CORPUS_TYPE, corpus_vocab_id
+from karma_dagster.dictionary.variants import split_identifier
 from karma_dagster.ingest.pubtator import PubTatorDoc
 from karma_dagster.schemas.records import MentionSpan
 
@@ -69,7 +70,7 @@ def score_mentions(docs: Sequence[PubTatorDoc], predictions: Sequence[Iterable[M
             if t not in scored:
                 continue
             gold_m.add((m.start, m.end, t))
-            for part in m.identifier.replace(";", ",").replace("|", ",").split(","):
+            for part in split_identifier(t, m.identifier):
                 vid = corpus_vocab_id(t, part)
                 if vid:
                     gold_i.add((vid, t))

@@ -1,9 +1,11 @@
 """`karma gold-eval`: one backbone's entity and relation agents over a PubTator file, scored against its gold.
 
 Each abstract (title + ' ' + abstract, the text the gold offsets index) goes through the same EEA (NER ⊙
-dictionary filter, normalization against the KG index) and REA (pairs in a sentence, p >= theta_r) agents as the
-chain, as one summary: reader and summarizer are skipped so the scores measure extraction, not what the reader
-kept. (The pipeline's own `gold_evaluation` asset scores the whole chain on inbox documents with gold.)
+dictionary filter, normalization against the KG index) and REA (entity pairs of the abstract on a backbone with a
+document-level model, mention pairs in a sentence otherwise; p >= theta_r) agents as the chain, as one summary:
+reader and summarizer are skipped so the scores measure extraction, not what the reader kept. (The pipeline's
+own `gold_evaluation` asset scores the whole chain on inbox documents with gold.) A corpus without relation gold
+(NCBI disease) prints its relation scores as n/a: every predicted pair would count as a false positive.
 """
 
 from __future__ import annotations
@@ -19,6 +21,29 @@ from karma_dagster.ingest.pubtator import PubTatorDoc, read_pubtator
 from karma_dagster.metrics.gold import GoldScores, PredictedMention, PredictedTriple, comparable_id, score_gold
 from karma_dagster.params import KarmaParams
 from karma_dagster.schemas.records import SummaryRow
+
+
+class GoldEvalScores(GoldScores):
+    """The scores `karma gold-eval` prints: n/a for relations when the corpus annotates none."""
+
+    def summary(self) -> dict[str, float]:
+        s = super().summary()
+        return s if self.relations.annotated else {k: v for k, v in s.items() if not k.startswith("pair")}
+
+    def one_line(self) -> str:
+        if self.relations.annotated:
+            return super().one_line()
+        s = self.summary()
+        return (f"docs {self.n_docs} | mentions P/R/F1 {s['mention_p']:.3f}/{s['mention_r']:.3f}/{s['mention_f1']:.3f}"
+                f" | ids {s['id_p']:.3f}/{s['id_r']:.3f}/{s['id_f1']:.3f}"
+                " | pairs n/a | pair+type n/a (no relation gold in this corpus)")
+
+    def markdown(self) -> str:
+        if self.relations.annotated:
+            return super().markdown()
+        lines = [line for line in super().markdown().splitlines() if not line.startswith("| relation |")]
+        lines.append("| relation | pair, pair+type | n/a | n/a | n/a | n/a | n/a | n/a |")
+        return "\n".join(lines)
 
 
 def predict_document(doc: PubTatorDoc, backbone: Backbone, dictionary, index, params: KarmaParams
@@ -38,7 +63,7 @@ def predict_document(doc: PubTatorDoc, backbone: Backbone, dictionary, index, pa
 
 
 def evaluate_file(path: Path, backbone: Backbone, dictionary, index, params: KarmaParams, limit: int | None = None,
-                  log: Callable[[str], None] = lambda _m: None) -> tuple[GoldScores, float]:
+                  log: Callable[[str], None] = lambda _m: None) -> tuple[GoldEvalScores, float]:
     """Scores and wall seconds; `limit` = the first N documents only."""
     if not Path(path).is_file():
         raise FileNotFoundError(f"gold-eval: no PubTator file at {path}")
@@ -55,4 +80,5 @@ def evaluate_file(path: Path, backbone: Backbone, dictionary, index, params: Kar
         triples.append(t)
         if i % 50 == 0:
             log(f"  {i}/{len(docs)} documents")
-    return score_gold(docs, mentions, triples), time.perf_counter() - t0
+    scores = GoldEvalScores.model_validate(score_gold(docs, mentions, triples).model_dump())
+    return scores, time.perf_counter() - t0

@@ -12,6 +12,7 @@ from karma_dagster.backbones.base import (
     TripleQuery,
 )
 from karma_dagster.backbones.local import cleanup, reader, summarizer
+from karma_dagster.backbones.local.doc_relations import DocRelationModel
 from karma_dagster.backbones.local.judge import JUDGE_VERSION, LocalJudge
 from karma_dagster.backbones.local.relations import LocalRelationModel
 from karma_dagster.backbones.local.sampling import SAMPLER_VERSION, RelationSampler
@@ -26,15 +27,19 @@ class LocalBackbone(Backbone):
     """Classic NLP behind the agent interface: honest about what it is, zero calls, zero tokens.
 
     IA: rule clean-up; RA: section prior + lexicon hits + relation cues; SA: extractive; EEA: the lexicon's
-    PhraseMatcher with abbreviations resolved; REA: logistic regression trained on the shipped train corpora;
+    PhraseMatcher with abbreviations resolved; REA: a document-level logistic regression over entity pairs
+    (backbones/local/doc_relations.py; the mention-pair one answers mention-pair questions), both trained on the
+    shipped train corpora;
     SAA/CRA/EA: the schema tables and hedge/negation rules.
     """
 
     name = "local"
 
-    def __init__(self, ner: DictionaryNER, relations: LocalRelationModel, judge: LocalJudge | None = None) -> None:
+    def __init__(self, ner: DictionaryNER, relations: LocalRelationModel, judge: LocalJudge | None = None,
+                 doc_relations: DocRelationModel | None = None) -> None:
         self.ner = ner
         self.relations = relations
+        self.doc_relations = doc_relations or DocRelationModel(relations.cache_dir)
         self.judge = judge or LocalJudge()
         self._sampler = RelationSampler(relations.probabilities)
 
@@ -44,7 +49,7 @@ class LocalBackbone(Backbone):
             "reader": f"{reader.VERSION}+{self.ner.version}",
             "summarizer": f"{SUMMARIZER_VERSION}+{self.ner.version}",
             "entity_extraction": self.ner.version,
-            "relation_extraction": f"{self.relations.version}+{SAMPLER_VERSION}",
+            "relation_extraction": f"{self.doc_relations.version}+{SAMPLER_VERSION}",
         }
         return versions.get(agent, JUDGE_VERSION)
 
@@ -72,6 +77,20 @@ class LocalBackbone(Backbone):
         """MedKGent sample `sample`: the classifier's answer with seeded logistic noise on each relation's logit
         at `temperature` (backbones/local/sampling.py): samples differ, reruns repeat them exactly."""
         return self._sampler.sample(text, pairs, sample, temperature)
+
+    def document_relation_probabilities(
+        self, text: str, entities: list[list[MentionSpan]], pairs: list[tuple[int, int]]
+    ) -> list[dict[str, float]]:
+        """REA over entity pairs (agents/relation_extraction.py asks this when a backbone offers it): p(r) for
+        entities[i], entities[j] from all their mentions in `text`."""
+        return self.doc_relations.probabilities(text, entities, pairs)
+
+    def sample_document_relation_probabilities(
+        self, text: str, entities: list[list[MentionSpan]], pairs: list[tuple[int, int]], sample: int,
+        temperature: float,
+    ) -> list[dict[str, float]]:
+        """MedKGent sample `sample` of the entity-pair answer (same seeded logit noise as the mention pairs)."""
+        return self.doc_relations.sample(text, entities, pairs, sample, temperature)
 
     def align(self, triple: TripleQuery, candidates: list[str]) -> AlignmentAnswer:
         return self.judge.align(triple, candidates)

@@ -1,0 +1,49 @@
+"""Gene and protein symbols written the many ways papers write them: FGFR-4 = FGFR4, SOCS-3 = SOCS3,
+HNF4alpha = HNF4α = HNF4A, TNF-alpha = TNFα.
+
+The dictionary matches symbols case-sensitively and token by token, so a hyphen or a spelled-out Greek letter the
+vocabulary does not list misses the gene. A *symbol key* folds those differences (lowercase, Greek letters to
+their Latin initial, hyphens and spaces dropped); the NER looks up a hyphenated or Greek-suffixed word's key
+among the lexicon's gene symbols when no dictionary span covers it.
+"""
+
+from __future__ import annotations
+
+import re
+
+from karma_dagster.dictionary.lexicon import Lexicon
+
+GREEK_INITIAL = {"alpha": "a", "beta": "b", "gamma": "g", "delta": "d", "kappa": "k", "epsilon": "e",
+                 "α": "a", "β": "b", "γ": "g", "δ": "d", "κ": "k", "ε": "e"}
+_GREEK = re.compile(r"(alpha|beta|gamma|delta|kappa|epsilon|[αβγδκε])", re.IGNORECASE)
+_DROP = re.compile(r"[-\s.‐]")
+# a hyphenated word with a digit or Greek letter (FGFR-4, SOCS-3, TIM-3, IL-1beta), a word ending in a Greek
+# letter (HNF4alpha, PPARγ), or a mixed-case word with two capitals (CaSR for CASR); the candidates the symbol
+# keys are looked up for
+CANDIDATE = re.compile(
+    r"(?<![\w-])[A-Za-z][A-Za-z0-9]*(?:-[A-Za-z0-9αβγδκε]+)*"
+    r"(?:-(?:\d+[A-Za-z]?|alpha|beta|gamma|delta|kappa|[αβγδκε])|(?<=[A-Za-z0-9])(?:alpha|beta|gamma|delta|kappa|[αβγδκε]))"
+    r"(?![\w-])"
+    r"|(?<![\w-])(?=[a-z0-9]*[A-Z][a-z0-9]*[A-Z])(?=\w*[a-z])[A-Za-z][A-Za-z0-9]{2,}(?![\w-])")  # CaSR = CASR
+MIN_KEY = 3
+
+
+def symbol_key(text: str) -> str:
+    """FGFR-4 -> fgfr4, HNF4alpha -> hnf4a, TNF-α -> tnfa."""
+    return _DROP.sub("", _GREEK.sub(lambda m: GREEK_INITIAL[m.group(1).lower()], text)).lower()
+
+
+def gene_symbol_keys(lexicon: Lexicon) -> dict[str, int]:
+    """symbol key -> lexicon row of a gene symbol (one-word, case-sensitive); a key two genes share is left out."""
+    t = lexicon.table
+    rows = t.index[(t["type"] == "Gene") & t["case_sensitive"].astype(bool) & ~t["term"].str.contains(" ")]
+    out: dict[str, int] = {}
+    ambiguous: set[str] = set()
+    for i in rows:
+        key = symbol_key(t.at[i, "term"])
+        if len(key) < MIN_KEY:
+            continue
+        if key in out and t.at[out[key], "vocab_id"] != t.at[i, "vocab_id"]:
+            ambiguous.add(key)
+        out.setdefault(key, i)
+    return {k: v for k, v in out.items() if k not in ambiguous}
