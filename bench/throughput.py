@@ -4,7 +4,7 @@
 
 (a) direct: the local backbone's agents called as plain functions (each stage's `run` in chain order, tables
     written to the stage store as the assets write them): no Dagster at all, the limit of this machine;
-(b) `karma run`'s path: one in-process Dagster run per document (runner.run_documents);
+(b) `karma run`'s path: in-process Dagster runs of up to 50 documents each (runner.run_documents);
 (c) the UI's path: a backfill of the eight stage assets run by a real `dagster-daemon` process, as under
     `dagster dev` (the repo's dagster.yaml: queued runs, each launched in its own process).
 All three get the same first N abstracts of BioRED dev + BC5CDR dev (../shared/data), a fresh data dir and
@@ -102,7 +102,7 @@ def direct(work: Path, n: int, cache_dir: Path) -> float:
 
 
 def karma_run(work: Path, n: int, cache_dir: Path) -> float:
-    """(b): seconds for n documents, one in-process Dagster run each (what `karma run` does per document)."""
+    """(b): seconds for n documents through `karma run`'s path (in-process runs of up to 50 documents)."""
     services.clear()
     defs, _ = _setup(work, n, cache_dir, "run")
     with dg.instance_for_test(temp_dir=str(work / "run" / "home")) as inst:
@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     rate = {m: 60 * n / s for m, (n, s) in results.items()}
-    labels = {"direct": "(a) agents called directly", "run": "(b) `karma run` (in-process run per document)",
+    labels = {"direct": "(a) agents called directly", "run": "(b) `karma run` (in-process runs, 50 documents each)",
               "daemon": "(c) UI backfill through the daemon"}
     print("\n| path | abstracts | seconds | abstracts/min | ÷ (a) | ÷ (b) |\n|---|---|---|---|---|---|")
     for m, (n, s) in results.items():

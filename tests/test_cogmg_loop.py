@@ -209,3 +209,20 @@ def test_question_assets_materialize_answers_completions_and_the_benchmark(data,
         m = bench.get_asset_materialization_events()[0].event_specific_data.materialization.metadata
         assert m[f"local/{QUESTIONS.key}/hit_before"].value == 0.0
         assert m[f"local/{QUESTIONS.key}/hit_after_completion"].value == round(1 / 76, 4)
+        assert m[f"local/{QUESTIONS.key}/hit_after_review"].value == 0.0, "nobody reviewed anything yet"
+
+        # a reviewer accepts the supported completions in the review queue: "after review" counts them
+        from karma_dagster.cogmg.store import CogmgStore
+        from karma_dagster.review.cogmg_items import items_from_completions
+        from karma_dagster.review.models import DecisionIn
+        from karma_dagster.review.queue import ReviewQueue
+
+        queue = ReviewQueue.for_data(data)
+        items = items_from_completions(CogmgStore(data).read_completions("local", key), key)
+        queue.add_items(items)
+        assert items
+        for item in items:
+            queue.decide(item.item_id, DecisionIn(action="accept", reviewer="alice"))
+        again = dg.materialize(assets, instance=instance, resources=resources, selection=["qa_benchmark"])
+        m = again.get_asset_materialization_events()[0].event_specific_data.materialization.metadata
+        assert m[f"local/{QUESTIONS.key}/hit_after_review"].value == round(1 / 76, 4)

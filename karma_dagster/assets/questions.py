@@ -12,12 +12,14 @@ from pydantic import Field
 from karma_dagster.assets.chain import backbone_group
 from karma_dagster.cogmg.answer import NoLinkableEntity, answer_question
 from karma_dagster.cogmg.benchmark import BenchmarkRow, benchmark, markdown
-from karma_dagster.cogmg.models import Answer, QueryPlan
+from karma_dagster.cogmg.models import Answer, Completion, QueryPlan
 from karma_dagster.cogmg.pipeline import complete_answer
 from karma_dagster.cogmg.questions import load_all, question_key, split_key
 from karma_dagster.cogmg.store import CogmgStore
 from karma_dagster.resources.backbones import BackbonesResource
 from karma_dagster.resources.storage import KarmaStorageResource
+from karma_dagster.review.cogmg_items import accepted_item_ids, completion_item_id
+from karma_dagster.review.queue import ReviewQueue
 
 QUESTIONS = "questions"
 QUESTIONS_PER_RUN = 50
@@ -106,8 +108,9 @@ def _completions(ns: str) -> dg.AssetsDefinition:
 
 
 class QABenchmarkConfig(dg.Config):
-    accept_supported: bool = Field(True, description="'after review' counts every supported completion as accepted "
-                                   "(until review decisions are read here); false: none accepted")
+    assume_supported_accepted: bool = Field(
+        False, description="'after review' counts every supported completion as accepted (the best review could "
+                           "reach); default: the completions a reviewer accepted in the review queue (`karma review`)")
 
 
 def _benchmark(namespaces: list[str]) -> dg.AssetsDefinition:
@@ -123,6 +126,7 @@ def _benchmark(namespaces: list[str]) -> dg.AssetsDefinition:
     def qa_benchmark(context: dg.AssetExecutionContext, config: QABenchmarkConfig,
                      storage: KarmaStorageResource) -> dg.MaterializeResult:
         data, store = storage.paths(), CogmgStore(storage.paths())
+        reviewed = accepted_item_ids(ReviewQueue.for_data(data))
         rows: list[BenchmarkRow] = []
         for qs in load_all():
             for ns in namespaces:
@@ -133,8 +137,12 @@ def _benchmark(namespaces: list[str]) -> dg.AssetsDefinition:
                     context.log.info(f"{ns}: no answers for {qs.key} yet: skipped")
                     continue
                 completions = {q.id: store.read_completions(ns, question_key(qs.key, q.id)) for q in qs.questions}
-                rows.append(benchmark(ns, qs.key, qs.questions, data, answers, completions,
-                                      accepted=lambda c: config.accept_supported and c.supported))
+                def accepted(c: Completion, set_key: str = qs.key) -> bool:
+                    if config.assume_supported_accepted:
+                        return c.supported
+                    return completion_item_id(c, question_key(set_key, c.question_id)) in reviewed
+
+                rows.append(benchmark(ns, qs.key, qs.questions, data, answers, completions, accepted=accepted))
         table = markdown(rows)
         context.log.info("\n" + table)
         metadata: dict[str, object] = {"table": dg.MetadataValue.md(table),
