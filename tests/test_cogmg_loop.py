@@ -9,6 +9,7 @@ import datetime as dt
 import json
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import dagster as dg
 import pytest
@@ -226,3 +227,55 @@ def test_question_assets_materialize_answers_completions_and_the_benchmark(data,
         again = dg.materialize(assets, instance=instance, resources=resources, selection=["qa_benchmark"])
         m = again.get_asset_materialization_events()[0].event_specific_data.materialization.metadata
         assert m[f"local/{QUESTIONS.key}/hit_after_review"].value == round(1 / 76, 4)
+    for f in queue.path.parent.glob(queue.path.name + "*"):  # restore the module's data: the loop test reviews anew
+        f.unlink()
+
+
+# ---------------------------------------------------------------- the whole loop, last: it merges into the module's KG
+def test_the_loop_miss_completion_review_page_kg_increment_hit(data, tmp_path):
+    """Issue 13's loop with its real parts: the seed misses, CogMG completes and verifies, a reviewer accepts in the
+    review page, the review_decisions sensor requests the KG date, the KG increment asset merges it, the question
+    hits with provenance 'reviewed by alice via cogmg'."""
+    from sensor_ticks import tick
+    from starlette.testclient import TestClient
+
+    from karma_dagster.definitions import build_definitions
+    from karma_dagster.jobs import kg_job_name
+    from karma_dagster.resources.backbones import BackboneConfig
+    from karma_dagster.resources.storage import KarmaStorageResource
+    from karma_dagster.review.app import create_app
+    from karma_dagster.review.changes import with_changes
+    from karma_dagster.review.cogmg_items import items_from_completions
+    from karma_dagster.review.queue import ReviewQueue
+
+    q = BY_ID["arrhythmia-drug"]
+    key = f"{QUESTIONS.key}__{q.id}"
+    answer = _ask(data, q.id)
+    assert not answer.hit
+    answers = {a.lower() for a in q.answers}
+    good = [c for c in complete_answer(answer, settings=LOCAL, data=data)
+            if c.supported and _other_end(answer, c).lower() in answers]
+    assert good
+
+    queue = ReviewQueue.for_data(data)
+    queue.add_items(with_changes(items_from_completions(good[:1], key), data.kg))
+    (item,) = [i for i, _ in queue.items(source="cogmg")]
+    page = TestClient(create_app(queue), follow_redirects=False)
+    assert page.post(f"/items/{item.item_id}/decision", data={"action": "accept", "reviewer": "alice"}).status_code == 303
+
+    storage = KarmaStorageResource(data_dir=str(data.root), inbox=str(data.inbox))
+    p = SimpleNamespace(defs=build_definitions(backbones={"local": BackboneConfig()}, storage=storage))
+    (tmp_path / "home").mkdir()
+    with dg.instance_for_test(temp_dir=str(tmp_path / "home")) as p.instance:
+        requested = tick(p, "review_decisions")
+        (request,) = requested.run_requests
+        for add in requested.dynamic_partitions_requests:  # what the daemon does with the sensor's requests
+            p.instance.add_dynamic_partitions(add.partitions_def_name, list(add.partition_keys))
+        run = p.defs.resolve_job_def(kg_job_name("local")).execute_in_process(
+            partition_key=request.partition_key, instance=p.instance)
+        assert run.success
+        assert not tick(p, "review_decisions").run_requests, "merged: nothing waits any more"
+
+    after = _ask(data, q.id)
+    assert after.hit and any(a.lower() in answers for a in after.answers)
+    assert after.triples[0].provenance[0]["prompt_version"] == "reviewed by alice via cogmg"

@@ -9,7 +9,7 @@ import dagster as dg
 from dagster._core.execution.backfill import PartitionBackfill
 from dagster._core.utils import make_new_backfill_id
 
-from karma_dagster.assets.questions import QUESTIONS, QUESTIONS_PER_RUN, question_assets
+from karma_dagster.assets.questions import QUESTIONS, QUESTIONS_PER_RUN
 from karma_dagster.definitions import build_definitions
 from karma_dagster.resources.backbones import BackboneConfig
 from karma_dagster.resources.storage import KarmaStorageResource
@@ -24,9 +24,8 @@ def test_ten_thousand_question_partitions_register_load_and_backfill(tmp_path):
         instance.add_dynamic_partitions(QUESTIONS, keys)
         added = time.perf_counter() - t0
         t0 = time.perf_counter()
-        base = build_definitions(backbones={"local": BackboneConfig()},
+        defs = build_definitions(backbones={"local": BackboneConfig()},  # the code location holds the question assets
                                  storage=KarmaStorageResource(data_dir=str(tmp_path / "karma")))
-        defs = dg.Definitions.merge(base, dg.Definitions(assets=question_assets(["local"])))
         graph = defs.resolve_asset_graph()
         loaded = time.perf_counter() - t0
         selection = [dg.AssetKey(["local", "answers"]), dg.AssetKey(["local", "completions"])]

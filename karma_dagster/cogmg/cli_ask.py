@@ -37,7 +37,8 @@ def _backbone(name: str, data):  # noqa: ANN001, ANN202
     return settings, getattr(built, "base", built)
 
 
-def render(answer, completions, out=sys.stdout) -> None:  # noqa: ANN001
+def render(answer, completions, out=None) -> None:  # noqa: ANN001
+    out = out or sys.stdout  # looked up per call: a default bound at import keeps a stream that may be closed
     plan = answer.plan
     print(f"question: {answer.question}", file=out)
     print(f"plan ({plan.decomposer}):", file=out)

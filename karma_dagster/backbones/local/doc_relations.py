@@ -34,9 +34,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import joblib
 import numpy as np
-from filelock import FileLock
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import SGDClassifier
@@ -62,11 +60,11 @@ from karma_dagster.backbones.local.relations import (
     _Span,
     coarse_type,
 )
+from karma_dagster.backbones.local.model_cache import load_or_train
 from karma_dagster.backbones.local.sampling import logistic_draws, perturb
 from karma_dagster.dictionary import cues, sentences
 from karma_dagster.dictionary.sentences import split_sentences
 from karma_dagster.ingest.pubtator import PubTatorDoc, read_pubtator
-from karma_dagster.integrity import quarantine
 from karma_dagster.params import KarmaParams
 from karma_dagster.schemas.records import MentionSpan
 
@@ -323,18 +321,7 @@ class DocRelationModel:
             return self._fitted
 
     def _load_or_train(self) -> DocFitted:
-        self.cache_dir.mkdir(parents=True, exist_ok=True)
-        path = self.cache_dir / f"docrel-{self.cache_key}.joblib"
-        with FileLock(str(path) + ".lock"):  # parallel runs train once
-            if path.is_file():
-                try:
-                    fitted = joblib.load(path)
-                    if not isinstance(fitted, DocFitted):
-                        raise TypeError(f"holds a {type(fitted).__name__}, not a document-level relation model")
-                    self.loaded_from_cache = True
-                    return fitted
-                except Exception as exc:  # noqa: BLE001 - a truncated or foreign cache file: kept aside, retrained
-                    quarantine(path, "document relation model cache", f"{type(exc).__name__}: {exc}")
+        def train() -> DocFitted:
             t0 = time.perf_counter()
             biored = read_pubtator(self.biored_path)
             cdr = read_pubtator(self.cdr_path) if self.cdr_path else []
@@ -345,11 +332,11 @@ class DocRelationModel:
             fitted.train_seconds = time.perf_counter() - t0
             log.info("document relation model trained on %d entity pairs in %.1f s", fitted.n_examples,
                      fitted.train_seconds)
-            tmp = path.with_suffix(".tmp")
-            joblib.dump(fitted, tmp, compress=3)
-            tmp.replace(path)
-            self.loaded_from_cache = False
             return fitted
+
+        fitted, self.loaded_from_cache = load_or_train(
+            self.cache_dir / f"docrel-{self.cache_key}.joblib", DocFitted, "document-level relation model", train)
+        return fitted
 
     # ------------------------------------------------------------ inference
     def probabilities(self, text: str, entities: Sequence[Sequence[MentionSpan]], pairs: EntityPairs

@@ -23,9 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import joblib
 import numpy as np
-from filelock import FileLock
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 
@@ -33,7 +31,7 @@ from karma_dagster.dictionary import cues, sentences
 from karma_dagster.dictionary.cues import relation_cues
 from karma_dagster.dictionary.sentences import split_sentences
 from karma_dagster.ingest.pubtator import PubTatorDoc, read_pubtator
-from karma_dagster.integrity import quarantine
+from karma_dagster.backbones.local.model_cache import load_or_train
 from karma_dagster.paths import data_file
 from karma_dagster.schemas.records import MentionSpan
 
@@ -295,30 +293,18 @@ class LocalRelationModel:
         return self.cache_key
 
     def _load_or_train(self) -> _Fitted:
-        self.cache_dir.mkdir(parents=True, exist_ok=True)
-        path = self.cache_dir / f"relations-{self.cache_key}.joblib"
-        with FileLock(str(path) + ".lock"):  # parallel runs train once
-            if path.is_file():
-                try:
-                    fitted = joblib.load(path)
-                    if not isinstance(fitted, _Fitted):
-                        raise TypeError(f"holds a {type(fitted).__name__}, not a fitted relation model")
-                    self.loaded_from_cache = True
-                    return fitted
-                except Exception as exc:  # noqa: BLE001 - a truncated or foreign cache file: kept aside, retrained
-                    quarantine(path, "relation model cache", f"{type(exc).__name__}: {exc}")
+        def train() -> _Fitted:
             biored = read_pubtator(self.biored_path)
             cdr = read_pubtator(self.cdr_path) if self.cdr_path else []
             t0 = time.perf_counter()
-            ex = build_examples(biored, cdr, window=self.window)
-            fitted = fit(ex, C=self.C)
+            fitted = fit(build_examples(biored, cdr, window=self.window), C=self.C)
             fitted.train_seconds = time.perf_counter() - t0
             log.info("relation model trained on %d pairs in %.1f s", fitted.n_examples, fitted.train_seconds)
-            tmp = path.with_suffix(".tmp")
-            joblib.dump(fitted, tmp, compress=3)
-            tmp.replace(path)
-            self.loaded_from_cache = False
             return fitted
+
+        fitted, self.loaded_from_cache = load_or_train(
+            self.cache_dir / f"relations-{self.cache_key}.joblib", _Fitted, "fitted relation model", train)
+        return fitted
 
     def predict_features(self, feats: list[list[str]]) -> list[dict[str, float]]:
         if not feats:
