@@ -18,11 +18,10 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from karma_dagster.review.marks import marked_html
-from karma_dagster.review.models import EDITABLE, SOURCES, DecisionIn, ReviewItem
+from karma_dagster.review.models import DEFAULT_DAGSTER_URL, EDITABLE, SOURCES, DecisionIn, ReviewItem
 from karma_dagster.review.queue import AlreadyDecided, ReviewError, ReviewQueue, UnknownItem
 
 HERE = Path(__file__).resolve().parent
-DEFAULT_DAGSTER_URL = "http://127.0.0.1:3000"
 FILTERS = ("source", "relation", "backbone", "min_score", "status")
 
 

@@ -9,14 +9,14 @@ import os
 import sys
 from pathlib import Path
 
-from pydantic import TypeAdapter, ValidationError
+from typing import TYPE_CHECKING
 
 from karma_dagster.paths import DataPaths
-from karma_dagster.review.app import DEFAULT_DAGSTER_URL, create_app
-from karma_dagster.review.changes import with_changes
-from karma_dagster.review.merge_inputs import chain_docs_from, merge_accepted
-from karma_dagster.review.models import ReviewItem
-from karma_dagster.review.queue import ReviewError, ReviewQueue
+from karma_dagster.review.models import DEFAULT_DAGSTER_URL
+
+if TYPE_CHECKING:  # the page, the queue and the merge load only when the command runs: `karma` starts fast
+    from karma_dagster.review.queue import ReviewQueue
+
 
 DEFAULT_PORT = 8766  # `karma mcp` serves on 8765
 
@@ -44,7 +44,12 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def collect(paths: DataPaths, queue: ReviewQueue, backbones: list[str] | None, completion_files: list[Path]) -> dict:
+    from pydantic import TypeAdapter, ValidationError
+
     from karma_dagster import services
+    from karma_dagster.review.changes import with_changes
+    from karma_dagster.review.models import ReviewItem
+    from karma_dagster.review.queue import ReviewError
     from karma_dagster.review.cogmg_items import collect_cogmg
     from karma_dagster.review.karma_items import collect_karma
 
@@ -70,6 +75,10 @@ def _loopback(host: str) -> bool:
 
 
 def cmd_review(args: argparse.Namespace) -> int:
+    from karma_dagster.review.app import create_app
+    from karma_dagster.review.merge_inputs import chain_docs_from, merge_accepted
+    from karma_dagster.review.queue import ReviewError, ReviewQueue
+
     serving = not (args.merge or args.collect_only)
     if serving and not _loopback(args.host):
         print(f"karma review: --host {args.host!r} is not a loopback address; the page has no accounts, so it is "

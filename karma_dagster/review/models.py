@@ -12,6 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+DEFAULT_DAGSTER_URL = "http://127.0.0.1:3000"  # where the page's links to asset partitions point by default
+
 Source = Literal["cogmg", "schema_review", "unresolved_conflict", "new_relation_type"]
 SOURCES: tuple[str, ...] = ("cogmg", "schema_review", "unresolved_conflict", "new_relation_type")
 Action = Literal["accept", "edit", "reject"]  # edit = edit then accept

@@ -55,6 +55,7 @@ from karma_dagster.backbones.local.relations import (
     DEFAULT_BIORED,
     DEFAULT_CDR,
     RELATION_TYPES,
+    Examples,
     RelationTrainingError,
     _identity,
     _Span,
@@ -83,11 +84,7 @@ def layout_of(text: str) -> Layout:
 
 # ---------------------------------------------------------------- training examples
 @dataclass
-class DocExamples:
-    feats: list[list[str]] = field(default_factory=list)
-    labels: list[frozenset[str]] = field(default_factory=list)
-    source: list[str] = field(default_factory=list)  # "biored" | "cdr"
-    doc: list[str] = field(default_factory=list)
+class DocExamples(Examples):
     type_pair: list[str] = field(default_factory=list)
 
 

@@ -157,7 +157,9 @@ def _salience(text_lower: str, mention_text: str) -> int:
 
 # ---------------------------------------------------------------- training examples
 @dataclass
-class _Examples:
+class Examples:
+    """Training examples as parallel lists (features, labels, corpus, document)."""
+
     feats: list[list[str]] = field(default_factory=list)
     labels: list[frozenset[str]] = field(default_factory=list)
     source: list[str] = field(default_factory=list)  # "biored" | "cdr"
@@ -194,8 +196,8 @@ def doc_pair_instances(doc: PubTatorDoc, window: int = 0):
             yield i, j, ments[i], ments[j], ids[i], ids[j], spans[i], spans[j], win, others, (sal[i], sal[j])
 
 
-def build_examples(biored: Iterable[PubTatorDoc], cdr: Iterable[PubTatorDoc] = (), window: int = 0) -> _Examples:
-    ex = _Examples()
+def build_examples(biored: Iterable[PubTatorDoc], cdr: Iterable[PubTatorDoc] = (), window: int = 0) -> Examples:
+    ex = Examples()
     for source, docs in (("biored", biored), ("cdr", cdr)):
         for doc in docs:
             rels: dict[frozenset[str], set[str]] = {}
@@ -230,7 +232,7 @@ class _Fitted:
     n_examples: int
 
 
-def fit(ex: _Examples, C: float = 4.0, min_positives: int = 3) -> _Fitted:
+def fit(ex: Examples, C: float = 4.0, min_positives: int = 3) -> _Fitted:
     """One binary logistic regression per type on the examples whose source annotates that type."""
     t0 = time.perf_counter()
     if not ex.feats:
