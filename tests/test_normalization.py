@@ -67,6 +67,11 @@ def test_document_taxon():
     assert document_taxon([span("mice", "Species", "NCBITaxon:10090"), span("mice", "Species", "NCBITaxon:10090"),
                            span("patients", "Species", "NCBITaxon:9606")]) == MOUSE
     assert document_taxon([span("BRCA1", "Gene", "NCBIGene:672")]) is None
+    # a tie goes to human (measured on BioRED train), whatever the order of the mentions
+    mouse, rat, human = (span("mice", "Species", "NCBITaxon:10090"), span("rats", "Species", "NCBITaxon:10116"),
+                         span("patients", "Species", "NCBITaxon:9606"))
+    assert document_taxon([mouse, human]) == HUMAN and document_taxon([human, mouse]) == HUMAN
+    assert document_taxon([rat, mouse]) == MOUSE == document_taxon([mouse, rat])  # then the lowest taxon id
 
 
 def test_species_context_picks_the_species_gene_id(lexicon):

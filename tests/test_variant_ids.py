@@ -28,6 +28,8 @@ def train_docs():
     ("643C>T", "c|SUB|C|643|T"), ("c.1239 +1G>A", "c|SUB|G|1239+1|A"), ("g.3318-34C>T", "g|SUB|C|3318-34|T"),
     ("IVS8 -2A>G", "c|SUB|A|IVS8-2|G"), ("657del5", "c|DEL|657|5"), ("c.35delG", "c|DEL|35|G"),
     ("c.899-1142del", "c|DEL|899_1142|"), ("V311fs", "p|FS|V|311||"), ("rs6275", "rs6275"),
+    ("C35322T", "c|SUB|C|35322|T"), ("A1555G", "c|SUB|A|1555|G"), ("T315A", "p|SUB|T|315|A"),
+    ("p.A1555G", "p|SUB|A|1555|G"),
 ])
 def test_variant_id_forms(text, expected):
     assert variant_id(text) == expected

@@ -465,7 +465,9 @@ def _gene_ids(votes: Counter[tuple[str, str]], orthologs: Mapping[str, Counter[t
         if taxon not in best or (n, vid) > best[taxon]:
             best[taxon] = (n, vid)
     if orthologs and HUMAN in best:  # the most voted id per species the name was not seen in
-        for (taxon, vid), _n in orthologs.get(best[HUMAN][1], Counter()).most_common():
+        # ties by id, not by insertion order (which follows PYTHONHASHSEED through _variants' sets)
+        for (taxon, vid), _n in sorted(orthologs.get(best[HUMAN][1], Counter()).items(),
+                                       key=lambda kv: (-kv[1], kv[0])):
             best.setdefault(taxon, (0, vid))
     default = best[HUMAN][1] if HUMAN in best else max(best.values())[1]
     return default, ";".join(f"{t}={best[t][1]}" for t in sorted(best))

@@ -32,6 +32,10 @@ _PROT_SUB = re.compile(rf"^(?:p\.\s?\(?)?({_AA})\s?(\d+)\s?({_ALT})\)?$")
 _PROT_FS = re.compile(rf"^(?:p\.\s?)?({_AA})(\d+)(?:{_AA})?fs\S*$")
 _PROT_EDIT = re.compile(rf"^(?:p\.\s?)?({_AA})(\d+)(?:_({_AA})(\d+))?(del|dup)$")
 _PROT_ALLELE = re.compile(rf"^p\.\s?({_AA})(\d+)$")
+# A bare `C1234T` reads as a protein change (Cys1234Thr) or a base change; with both letters bases and the
+# position >= 1000, BioRED train annotates a base change (c/g: 4, p: 0; below 1000: c/g 6, p 3).
+_NUCLEOTIDE_LIKE = re.compile(r"^[ACGT]\d+[ACGT]$")
+NUCLEOTIDE_POSITION = 1000
 _EDIT_KIND = {"del": "DEL", "dup": "DUP", "ins": "INS", "delins": "INDEL"}
 
 
@@ -66,7 +70,10 @@ def variant_id(text: str) -> str | None:
         pos = m.group(2) if not m.group(4) else f"{m.group(2)}_{m.group(4)}"
         return f"p|{_EDIT_KIND[m.group(5)]}|{pos}|"
     if m := _PROT_SUB.match(t):
-        return f"p|SUB|{_aa(m.group(1))}|{m.group(2)}|{_aa(m.group(3))}"
+        ref, pos, alt = m.group(1), m.group(2), m.group(3)
+        if _NUCLEOTIDE_LIKE.match(t) and int(pos) >= NUCLEOTIDE_POSITION:
+            return f"c|SUB|{ref}|{pos}|{alt}"  # C35322T: a base at a position no protein reaches
+        return f"p|SUB|{_aa(ref)}|{pos}|{_aa(alt)}"
     if m := _PROT_ALLELE.match(t):
         return f"p|Allele|{_aa(m.group(1))}|{m.group(2)}"
     return None

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
+from karma_dagster.dictionary.lexicon import CORPUS_TYPE, corpus_vocab_id
 from karma_dagster.dictionary.sentences import split_sentences
 from karma_dagster.ingest.pubtator import PubTatorDoc
 from karma_dagster.metrics.gold_mentions import PRF
@@ -88,11 +89,13 @@ def predict_document(
 def predict_document_entities(doc: PubTatorDoc, probabilities: DocProbabilityFn
                               ) -> dict[PairKey, dict[str, float]]:
     """p(r) per pair of gold ids from a document-level model asked once per pair of gold entities (one entity
-    per id; a composite mention belongs to each of its ids)."""
+    per id; a composite mention belongs to each of its ids). Each mention carries its gold id as its vocab id,
+    as the chain's mentions carry theirs (the model's KG prior reads them)."""
     by_id: dict[str, list[MentionSpan]] = defaultdict(list)
     for m in doc.mentions:
         for i in _ids(m.identifier, m.type):
-            by_id[i].append(MentionSpan(start=m.start, end=m.end, text=m.text, type=m.type))
+            by_id[i].append(MentionSpan(start=m.start, end=m.end, text=m.text, type=m.type,
+                                        vocab_id=corpus_vocab_id(CORPUS_TYPE.get(m.type, m.type), i)))
     ids = sorted(by_id)
     pairs = [(a, b) for a in range(len(ids)) for b in range(a + 1, len(ids))]
     if not pairs:

@@ -157,7 +157,8 @@ def entity_pair_features(text: str, layout: Layout, entities: Sequence[Entity], 
         both: set[str] = set()
         for k in shared:
             both.update(relation_cues(text[layout.sents[k][0]:layout.sents[k][1]]))
-        feats += [f"cue:both={c}" for c in both] + [f"cue:tp_both={tp}_{c}" for c in both]
+        cues_both = sorted(both)  # a set's order follows PYTHONHASHSEED
+        feats += [f"cue:both={c}" for c in cues_both] + [f"cue:tp_both={tp}_{c}" for c in cues_both]
         feats.append(f"cue:n_both={_bucket(len(both), (0, 1, 3))}")
     if "prior" in groups and prior is not None:
         feats += prior.features(a.ids, b.ids, tp)
@@ -169,7 +170,7 @@ def document_entities(mentions: Iterable[tuple[int, int, str, str, frozenset[str
     composite mention (`D001,D002`) belongs to each of its ids; mentions without an id are left out."""
     groups: dict[tuple[str, str], list[tuple[int, int, str]]] = {}
     for start, end, surface, ner_type, ids in mentions:
-        for i in ids:
+        for i in sorted(ids):  # sorted: a frozenset's order follows PYTHONHASHSEED, and so would the entities'
             groups.setdefault((coarse_type(ner_type), i), []).append((start, end, surface))
     out = []
     for (t, i), ms in groups.items():

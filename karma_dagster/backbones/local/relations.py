@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import sklearn
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 
@@ -135,7 +136,7 @@ def pair_features(text: str, sent: tuple[int, int], a: _Span, b: _Span, others: 
             feats.append(f"bb={w}_{between[i + 1]}")
     feats.extend(f"l={w}" for w in left)
     feats.extend(f"r={w}" for w in right)
-    feats.extend(f"s={w}" for w in set(sentence) if w.isalpha() and len(w) > 2)
+    feats.extend(f"s={w}" for w in sorted(set(sentence)) if w.isalpha() and len(w) > 2)
     btext = text[a.end:b.start] if b.start >= a.end else ""
     for cue in relation_cues(btext):
         feats.append(f"cb={cue}")
@@ -230,6 +231,7 @@ class _Fitted:
     version: str
     train_seconds: float
     n_examples: int
+    cache_key: str = ""  # what it was trained under (model_cache.load_or_train checks it on load)
 
 
 def fit(ex: Examples, C: float = 4.0, min_positives: int = 3) -> _Fitted:
@@ -247,7 +249,7 @@ def fit(ex: Examples, C: float = 4.0, min_positives: int = 3) -> _Fitted:
         if y.sum() < min_positives:
             models[r] = float(y.mean()) if len(y) else 0.0
             continue
-        clf = LogisticRegression(C=C, solver="liblinear", max_iter=200)
+        clf = LogisticRegression(C=C, solver="liblinear", max_iter=200, random_state=0)
         clf.fit(X[rows], y)
         models[r] = clf
     return _Fitted(vec, models, MODEL_VERSION, time.perf_counter() - t0, len(ex.feats))
@@ -262,6 +264,7 @@ def _file_digest(paths: Iterable[Path]) -> str:
     for mod_file in (__file__, sentences.__file__, cues.__file__):
         h.update(Path(mod_file).read_bytes())  # the features, the sentence splitter and the cues are part of the model
     h.update(MODEL_VERSION.encode())
+    h.update(f"sklearn {sklearn.__version__} numpy {np.__version__}".encode())
     return h.hexdigest()[:16]
 
 
@@ -304,8 +307,9 @@ class LocalRelationModel:
             log.info("relation model trained on %d pairs in %.1f s", fitted.n_examples, fitted.train_seconds)
             return fitted
 
+        key = self.cache_key
         fitted, self.loaded_from_cache = load_or_train(
-            self.cache_dir / f"relations-{self.cache_key}.joblib", _Fitted, "fitted relation model", train)
+            self.cache_dir / f"relations-{key}.joblib", _Fitted, "fitted relation model", train, key=key)
         return fitted
 
     def predict_features(self, feats: list[list[str]]) -> list[dict[str, float]]:
