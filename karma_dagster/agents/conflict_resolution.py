@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from karma_dagster.backbones.base import Backbone, DebateAnswer, TripleQuery, backbone_map
 from karma_dagster.kg import adjudication as adj
 from karma_dagster.kg.schema import KGSchema
-from karma_dagster.kg.store import EdgeFacts, edge_text
+from karma_dagster.kg.edges import EdgeFacts, edge_text
 from karma_dagster.params import KarmaParams
 from karma_dagster.schemas.records import AlignedRow, ResolvedRow
 

@@ -33,7 +33,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from karma_dagster.kg.store import EdgeFacts, edge_text
+from karma_dagster.kg.edges import EdgeFacts, edge_text
 from karma_dagster.params import KarmaParams
 
 Action = Literal["keep", "discard", "replace", "review"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import lru_cache
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -22,6 +23,11 @@ def normalize_name(name: str) -> str:
     """Lowercase, greek letters spelled out, roman numerals after type/class/... as digits, punctuation as space."""
     if not isinstance(name, str):
         raise TypeError(f"normalize_name needs a str, got {type(name).__name__}")
+    return _normalize_name(name)
+
+
+@lru_cache(maxsize=1 << 16)  # the search's word rerank normalizes the same mentions and candidate names often
+def _normalize_name(name: str) -> str:
     s = unicodedata.normalize("NFKC", name).lower()
     for g, word in GREEK_TO_NAME.items():
         s = s.replace(g, f" {word} ")

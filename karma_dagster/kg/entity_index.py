@@ -1,7 +1,8 @@
 """The KG's entity names in LanceDB tables, searched by cosine distance (normalization of mentions).
 
-One row per (entity, name or synonym). Brute-force search is exact and fast enough below ~100k rows
-(STACK.md: ~72 ms/query at 50k x 384); above `ann_threshold` rows an IVF_HNSW_SQ index is built.
+One row per (entity, name or synonym). The seed table is searched through an in-memory layer over its stored
+vectors (kg/name_vectors.py): exact below `ann_threshold` rows, above it IVF lists per kind scored exactly, all
+mentions of a call (a document) at once; the measurement that chose it is in that module and bench/entity_index.py.
 A mention type restricts the search to compatible KG kinds (a Disease mention may be a Symptom or Side Effect).
 
 Two tables. `entities` holds the seed KG's names, shared by every namespace. `extracted_entities` holds the
@@ -18,22 +19,30 @@ from __future__ import annotations
 import datetime as dt
 import os
 import threading
+import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from difflib import SequenceMatcher
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-import filelock
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import scipy.sparse as sp
 from pydantic import BaseModel, ConfigDict
 
 from karma_dagster.integrity import StoreCorrupt, lance_is_corruption
+from karma_dagster.shared_storage import lance_storage_options, shared_lock, storage_root
 from karma_dagster.kg.embeddings import Embedder, HashingCharNgramEmbedder, normalize_name
+from karma_dagster.kg.name_vectors import IVFParams, NameVectors, sparse_rows
 
 TABLE = "entities"
+IVF_TABLE = "entities_ivf"  # the seed table's IVF centroids (kg/name_vectors.py); rows carry their `partition`
+IVF_BUILD_KEY = b"karma_ivf_build"  # the build token both tables carry: a crash between their writes is seen
+BUILD_CHUNK = 50_000  # entities embedded and written per batch: a 1M-name build holds ~1.7 GB, not 2 GB per copy
 EXTRACTED_TABLE = "extracted_entities"
 INDEX_KIND = "entity index"
 INDEX_REMEDY = ("move it away and run `karma import-kg`: the index is rebuilt from the KG's seed names, and each "
@@ -101,15 +110,21 @@ def compatible_kinds(kind: str | None) -> tuple[str, ...] | None:
     return COMPATIBLE_KINDS.get(kind, (kind,))
 
 
+@lru_cache(maxsize=1 << 16)
 def _words_match(a: str, b: str) -> bool:
     """Spelling variants (tumour/tumor, -aemia/-emia) and suffixed forms (hypothyroid/hypothyroidism) match;
-    a prefixed word does not (tyrosine vs metyrosine, glycemia vs hyperglycemia): prefixes change meaning."""
+    a prefixed word does not (tyrosine vs metyrosine, glycemia vs hyperglycemia): prefixes change meaning.
+
+    Cached, and the ratio's upper bounds first: the word rerank was ~10 ms of a mention's search at 1M names."""
     if a == b:
         return True
-    short, long_ = sorted((a, b), key=len)
+    short, long_ = (a, b) if len(a) <= len(b) else (b, a)
     if long_.startswith(short) and len(short) >= 0.75 * len(long_):
         return True
-    return SequenceMatcher(None, a, b).ratio() >= 0.9
+    if 2 * len(short) < 0.9 * (len(a) + len(b)):  # the bound of ratio() by the lengths alone
+        return False
+    matcher = SequenceMatcher(None, a, b)
+    return matcher.quick_ratio() >= 0.9 and matcher.ratio() >= 0.9
 
 
 def word_distance(mention: str, name: str) -> float:
@@ -136,7 +151,8 @@ def _sql_str(s: str) -> str:
 
 
 class EntityIndex:
-    def __init__(self, uri: str | Path, embedder: Embedder | None = None, ann_threshold: int = 100_000):
+    def __init__(self, uri: str | Path, embedder: Embedder | None = None, ann_threshold: int = 100_000,
+                 ivf: IVFParams | None = None):
         # lancedb's Rust logger warns "No existing dataset at <absolute path>" on every first write: routine, and
         # a machine path in every run's log. Errors still show; LANCEDB_LOG=warn (or debug) brings it back.
         os.environ.setdefault("LANCEDB_LOG", "error")
@@ -145,13 +161,16 @@ class EntityIndex:
         self.uri = str(uri)
         self.embedder = embedder or HashingCharNgramEmbedder()
         self.ann_threshold = ann_threshold
-        self._db = lancedb.connect(self.uri)
+        self.ivf = ivf or IVFParams(ann_rows=ann_threshold)
+        self._vectors: NameVectors | None = None  # the seed names' search layer, loaded at the first search
+        self._vectors_lock = threading.Lock()
+        self._db = lancedb.connect(self.uri, storage_options=lance_storage_options(self.uri))  # s3:// or a folder
         self._table = self._open(TABLE)
         self._extracted = self._open(EXTRACTED_TABLE)
         # namespace -> fingerprint of the KG state last synced in this process (see `sync_namespace`)
         self._synced: dict[str, str] = {}
         self._memo_lock = threading.Lock()
-        self._sync_lock = filelock.FileLock(self.uri.rstrip("/") + ".sync.lock")  # across processes
+        self._sync_lock = shared_lock(self.uri.rstrip("/") + ".sync.lock")  # across processes (and machines)
 
     def _open(self, name: str) -> Any:
         """The table, checked (manifest readable, the columns and vector size this index writes, every data file's
@@ -179,12 +198,12 @@ class EntityIndex:
         return table
 
     def _table_dir(self, name: str) -> Path:
-        return Path(self.uri) / f"{name}.lance"
+        return storage_root(self.uri) / f"{name}.lance"  # a UPath under an s3:// URI
 
     @property
     def _base(self) -> Path:
         """The data dir the index lives in: messages name the index relative to it."""
-        return Path(self.uri).parent
+        return storage_root(self.uri).parent
 
     @contextmanager
     def _corruption(self, name: str) -> Iterator[None]:
@@ -240,33 +259,124 @@ class EntityIndex:
         return pa.table(columns)
 
     def build(self, entities: Iterable[KGEntity | Mapping[str, Any]], replace: bool = True) -> int:
-        """(Re)create the table from the KG's entities; returns the number of name rows."""
-        data = self._rows(entities)
-        if self._table is not None and not replace:
-            self._table.add(data)
-        else:
-            self._table = self._db.create_table(TABLE, data=data, mode="overwrite")
-        self._maybe_index()
-        return data.num_rows
+        """(Re)create the table from the KG's entities; returns the number of name rows.
 
-    def add(self, entities: Iterable[KGEntity | Mapping[str, Any]]) -> int:
+        Embeds in chunks of BUILD_CHUNK entities keeping only the sparse vectors, trains the IVF lists on them
+        (kg/name_vectors.py), then writes the rows with their list in one commit: 1M names in 3-5 minutes
+        under 3 GB on 2 shared cores (bench/entity_index.py)."""
+        if self._table is not None and not replace:
+            return self.add(entities, replace_ids=False)
+        ids: list[str] = []
+        names: list[str] = []
+        kinds: list[str] = []
+        chunks = []
+        for batch in _batched(entities, BUILD_CHUNK):
+            data = self._rows(batch)
+            ids += data.column("entity_id").to_pylist()
+            names += data.column("name").to_pylist()
+            kinds += data.column("kind").to_pylist()
+            chunks.append(sparse_rows(_vectors(data, self.embedder.dim)))
+        vectors = sparse_rows(np.zeros((0, self.embedder.dim))) if not chunks else sp.vstack(chunks, format="csr")
+        layer = NameVectors(self.embedder.dim, self.ivf)
+        lists, centroids = layer.build(ids, names, kinds, vectors)
+        token = uuid.uuid4().hex
+        if centroids is not None:  # first the centroids, then the rows: rows of another build are never trusted
+            self._db.create_table(IVF_TABLE, data=self._centroid_rows(centroids, token), mode="overwrite")
+        schema = self._seed_schema(token)
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            for i in range(0, len(ids), BUILD_CHUNK):
+                j = min(i + BUILD_CHUNK, len(ids))
+                yield pa.record_batch([
+                    pa.array(ids[i:j], pa.string()), pa.array(names[i:j], pa.string()),
+                    pa.array(kinds[i:j], pa.string()), pa.array(lists[i:j], pa.int32()),
+                    _vector_array(vectors[i:j].toarray(), self.embedder.dim)], schema=schema)
+
+        reader = pa.RecordBatchReader.from_batches(schema, batches())
+        self._table = self._db.create_table(TABLE, data=reader, mode="overwrite")
+        if centroids is None and IVF_TABLE in self._db.table_names():
+            self._db.drop_table(IVF_TABLE)
+        with self._vectors_lock:
+            self._vectors = layer
+        return len(ids)
+
+    def _seed_schema(self, token: str) -> pa.Schema:
+        return pa.schema([("entity_id", pa.string()), ("name", pa.string()), ("kind", pa.string()),
+                          ("partition", pa.int32()), ("vector", pa.list_(pa.float32(), self.embedder.dim))],
+                         metadata={IVF_BUILD_KEY: token.encode()})
+
+    def _centroid_rows(self, centroids: np.ndarray, token: str) -> pa.Table:
+        table = pa.table({"partition": pa.array(np.arange(len(centroids), dtype=np.int32)),
+                          "vector": _vector_array(centroids, self.embedder.dim)})
+        return table.replace_schema_metadata({IVF_BUILD_KEY: token.encode()})
+
+    def add(self, entities: Iterable[KGEntity | Mapping[str, Any]], replace_ids: bool = True) -> int:
         """Add names to the shared seed table, visible to every namespace (rows for ids already present are
-        replaced). A namespace's merged entities go through `sync_namespace` instead, visible to it alone."""
+        replaced). A namespace's merged entities go through `sync_namespace` instead, visible to it alone.
+
+        Searchable at once without rebuilding: the rows join the search layer's exactly scanned tail, which is
+        folded into the IVF lists in the background once it passes `IVFParams.reoptimize_share`."""
         data = self._rows(entities)
         if data.num_rows == 0:
             return 0
         if self._table is None:
-            self._table = self._db.create_table(TABLE, data=data)
-        else:
-            ids = sorted(set(data.column("entity_id").to_pylist()))
+            self._table = self._db.create_table(TABLE, data=_with_partition(data).cast(self._seed_schema("")))
+            return data.num_rows
+        ids = sorted(set(data.column("entity_id").to_pylist()))
+        if replace_ids:
             self._table.delete("entity_id IN (" + ",".join(_sql_str(i) for i in ids) + ")")
-            self._table.add(data)
-        self._maybe_index()
+        # not in a list yet (-1): the layer's tail; a table written before the lists has no such column
+        self._table.add(_with_partition(data) if "partition" in self._table.schema.names else data)
+        with self._vectors_lock:
+            layer = self._vectors
+        if layer is not None:
+            if replace_ids:
+                layer.delete(set(ids))
+            layer.append(data.column("entity_id").to_pylist(), data.column("name").to_pylist(),
+                         data.column("kind").to_pylist(), sparse_rows(_vectors(data, self.embedder.dim)))
         return data.num_rows
 
+    def seed_vectors(self) -> NameVectors | None:
+        """The seed names' search layer (kg/name_vectors.py), loaded from the table at first use."""
+        with self._vectors_lock:
+            if self._vectors is None and self._table is not None:
+                self._vectors = self._load_vectors()
+            return self._vectors
+
+    def _load_vectors(self) -> NameVectors:
+        """The layer from the stored rows: their `partition` is trusted when the centroids table carries the same
+        build token as the rows (else the rows go to the tail and are re-assigned in the background)."""
+        layer = NameVectors(self.embedder.dim, self.ivf)
+        with self._corruption(TABLE):
+            schema = self._table.schema
+            token = (schema.metadata or {}).get(IVF_BUILD_KEY)
+            centroids = None
+            if token is not None and IVF_TABLE in self._db.table_names():
+                with self._corruption(IVF_TABLE):
+                    ivf = self._db.open_table(IVF_TABLE)
+                    if (ivf.schema.metadata or {}).get(IVF_BUILD_KEY) == token:
+                        rows = ivf.to_arrow().sort_by("partition")
+                        centroids = _vectors(rows, self.embedder.dim)
+            columns = ["entity_id", "name", "kind", "vector"] + (["partition"] if centroids is not None else [])
+            ids: list[str] = []
+            names: list[str] = []
+            kinds: list[str] = []
+            chunks, lists = [], []
+            for batch in self._table.search().select(columns).limit(None).to_batches(BUILD_CHUNK):
+                ids += batch.column("entity_id").to_pylist()
+                names += batch.column("name").to_pylist()
+                kinds += batch.column("kind").to_pylist()
+                chunks.append(sparse_rows(_vectors(batch, self.embedder.dim)))
+                if centroids is not None:
+                    lists.append(batch.column("partition").to_numpy(zero_copy_only=False))
+        vectors = sp.vstack(chunks, format="csr") if chunks else sparse_rows(np.zeros((0, self.embedder.dim)))
+        layer.load(ids, names, kinds, vectors, np.concatenate(lists).astype(np.int32) if lists else None, centroids)
+        return layer
+
     def _maybe_index(self, table: Any = None, rebuild: bool = True) -> None:
-        """An ANN index once a table passes `ann_threshold` rows; rows added later are searched exactly beside it,
-        so the often-synced extracted table builds it once (rebuild=False) instead of at every sync."""
+        """A LanceDB ANN index once the extracted table passes `ann_threshold` rows (the seed table is searched
+        through kg/name_vectors.py instead); rows added later are searched exactly beside it, so the often-synced
+        extracted table builds it once (rebuild=False) instead of at every sync."""
         table = table if table is not None else self._table
         if table is None or table.count_rows() < self.ann_threshold:
             return
@@ -296,13 +406,18 @@ class EntityIndex:
         if self._table is None and extracted_filter is None:
             return [[] for _ in names]
         vecs = self.embedder.embed(names)
+        allowed_all = [compatible_kinds(kd) for kd in kinds] if kinds is not None else [None] * len(names)
+        layer = self.seed_vectors()  # all mentions of the call (a document's) at once, kinds pushed into the lists
+        seed = layer.search(vecs, allowed_all, max(k, RERANK_POOL)) if layer is not None else [[] for _ in names]
         out: list[list[Hit]] = []
         for i, vec in enumerate(vecs):
-            allowed = compatible_kinds(kinds[i]) if kinds is not None else None
+            allowed = allowed_all[i]
             kind_filter = "kind IN (" + ",".join(_sql_str(a) for a in allowed) + ")" if allowed else None
-            hits = []
-            if self._table is not None:
-                hits += self._query(self._table, vec, names[i], max(k, RERANK_POOL), kind_filter, "seed")
+            hits = [Hit(entity_id=layer.entity_ids[c.position], name=layer.names[c.position],
+                        kind=layer.kinds[c.position], source="seed",
+                        distance=name_distance(names[i], {"name": layer.names[c.position],
+                                                          "_distance": 1.0 - c.similarity}))
+                    for c in seed[i]] if layer is not None else []
             if extracted_filter is not None:
                 where = extracted_filter + (f" AND {kind_filter}" if kind_filter else "")
                 hits += self._query(self._extracted, vec, names[i], max(k, RERANK_POOL), where, "extracted")
@@ -391,6 +506,36 @@ class EntityIndex:
         with self._corruption(EXTRACTED_TABLE):
             rows = self._extracted.search().where(where).select(["entity_id"]).limit(None).to_arrow()
         return len(set(rows.column("entity_id").to_pylist()))
+
+
+def _batched(items: Iterable[Any], n: int) -> Iterator[list[Any]]:
+    batch: list[Any] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == n:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _vectors(rows: pa.Table | pa.RecordBatch, dim: int) -> np.ndarray:
+    """The `vector` column as a float32 (rows, dim) array."""
+    col = rows.column("vector")
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    if len(col) == 0:
+        return np.zeros((0, dim), dtype=np.float32)
+    return col.flatten().to_numpy(zero_copy_only=False).astype(np.float32, copy=False).reshape(-1, dim)
+
+
+def _vector_array(vectors: np.ndarray, dim: int) -> pa.FixedSizeListArray:
+    return pa.FixedSizeListArray.from_arrays(pa.array(np.ascontiguousarray(vectors, np.float32).reshape(-1)), dim)
+
+
+def _with_partition(data: pa.Table) -> pa.Table:
+    """Seed rows not assigned to an IVF list yet (partition -1)."""
+    return data.add_column(3, "partition", pa.array(np.full(data.num_rows, -1, np.int32)))
 
 
 def _entity_states(rows: pa.Table) -> dict[str, frozenset]:

@@ -32,10 +32,11 @@ import pandas as pd
 from pydantic import BaseModel
 
 from karma_dagster.kg import adjudication as adj
+from karma_dagster.kg import keyed
 from karma_dagster.kg import names as kg_names
+from karma_dagster.kg import sizes as kg_sizes
 from karma_dagster.kg.schema import KGSchema
 from karma_dagster.kg.store import (
-    EdgeFacts,
     KGStore,
     NodeIn,
     edge_text,
@@ -240,8 +241,12 @@ def merge_increment(
     fingerprints = {doc_key: _fingerprint(rows, nodes) for doc_key, (rows, nodes) in prepared.items()}
     stamp = _Stamp(namespace or backbone, date, backbone, run_id, dt.datetime.now(dt.UTC).replace(tzinfo=None))
     with store.connect() as con, _transaction(con):
+        # sizes from the edges this merge can change (kg/sizes.py): no count of the whole graph
+        edges_start = kg_sizes.edge_count(con, stamp.ns)
+        dropped = _previous_edges(con, stamp, list(prepared))
+        live_start = keyed.live_edges(con, dropped, stamp.ns)
         _delete_previous(con, stamp, list(prepared))
-        nodes_before, edges_before = _sizes(con, stamp.ns)
+        nodes_before = keyed.count_nodes(con, stamp.ns)
         new_ids = {n.id for _, nodes in prepared.values() for n in nodes}
         known, seed_ids = _known_ids(con, stamp.ns, prepared, new_ids)
         _check_endpoints(prepared, known | new_ids, prompt_version)
@@ -249,22 +254,28 @@ def merge_increment(
         prepared = _without(prepared, judged.removed)
         new_ids = {n.id for _, nodes in prepared.values() for n in nodes}
         keys = {(r["head_id"], r["relation"], r["tail_id"]) for rows, _ in prepared.values() for r in rows}
-        n_reinforced = _count_existing_edges(con, stamp.ns, keys)
+        touched = dropped | keys | {(r["against_head_id"], r["against_relation"], r["against_tail_id"])
+                                    for r in judged.rows if r["action"] == "replace"}
+        live_before = keyed.live_edges(con, touched, stamp.ns)
+        edges_before = edges_start - len(live_start) + len(live_before & dropped)
+        n_reinforced = len(keys & live_before)
         _insert_documents(con, prepared, seed_ids, stamp, on_doc)
         _insert_adjudications(con, judged.rows)
-        nodes_after, edges_after = _sizes(con, stamp.ns)
+        nodes_after = nodes_before + len(new_ids - known)  # a node of kg_nodes is a seed or extracted_nodes row
+        edges_after = edges_before - len(live_before) + len(keyed.live_edges(con, touched, stamp.ns))
         actions = [r["action"] for r in judged.rows]
         stats = IncrementStats(
             date=date, namespace=stamp.ns, backbone=backbone, run_id=run_id, n_docs=len(prepared),
             n_evidence=sum(len(rows) for rows, _ in prepared.values()), nodes_before=nodes_before,
             nodes_after=nodes_after, edges_before=edges_before, edges_after=edges_after,
-            n_new_nodes=len(new_ids - known), n_new_edges=len(keys) - n_reinforced, n_reinforced=n_reinforced,
+            n_new_nodes=nodes_after - nodes_before, n_new_edges=len(keys) - n_reinforced, n_reinforced=n_reinforced,
             seconds=0.0, n_discarded=actions.count("discard"), n_review=actions.count("review"),
             n_superseded=len({(r["against_head_id"], r["against_relation"], r["against_tail_id"])
                               for r in judged.rows if r["action"] == "replace"}),
         )
         _record_increment(con, stats, stamp)
         _record_documents(con, fingerprints, stamp)
+        kg_sizes.record_edge_count(con, stamp.ns, edges_after)
     return stats.model_copy(update={"seconds": round(time.perf_counter() - t0, 4)})
 
 
@@ -356,10 +367,8 @@ def _known_ids(con: Any, ns: str, prepared: Prepared, new_ids: set[str]) -> tupl
     Read after the deletes, so an entity only these documents introduced counts as new again on a rerun.
     """
     ref_ids = {row[e] for rows, _ in prepared.values() for row in rows for e in ("head_id", "tail_id")}
-    _temp_table(con, "_ids", "id VARCHAR", [(i,) for i in sorted(ref_ids | new_ids)])
-    known = {r[0] for r in con.execute("SELECT id FROM kg_nodes(?) WHERE id IN (SELECT id FROM _ids)", [ns]).fetchall()}
-    seed_ids = {r[0] for r in con.execute("SELECT id FROM seed_nodes WHERE id IN (SELECT id FROM _ids)").fetchall()}
-    return known, seed_ids
+    kinds, seed = keyed.known_nodes(con, ref_ids | new_ids, ns)
+    return set(kinds), seed
 
 
 def _check_endpoints(prepared: Prepared, allowed: set[str], prompt_version: str) -> None:
@@ -369,13 +378,18 @@ def _check_endpoints(prepared: Prepared, allowed: set[str], prompt_version: str)
             validate_triple(row, doc_key, allowed, prompt_version=prompt_version)
 
 
-def _count_existing_edges(con: Any, ns: str, keys: set[tuple[str, str, str]]) -> int:
-    """How many of the merged (head, relation, tail) the graph holds already: those are reinforced, not new."""
-    _temp_table(con, "_keys", "head_id VARCHAR, relation VARCHAR, tail_id VARCHAR", sorted(keys))
-    (n,) = con.execute(
-        "SELECT count(*) FROM kg_edges(?) JOIN _keys USING (head_id, relation, tail_id)", [ns]
-    ).fetchall()[0]
-    return int(n)
+def _previous_edges(con: Any, stamp: _Stamp, doc_keys: list[str]) -> set[tuple[str, str, str]]:
+    """The edges _delete_previous can change: those of the documents' stored evidence, and those the replace
+    adjudications it deletes superseded (read before it deletes them)."""
+    if not doc_keys:
+        return set()
+    values = ", ".join(["(CAST(? AS VARCHAR))"] * len(doc_keys))
+    return set(map(tuple, con.execute(
+        f"WITH d(doc_key) AS (VALUES {values}) "  # noqa: S608 - placeholders only
+        "SELECT e.head_id, e.relation, e.tail_id FROM evidence e JOIN d ON d.doc_key = e.doc_key WHERE e.namespace = ? "
+        "UNION SELECT against_head_id, against_relation, against_tail_id FROM adjudications WHERE namespace = ? "
+        "AND action = 'replace' AND (date = ? OR doc_key IN (SELECT doc_key FROM d))",
+        [*doc_keys, stamp.ns, stamp.ns, stamp.date]).fetchall()))
 
 
 Edge = tuple[str, str, str]
@@ -462,11 +476,9 @@ def _kinds(con: Any, ns: str, prepared: Prepared, ids: set[str]) -> dict[str, st
                 kind = r.get(f"{end}_kg_type") or (getattr(me, orient) if me is not None else None)
                 if kind:
                     kinds.setdefault(r[f"{end}_id"], kind)
-    rest = sorted(ids - kinds.keys())
+    rest = ids - kinds.keys()
     if rest:
-        _temp_table(con, "_kind_ids", "id VARCHAR", [(i,) for i in rest])
-        kinds.update(dict(con.execute(
-            "SELECT id, kind FROM kg_nodes(?) WHERE id IN (SELECT id FROM _kind_ids)", [ns]).fetchall()))
+        kinds.update(keyed.node_kinds(con, rest, ns))
     return kinds
 
 
@@ -476,17 +488,7 @@ def _supersessions(con: Any, stamp: _Stamp, kept: list[tuple[str, dict[str, Any]
     wanted = [(doc, r, e) for doc, r in kept if r["action"] == "replace" for e in adj.parse_edges(r["contradicts"])]
     if not wanted:
         return []
-    _temp_table(con, "_sup_edges", "head_id VARCHAR, relation VARCHAR, tail_id VARCHAR",
-                sorted({e for _, _, e in wanted}))
-    facts = {
-        (h, rel, t): EdgeFacts(head_id=h, relation=rel, tail_id=t, confidence=c, first_seen=f, last_seen=la,
-                               n_evidence=n, in_seed=seed)
-        for h, rel, t, c, f, la, n, seed in con.execute(
-            "SELECT head_id, relation, tail_id, confidence, first_seen, last_seen, n_evidence, in_seed "
-            "FROM kg_edges(?, as_of := ?) JOIN _sup_edges USING (head_id, relation, tail_id)",
-            [stamp.ns, stamp.date - dt.timedelta(days=1)],
-        ).fetchall()
-    }
+    facts = keyed.edge_facts(con, {(h, t) for _, _, (h, _, t) in wanted}, stamp.ns, stamp.date - dt.timedelta(days=1))
     out = []
     for doc, r, e in wanted:
         f = facts.get(e)
@@ -594,9 +596,3 @@ def _insert(con: Any, nodes: list[dict[str, Any]], rows: list[dict[str, Any]], s
             [stamp.ns, stamp.date, stamp.backbone, stamp.run_id, stamp.merged_at],
         )
         con.unregister("_ev")
-
-
-def _sizes(con: Any, ns: str) -> tuple[int, int]:
-    (n,) = con.execute("SELECT count(*) FROM kg_nodes(?)", [ns]).fetchall()[0]
-    (e,) = con.execute("SELECT count(*) FROM kg_edges(?)", [ns]).fetchall()[0]
-    return int(n), int(e)
