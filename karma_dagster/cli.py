@@ -159,12 +159,11 @@ def cmd_ledger(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from karma_dagster.kg.store import KGStore
     from karma_dagster.report import build_report
 
     defs = _defs(args)
     storage = defs.resources["storage"]  # type: ignore[index]
-    report = build_report(storage.stage_store(), KGStore(storage.kg_path()), defs.resources["backbones"].names())  # type: ignore[index, union-attr]
+    report = build_report(storage.stage_store(), storage.kg_store(), defs.resources["backbones"].names())  # type: ignore[index, union-attr]
     print(report.markdown())
     return 0
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import dagster as dg
 
-from karma_dagster import jobs
+from karma_dagster import executors, jobs
 from karma_dagster.assets import knowledge_graph, report
 from karma_dagster.assets.chain import check_backbone_groups, stage_asset
 from karma_dagster.assets.freshness import freshness_sensor
@@ -88,7 +88,7 @@ def build_definitions(
         # One process per run, every step in it: the models (spaCy, lexicon, classifiers, index) load once per run,
         # not once per step, and the steps of a document's chain follow each other without process start-ups.
         # Backfills and the UI's "Materialize" use it too (bench/throughput.py measures the difference).
-        executor=dg.in_process_executor,
+        executor=executors.selected_executor(),  # in_process unless KARMA_EXECUTOR=celery (executors.py)
         jobs=[document_job, *kg_jobs.values(), *jobs.other_jobs(names)],
         sensors=sensors,
         resources={

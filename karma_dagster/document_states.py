@@ -7,7 +7,6 @@ document evaluated by a run that crashed before its merge is merged by whichever
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 
 from pydantic import BaseModel
@@ -16,7 +15,7 @@ from karma_dagster.agents.integration import collect_document
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.ingest.keys import date_of_document_key
 from karma_dagster.kg import merge
-from karma_dagster.kg.store import KGStore
+from karma_dagster.kg.backends import kg_store
 from karma_dagster.paths import DataPaths
 from karma_dagster.stage_store import StageStore
 from karma_dagster.stages import FINAL_STAGE
@@ -53,7 +52,7 @@ def states_in_stores(
 
     One unreadable evaluated table fails only its document (state.failed), never the whole answer: a sensor
     tick reading this must still request the other documents' increments."""
-    stages, kg = StageStore(paths.stages_dir), KGStore(paths.kg)
+    stages, kg = StageStore(paths.stages_dir), kg_store(paths)
     registered = sorted(Catalog(paths.catalog).all_keys())
     if documents is not None:
         registered = sorted(set(registered) & set(documents))
@@ -93,7 +92,7 @@ def table_fingerprint(stages: StageStore, ns: str, key: str) -> str:
     Kept per process and keyed by the two files' size and mtime: a sensor ticking every 30 s re-reads only the
     tables that changed, not every evaluated table of the inbox."""
     files = (stages.path(ns, FINAL_STAGE, key), stages.path(ns, "entities", key))
-    signature = tuple((st.st_size, st.st_mtime_ns) for st in map(os.stat, files))
+    signature = tuple((st.st_size, st.st_mtime_ns) for st in (f.stat() for f in files))  # local or UPath
     cache_key = (str(stages.root), ns, key)
     cached = _FINGERPRINTS.get(cache_key)
     if cached is not None and cached[0] == signature:
@@ -107,5 +106,5 @@ def table_fingerprint(stages: StageStore, ns: str, key: str) -> str:
 def evaluated_not_recorded(paths: DataPaths, ns: str) -> list[str]:
     """Documents with an evaluated table but no merge record at all: a cheap view of "unmerged" (no table is read,
     so a re-evaluated document merged from its older table is not in it; states_in_stores tells those apart)."""
-    recorded = KGStore(paths.kg).merged_documents(ns)
+    recorded = kg_store(paths).merged_documents(ns)
     return [key for key in StageStore(paths.stages_dir).partitions(ns, FINAL_STAGE) if key not in recorded]

@@ -63,7 +63,9 @@ def default_data_dir() -> Path:
 
 
 def display_path(path: Path | str, base: Path | None = None) -> str:
-    """A path as it may appear in logs and metadata: relative to a known base, never absolute."""
+    """A path as it may appear in logs and metadata: relative to a known base, never absolute (a URL as is)."""
+    if "://" in str(path):
+        return str(path)
     p = Path(path)
     roots = [base, default_data_dir(), dagster_home(), _checkout_root(), PACKAGE_DIR / BUNDLED]
     for root in roots:
@@ -84,17 +86,27 @@ class DataPaths:
     shipped sample inbox, rebuildable caches in <data>/cache.
     """
 
-    def __init__(self, data_dir: Path | str = "", inbox: Path | str = "", cache_dir: Path | str = "") -> None:
+    def __init__(self, data_dir: Path | str = "", inbox: Path | str = "", cache_dir: Path | str = "",
+                 storage_url: str = "") -> None:
+        from karma_dagster.shared_storage import storage_url as configured_url
+
         self.root = Path(data_dir) if str(data_dir) else default_data_dir()
+        # stage tables and entity index: under this URL when set (argument, else $KARMA_STORAGE_URL), else in root
+        self.shared_url = configured_url(storage_url)
         self.inbox = Path(inbox) if str(inbox) else data_file("inbox")
         self._cache = Path(cache_dir) if str(cache_dir) else self.root / "cache"
 
     def __repr__(self) -> str:
         return f"DataPaths(root={display_path(self.root)!r})"
 
+    def _shared(self, name: str):  # noqa: ANN202 - a Path, or a UPath under KARMA_STORAGE_URL
+        from karma_dagster.shared_storage import storage_root
+
+        return storage_root(f"{self.shared_url}/{name}") if self.shared_url else self.root / name
+
     @property
     def stages_dir(self) -> Path:
-        return self.root / "stages"
+        return self._shared("stages")
 
     @property
     def catalog(self) -> Path:
@@ -106,7 +118,7 @@ class DataPaths:
 
     @property
     def index(self) -> Path:
-        return self.root / "entity_index.lance"
+        return self._shared("entity_index.lance")
 
     @property
     def llm_cache(self) -> Path:

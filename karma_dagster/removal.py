@@ -14,7 +14,8 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from karma_dagster.ingest.catalog import Catalog, DocumentEntry
-from karma_dagster.kg.store import DocumentFootprint, KGStore
+from karma_dagster.kg.backends import kg_store
+from karma_dagster.kg.store import DocumentFootprint
 from karma_dagster.paths import DataPaths
 from karma_dagster.stage_store import StageStore
 
@@ -57,7 +58,7 @@ def plan_removal(doc_key: str, data: DataPaths) -> RemovalPlan:
     """What `remove_document` would delete; UnknownDocument when nothing anywhere holds the key."""
     stages = StageStore(data.stages_dir)
     entry = Catalog(data.catalog).lookup(doc_key)
-    kg = KGStore(data.kg).document_footprint(doc_key)
+    kg = kg_store(data).document_footprint(doc_key)
     tables = [p.relative_to(stages.root).parent.as_posix() for p in stages.partition_files(doc_key)]
     if entry is None and not kg and not tables:
         raise UnknownDocument(doc_key)
@@ -67,7 +68,7 @@ def plan_removal(doc_key: str, data: DataPaths) -> RemovalPlan:
 def remove_document(doc_key: str, data: DataPaths) -> RemovalPlan:
     """Remove one document everywhere, KG first, catalog last (see the module docstring); rerun-safe."""
     plan = plan_removal(doc_key, data)
-    KGStore(data.kg).remove_document(doc_key)
+    kg_store(data).remove_document(doc_key)
     StageStore(data.stages_dir).remove_partition(doc_key)
     Catalog(data.catalog).remove_document(doc_key)
     return plan

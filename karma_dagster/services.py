@@ -19,6 +19,8 @@ from typing import Any
 from karma_dagster import paths as project_paths
 from karma_dagster.backbones.base import Backbone
 from karma_dagster.config import BACKBONE_KINDS, BACKBONE_MODES, BackboneSettings
+from karma_dagster.kg.backends import kg_display, kg_exists, kg_store
+from karma_dagster.kg.location import kg_url
 from karma_dagster.kg.schema import KGSchema
 from karma_dagster.kg.store import EdgeFacts, KGStore
 from karma_dagster.paths import DataPaths
@@ -44,7 +46,10 @@ def clear() -> None:
 
 def seed_fingerprint(data: DataPaths) -> str:
     """Changes whenever the seed KG is re-imported. Read again only when the KG file (or its WAL) changed on
-    disk: the stages ask several times per document, and each read opens the DuckDB file under its lock."""
+    disk: the stages ask several times per document, and each read opens the DuckDB file under its lock.
+    A Postgres KG is asked each time (one short query; readers take no lock there)."""
+    if kg_url():
+        return kg_store(data).seed_fingerprint()
     if not data.kg.exists():
         return "no-kg"
     stamp = tuple((s.st_mtime_ns, s.st_size) if (s := _stat(p)) else None
@@ -83,7 +88,7 @@ def import_seed_kg(data: DataPaths, nodes: Path | str, edges: Path | str, fmt: s
     if fmt not in ("hetionet", "generic"):
         raise ValueError(f"unknown KG format {fmt!r}: use 'hetionet' or 'generic'")
     data.root.mkdir(parents=True, exist_ok=True)
-    store = KGStore(data.kg)
+    store = kg_store(data)
     importer = import_hetionet if fmt == "hetionet" else import_generic
     stats = importer(store, nodes, edges, seed_confidence)
     rows = store.lexicon_rows(namespace=None)
@@ -95,16 +100,16 @@ def import_seed_kg(data: DataPaths, nodes: Path | str, edges: Path | str, fmt: s
 
 
 def seed_present(data: DataPaths) -> bool:
-    return data.kg.exists() and KGStore(data.kg).seed_counts().n_nodes > 0
+    return kg_exists(data) and kg_store(data).seed_counts().n_nodes > 0
 
 
 def seed_lexicon_rows(data: DataPaths) -> list[dict]:
     def build() -> list[dict]:
-        if not data.kg.exists():
+        if not kg_exists(data):
             return []
-        return [r.model_dump() for r in KGStore(data.kg).lexicon_rows(namespace=None)]
+        return [r.model_dump() for r in kg_store(data).lexicon_rows(namespace=None)]
 
-    return cached(("seed_rows", str(data.kg), seed_fingerprint(data)), build)
+    return cached(("seed_rows", kg_display(data), seed_fingerprint(data)), build)
 
 
 def dictionary(data: DataPaths):
@@ -116,7 +121,7 @@ def dictionary(data: DataPaths):
         lexicon = Lexicon.build(seed_lexicon_rows(data), cache_dir=data.cache() / "lexicon")
         return DictionaryNER(lexicon)
 
-    return cached(("dictionary", str(data.cache()), str(data.kg), seed_fingerprint(data)), build)
+    return cached(("dictionary", str(data.cache()), kg_display(data), seed_fingerprint(data)), build)
 
 
 def entity_index(data: DataPaths):
@@ -136,8 +141,8 @@ def linkable_index(data: DataPaths, namespace: str, before: dt.date | None = Non
     differ — a merge here or in another process, a re-merge that dropped an entity, a crash between a merge and
     the index update — syncs the namespace's index rows to the KG first."""
     index = entity_index(data)
-    if data.kg.exists():
-        fingerprint, entities = KGStore(data.kg).extracted_entities(namespace, known=index.synced_fingerprint(namespace))
+    if kg_exists(data):
+        fingerprint, entities = kg_store(data).extracted_entities(namespace, known=index.synced_fingerprint(namespace))
         if entities is not None:
             index.sync_namespace(namespace, entities, fingerprint)
     return index.view(namespace, before)
@@ -145,7 +150,7 @@ def linkable_index(data: DataPaths, namespace: str, before: dt.date | None = Non
 
 def kg_kind_lookup(data: DataPaths) -> Callable[[str], str | None]:
     """id -> KG node kind, loaded once per call site (one query instead of one per triple)."""
-    return KGStore(data.kg).node_kinds().get
+    return kg_store(data).node_kinds().get
 
 
 def existing_relations_lookup(
@@ -153,7 +158,7 @@ def existing_relations_lookup(
 ) -> Callable[[Sequence[tuple[str, str]]], dict[tuple[str, str], list[EdgeFacts]]]:
     """(head, tail) pairs -> the namespace's KG edges head -> tail with their support as of `as_of` (seed + evidence
     dated <= as_of, minus edges superseded by then; None = everything): one query per call, for the conflict agent."""
-    store = KGStore(data.kg)
+    store = kg_store(data)
 
     def lookup(pairs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], list[EdgeFacts]]:
         return store.edges_between(pairs, namespace=namespace, as_of=as_of)
@@ -164,7 +169,7 @@ def existing_relations_lookup(
 def kg_context(data: DataPaths, text: str, limit: int = 40) -> list[str]:
     """Names of KG entities the paper mentions, most frequent first: what relevance is judged against."""
     names = cached(
-        ("kg_names", str(data.kg), seed_fingerprint(data)),
+        ("kg_names", kg_display(data), seed_fingerprint(data)),
         lambda: {r["name"].lower(): r["name"] for r in seed_lexicon_rows(data)},
     )
     ner = dictionary(data)

@@ -2,28 +2,35 @@
 
 Files, not the DuckDB KG file, hold the intermediate stages so that any number of partitions can be
 materialized in parallel (DuckDB allows one writing process); the single-writer KG store is touched only
-by the date-partitioned increment. Writes are atomic (temp file + rename): a crash never leaves half a table;
-a file damaged later fails its read with StoreCorrupt naming it (footer, and page checksums since they are written).
+by the date-partitioned increment. Writes are atomic (temp file + rename; on S3 one whole-object upload, which
+S3 shows only when complete): a crash never leaves half a table; a file damaged later fails its read with
+StoreCorrupt naming it (footer, and page checksums since they are written). The root is a local folder or an
+fsspec URL (`s3://bucket/prefix/stages`, shared_storage.py) that workers on other machines reach too.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
-from karma_dagster.integrity import PARQUET_WRITE, read_parquet_checked
+from karma_dagster.integrity import PARQUET_READ, PARQUET_WRITE, StoreCorrupt, read_parquet_checked
+from karma_dagster.shared_storage import is_url, put_whole, storage_root
 
 STAGE_REMEDY = "the table is derived from the paper: move it away and materialize this document's stages again"
 _SAFE = re.compile(r"^[A-Za-z0-9._-]+$")
 
 
 class StageStore:
-    def __init__(self, root: Path | str) -> None:
-        self.root = Path(root)
+    def __init__(self, root: Any) -> None:
+        """`root`: a folder, or a URL / UPath (remote: every path this store hands out is then a UPath)."""
+        self.remote = is_url(root)
+        self.root = storage_root(root) if isinstance(root, (str, os.PathLike)) and not hasattr(root, "fs") else root
 
     def path(self, namespace: str, stage: str, partition: str) -> Path:
         for label, part in (("namespace", namespace), ("stage", stage), ("partition", partition)):
@@ -33,6 +40,11 @@ class StageStore:
 
     def write(self, namespace: str, stage: str, partition: str, frame: pd.DataFrame) -> Path:
         target = self.path(namespace, stage, partition)
+        if self.remote:
+            buffer = io.BytesIO()
+            frame.to_parquet(buffer, index=False, **PARQUET_WRITE)
+            put_whole(target, buffer.getvalue())
+            return target
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{partition}.", suffix=".tmp")
         os.close(fd)
@@ -50,6 +62,8 @@ class StageStore:
             raise FileNotFoundError(
                 f"stage {namespace}/{stage} has no table for document {partition}: materialize it first"
             )
+        if self.remote:
+            return _read_object(path)
         return read_parquet_checked(path, "stage table", STAGE_REMEDY, base=self.root.parent)
 
     def exists(self, namespace: str, stage: str, partition: str) -> bool:
@@ -72,3 +86,14 @@ class StageStore:
         for path in files:
             path.unlink(missing_ok=True)
         return files
+
+
+def _read_object(path: Any) -> pd.DataFrame:
+    """A remote table, fetched whole, with the same checks as a local one (footer, page checksums)."""
+    import pyarrow as pa
+
+    data = path.read_bytes()
+    try:
+        return pd.read_parquet(io.BytesIO(data), **PARQUET_READ)
+    except (pa.ArrowException, OSError) as exc:
+        raise StoreCorrupt("stage table", str(path), str(exc), STAGE_REMEDY) from exc

@@ -23,6 +23,7 @@ from karma_dagster.definitions import build_definitions  # noqa: E402
 from karma_dagster.kg.store import KGStore  # noqa: E402
 from karma_dagster.resources.backbones import BackboneConfig  # noqa: E402
 from karma_dagster.resources.storage import KarmaStorageResource  # noqa: E402
+from pg_server import pg_server  # noqa: E402,F401 - one throwaway PostgreSQL per session (tests/pg_server.py)
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE_INBOX = REPO / "data" / "inbox"

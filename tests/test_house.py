@@ -20,14 +20,15 @@ PACKAGE = Path(__file__).resolve().parent.parent / "karma_dagster"
 # Dagster section: the only modules that may import dagster.
 LAYERS: list[tuple[str, ...]] = [
     ("paths", "strict_keys", "params", "schemas", "prompts", "config", "date_range", "interrupts", "progress",
-     "integrity"),
+     "integrity", "shared_storage"),
     ("dictionary", "ingest", "kg", "stage_store"),
     ("backbones",),
     ("agents",),
     ("metrics", "scheduling", "services", "stages", "report", "ledger", "document_states", "removal", "kg_tools",
      "export"),
     ("cogmg", "review"),  # CogMG's questions and the review queue build on the chain's stores and services
-    ("partitions", "resources", "assets", "sensors", "jobs", "definitions", "home", "runner", "cli"),
+    ("partitions", "resources", "assets", "sensors", "jobs", "executors", "definitions", "home", "runner",
+     "cli"),
 ]
 SECTION = set(LAYERS[-1])
 

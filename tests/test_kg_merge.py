@@ -1,4 +1,6 @@
-"""Merging accepted triples into the KG: idempotence, reinforcement, dates, crash atomicity, concurrent writers."""
+"""Merging accepted triples into the KG: idempotence, reinforcement, dates, crash atomicity, concurrent writers.
+
+Every test runs on both KG stores (kg_backends.py: the DuckDB file and PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -6,7 +8,6 @@ import csv
 import datetime as dt
 import multiprocessing as mp
 import os
-import shutil
 import signal
 import time
 from pathlib import Path
@@ -14,9 +15,11 @@ from pathlib import Path
 import pytest
 
 from karma_dagster.kg.merge import TripleValidationError, merge_increment
+from karma_dagster.kg.backends import open_kg_store
 from karma_dagster.kg.seed_import import import_hetionet
 from karma_dagster.kg.store import KGStore, NodeIn
 from karma_dagster.schemas.records import EvaluatedRow
+from kg_backends import KGBackend, kg_backend, location_of, pg_server  # noqa: F401 - fixtures
 
 SEED = Path(__file__).resolve().parents[1] / "data" / "seed_kg"
 METFORMIN, T2DM, METHIMAZOLE, GRAVES = "Compound::DB00331", "Disease::DOID:9352", "Compound::DB00763", "Disease::DOID:12361"
@@ -54,31 +57,43 @@ def workload(day: int, n_docs: int = 3, n_triples: int = 5) -> tuple[dt.date, di
 
 
 @pytest.fixture(scope="module")
-def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("base") / "seed.duckdb"
-    import_hetionet(KGStore(path), SEED / "nodes.tsv", SEED / "edges.sif.gz", seed_confidence=0.9)
-    return path
+def base(kg_backend: KGBackend) -> tuple[KGBackend, KGStore]:
+    """The seed store of the module, on one backend; tests merge into copies of it (fresh)."""
+    store = kg_backend.new("seed")
+    import_hetionet(store, SEED / "nodes.tsv", SEED / "edges.sif.gz", seed_confidence=0.9)
+    return kg_backend, store
 
 
-def fresh(base: Path, dest: Path) -> KGStore:
-    shutil.copy(base, dest)
-    return KGStore(dest)
+def fresh(base: tuple[KGBackend, KGStore], label: str) -> KGStore:
+    """A copy of the seed store (a file copy, or a database created from it as template)."""
+    backend, seed = base
+    return backend.copy(seed, label)
 
 
 def dump(store: KGStore, with_increment_stats: bool = True) -> dict[str, list[tuple]]:
-    """Every table and view, without merge timestamps; confidences rounded (float product order)."""
+    """Every table and view, without merge timestamps; confidences rounded (float product order); rows sorted
+    here, not in SQL, so the dump reads the same on both stores."""
     inc = ("namespace, date, n_docs, n_evidence, n_new_nodes, n_new_edges, n_reinforced, nodes_before, nodes_after, "
            "edges_before, edges_after, run_id, backbone") if with_increment_stats else "namespace, date, n_docs, n_evidence"
     queries = {
         "seed_nodes": "SELECT * FROM seed_nodes", "seed_edges": "SELECT * FROM seed_edges",
-        "extracted_nodes": "SELECT * EXCLUDE (merged_at) FROM extracted_nodes",
-        "evidence": "SELECT * EXCLUDE (merged_at) FROM evidence",
-        "increments": f"SELECT {inc} FROM increments",
-        "nodes": "SELECT * FROM nodes",
-        "edges": "SELECT * EXCLUDE (confidence), round(confidence, 12) FROM edges",
+        "extracted_nodes": "SELECT * FROM extracted_nodes", "evidence": "SELECT * FROM evidence",
+        "increments": f"SELECT {inc} FROM increments", "nodes": "SELECT * FROM nodes", "edges": "SELECT * FROM edges",
     }
+    out = {}
     with store.connect(read_only=True) as con:
-        return {t: con.execute(q + " ORDER BY ALL").fetchall() for t, q in queries.items()}
+        for table, sql in queries.items():
+            cur = con.execute(sql)
+            cols = [d[0] for d in cur.description]
+            rows = []
+            for row in cur.fetchall():
+                values = dict(zip(cols, row, strict=True))
+                values.pop("merged_at", None)
+                if table == "edges":
+                    values["confidence"] = round(values["confidence"], 12)
+                rows.append(tuple(tuple(v) if isinstance(v, list) else v for v in values.values()))
+            out[table] = sorted(rows, key=repr)
+    return out
 
 
 def edge(store: KGStore, head: str, tail: str, ns: str = "local") -> dict:
@@ -91,8 +106,8 @@ def edge(store: KGStore, head: str, tail: str, ns: str = "local") -> dict:
 
 
 # ---------------------------------------------------------------- semantics
-def test_reinforcement_matches_the_formula_and_dates(base: Path, tmp_path: Path) -> None:
-    store = fresh(base, tmp_path / "kg.duckdb")
+def test_reinforcement_matches_the_formula_and_dates(base, tmp_path: Path) -> None:
+    store = fresh(base, "kg")
     s1 = merge_increment(store, D1, "local", {"a": ([triple("a", "t1", METFORMIN, T2DM, 0.7)], [])}, "r1")
     assert (s1.n_new_edges, s1.n_reinforced, s1.edges_after - s1.edges_before) == (0, 1, 0)
     merge_increment(store, D3, "local", {"c": ([triple("c", "t1", METFORMIN, T2DM, 0.6)], [])}, "r3")
@@ -109,8 +124,8 @@ def test_reinforcement_matches_the_formula_and_dates(base: Path, tmp_path: Path)
     assert (e["first_seen"], e["n_evidence"]) == (D2, 2)
 
 
-def test_new_edges_nodes_and_node_dates(base: Path, tmp_path: Path) -> None:
-    store = fresh(base, tmp_path / "kg.duckdb")
+def test_new_edges_nodes_and_node_dates(base, tmp_path: Path) -> None:
+    store = fresh(base, "kg")
     ipi = NodeIn(id="new::Compound::ipilimumab", name="ipilimumab", kind="Compound", vocab_id="MESH:D000074324")
     s = merge_increment(store, D1, "local", {"p": ([triple("p", "t1", ipi.id, GRAVES, 0.8, relation="causes")], [ipi])}, "r")
     assert (s.n_new_nodes, s.n_new_edges, s.n_reinforced) == (1, 1, 0)
@@ -130,8 +145,8 @@ def test_new_edges_nodes_and_node_dates(base: Path, tmp_path: Path) -> None:
     assert store.lexicon_rows(namespace=None)[-1].source == "seed"
 
 
-def test_as_of_date_counts(base: Path, tmp_path: Path) -> None:
-    store = fresh(base, tmp_path / "kg.duckdb")
+def test_as_of_date_counts(base, tmp_path: Path) -> None:
+    store = fresh(base, "kg")
     d1, docs1 = workload(0, n_docs=2)
     d2, docs2 = workload(30, n_docs=2)
     merge_increment(store, d1, "local", docs1, "r1")
@@ -150,8 +165,8 @@ def test_as_of_date_counts(base: Path, tmp_path: Path) -> None:
     assert inc[0][3] == at1.n_edges and inc[1][3] == now.n_edges
 
 
-def test_idempotent_rematerialization(base: Path, tmp_path: Path) -> None:
-    store = fresh(base, tmp_path / "kg.duckdb")
+def test_idempotent_rematerialization(base, tmp_path: Path) -> None:
+    store = fresh(base, "kg")
     date, docs = workload(3)
     first = merge_increment(store, date, "local", docs, "run")
     once = dump(store)
@@ -161,8 +176,8 @@ def test_idempotent_rematerialization(base: Path, tmp_path: Path) -> None:
     assert len(once["evidence"]) == 18 and len(once["extracted_nodes"]) == 3
 
 
-def test_namespaces_share_the_seed_only(base: Path, tmp_path: Path) -> None:
-    store = fresh(base, tmp_path / "kg.duckdb")
+def test_namespaces_share_the_seed_only(base, tmp_path: Path) -> None:
+    store = fresh(base, "kg")
     date, docs = workload(5)
     merge_increment(store, date, "local", docs, "r")
     merge_increment(store, date, "openai/gpt-4o", {k: v for k, v in list(docs.items())[:1]}, "r")
@@ -173,8 +188,8 @@ def test_namespaces_share_the_seed_only(base: Path, tmp_path: Path) -> None:
     assert store.snapshot_counts(namespace="never-used").n_evidence == 0
 
 
-def test_evaluated_row_merges(base: Path, tmp_path: Path) -> None:
-    store = fresh(base, tmp_path / "kg.duckdb")
+def test_evaluated_row_merges(base, tmp_path: Path) -> None:
+    store = fresh(base, "kg")
     row = EvaluatedRow(
         doc_key="2016-01-28_pmc4737013", triple_id="tr1", summary_id="s1", segment_id="seg1", head_mention_id="m1",
         head_id=METHIMAZOLE, head_name="methimazole", head_type="Chemical", relation="Negative_Correlation",
@@ -205,8 +220,8 @@ def test_evaluated_row_merges(base: Path, tmp_path: Path) -> None:
         ({"doc_key": "other"}, "row says doc_key 'other'"),
     ],
 )
-def test_validation_errors_name_doc_and_triple(base: Path, tmp_path: Path, bad: dict, problem: str) -> None:
-    store = fresh(base, tmp_path / "kg.duckdb")
+def test_validation_errors_name_doc_and_triple(base, tmp_path: Path, bad: dict, problem: str) -> None:
+    store = fresh(base, "kg")
     date, docs = workload(1, n_docs=1)
     merge_increment(store, date, "local", docs, "r")
     before = dump(store)
@@ -216,8 +231,8 @@ def test_validation_errors_name_doc_and_triple(base: Path, tmp_path: Path, bad: 
     assert dump(store) == before
 
 
-def test_model_text_is_bound_not_formatted(base: Path, tmp_path: Path) -> None:
-    store = fresh(base, tmp_path / "kg.duckdb")
+def test_model_text_is_bound_not_formatted(base, tmp_path: Path) -> None:
+    store = fresh(base, "kg")
     nasty = "x'); DROP TABLE evidence; --"
     node = NodeIn(id=nasty, name=nasty, kind="Compound")
     merge_increment(store, D1, nasty, {nasty: ([triple(nasty, nasty, nasty, T2DM, 0.5, evidence=nasty)], [node])}, nasty)
@@ -226,25 +241,25 @@ def test_model_text_is_bound_not_formatted(base: Path, tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------- crashes and concurrent writers
-def _merge_and_stall(path: str, day: int, n_docs: int, signal_file: str) -> None:
+def _merge_and_stall(location: str, day: int, n_docs: int, signal_file: str) -> None:
     def on_doc(doc_key: str, i: int, n: int) -> None:
         if i == n // 2:
             Path(signal_file).write_text(doc_key)
             time.sleep(120)  # the parent SIGKILLs us here, inside the open transaction
 
     date, docs = workload(day, n_docs=n_docs, n_triples=20)
-    merge_increment(KGStore(path), date, "local", docs, "crash", on_doc=on_doc)
+    merge_increment(open_kg_store(location), date, "local", docs, "crash", on_doc=on_doc)
 
 
-def test_sigkill_mid_merge_leaves_store_unchanged(base: Path, tmp_path: Path) -> None:
-    path = tmp_path / "kg.duckdb"
-    store = fresh(base, path)
+def test_sigkill_mid_merge_leaves_store_unchanged(base, tmp_path: Path) -> None:
+    store = fresh(base, "kg")
+    location = location_of(store)
     date, old_docs = workload(9, n_docs=20, n_triples=3)  # an earlier version of the same date, to be replaced
     merge_increment(store, date, "local", old_docs, "old")
     before = dump(store)
 
     signal_file = tmp_path / "half"
-    child = mp.get_context("spawn").Process(target=_merge_and_stall, args=(str(path), 9, 200, str(signal_file)))
+    child = mp.get_context("spawn").Process(target=_merge_and_stall, args=(location, 9, 200, str(signal_file)))
     child.start()
     deadline = time.monotonic() + 60
     while not signal_file.exists() and child.is_alive() and time.monotonic() < deadline:
@@ -254,12 +269,12 @@ def test_sigkill_mid_merge_leaves_store_unchanged(base: Path, tmp_path: Path) ->
     child.join(10)
     assert child.exitcode == -signal.SIGKILL
 
-    reopened = KGStore(path, lock_timeout=5)  # the dead child's flock is gone with it
+    reopened = open_kg_store(location, lock_timeout=5)  # the dead child's flock (or writer lock) is gone with it
     assert dump(reopened) == before
 
     _, docs = workload(9, n_docs=200, n_triples=20)
     rerun = merge_increment(reopened, date, "local", docs, "crash")
-    clean = fresh(base, tmp_path / "clean.duckdb")
+    clean = fresh(base, "clean")
     merge_increment(clean, date, "local", old_docs, "old")
     uninterrupted = merge_increment(clean, date, "local", docs, "crash")
     assert dump(reopened) == dump(clean)
@@ -267,32 +282,31 @@ def test_sigkill_mid_merge_leaves_store_unchanged(base: Path, tmp_path: Path) ->
     assert rerun.n_evidence == 200 * 21
 
 
-def _merge_days(path: str, days: list[int], barrier: mp.Barrier) -> None:  # type: ignore[valid-type]
-    store = KGStore(path, lock_timeout=60)
+def _merge_days(location: str, days: list[int], barrier: mp.Barrier) -> None:  # type: ignore[valid-type]
+    store = open_kg_store(location, lock_timeout=60)
     barrier.wait(60)
     for day in days:
         date, docs = workload(day)
         merge_increment(store, date, "local", docs, f"run-{day}")
 
 
-def test_two_processes_merging_concurrently_equal_sequential(base: Path, tmp_path: Path) -> None:
-    path = tmp_path / "kg.duckdb"
-    fresh(base, path)
+def test_two_processes_merging_concurrently_equal_sequential(base, tmp_path: Path) -> None:
+    location = location_of(fresh(base, "kg"))
     days_a, days_b = list(range(0, 20, 2)), list(range(1, 20, 2))  # interleaved dates, shared edges
     ctx = mp.get_context("spawn")
     barrier = ctx.Barrier(2)
-    procs = [ctx.Process(target=_merge_days, args=(str(path), d, barrier)) for d in (days_a, days_b)]
+    procs = [ctx.Process(target=_merge_days, args=(location, d, barrier)) for d in (days_a, days_b)]
     for p in procs:
         p.start()
     for p in procs:
         p.join(120)
     assert [p.exitcode for p in procs] == [0, 0]
 
-    seq = fresh(base, tmp_path / "seq.duckdb")
+    seq = fresh(base, "seq")
     for day in sorted(days_a + days_b):
         date, docs = workload(day)
         merge_increment(seq, date, "local", docs, f"run-{day}")
     # Increment stats (new vs reinforced) depend on merge order; the graph and the provenance do not.
-    concurrent = dump(KGStore(path), with_increment_stats=False)
+    concurrent = dump(open_kg_store(location), with_increment_stats=False)
     assert concurrent == dump(seq, with_increment_stats=False)
     assert len(concurrent["evidence"]) == 20 * 3 * 6 and len(concurrent["increments"]) == 20

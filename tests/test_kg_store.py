@@ -1,4 +1,7 @@
-"""The KG store and seed import on the shipped demo seed (data/seed_kg, a Hetionet subset)."""
+"""The KG store and seed import on the shipped demo seed (data/seed_kg, a Hetionet subset).
+
+Tests taking `kg_backend` run on both KG stores (kg_backends.py: the DuckDB file and PostgreSQL); the few about
+the DuckDB file itself (its lock file, an old file's upgrade) run on DuckDB only."""
 
 from __future__ import annotations
 
@@ -6,16 +9,18 @@ import datetime as dt
 import gzip
 import hashlib
 import multiprocessing as mp
-import shutil
+import re
 from pathlib import Path
 
 import duckdb
 import pytest
 
+from karma_dagster.kg.backends import open_kg_store
 from karma_dagster.kg.merge import merge_increment
 from karma_dagster.kg.seed_import import SeedImportError, import_generic, import_hetionet
 from karma_dagster.kg.store import KGLockTimeout, KGStore, NodeIn
 from karma_dagster.kg.subset import jats_text, match_nodes
+from kg_backends import KGBackend, kg_backend, pg_server  # noqa: F401 - fixtures
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = ROOT / "data" / "seed_kg"
@@ -24,8 +29,8 @@ METFORMIN, T2DM, SNAP25 = "Compound::DB00331", "Disease::DOID:9352", "Gene::6616
 
 
 @pytest.fixture(scope="module")
-def seeded(tmp_path_factory: pytest.TempPathFactory) -> tuple[KGStore, object]:
-    store = KGStore(tmp_path_factory.mktemp("kg") / "kg.duckdb")
+def seeded(kg_backend: KGBackend) -> tuple[KGStore, object]:
+    store = kg_backend.new("seeded")
     stats = import_hetionet(store, SEED / "nodes.tsv", SEED / "edges.sif.gz", seed_confidence=0.9)
     return store, stats
 
@@ -65,8 +70,8 @@ def test_reads_for_the_agents(seeded) -> None:
     assert any(r.id == METFORMIN and r.name == "Metformin" for r in lex)
 
 
-def test_reimport_replaces_seed_only_and_keeps_evidence(tmp_path: Path) -> None:
-    store = KGStore(tmp_path / "kg.duckdb")
+def test_reimport_replaces_seed_only_and_keeps_evidence(kg_backend: KGBackend) -> None:
+    store = kg_backend.new("reimport")
     import_hetionet(store, SEED / "nodes.tsv", SEED / "edges.sif.gz", 0.9)
     t = {"triple_id": "t1", "head_id": METFORMIN, "relation": "treats", "tail_id": T2DM, "score": 0.7,
          "segment_id": "d#1", "evidence": "Metformin lowers glucose in type 2 diabetes."}
@@ -89,11 +94,9 @@ NEW_DRUG, GPT = "new::Compound::ipilimumab", "openai/gpt-4o"
 
 
 @pytest.fixture(scope="module")
-def merged(seeded, tmp_path_factory: pytest.TempPathFactory) -> KGStore:
+def merged(seeded, kg_backend: KGBackend) -> KGStore:
     """The seed plus two small merges: one in GPT (a new entity, a new edge, a reinforced seed edge), one in local."""
-    path = tmp_path_factory.mktemp("merged") / "kg.duckdb"
-    shutil.copy(seeded[0].path, path)
-    store = KGStore(path)
+    store = kg_backend.copy(seeded[0], "merged")
 
     def row(doc: str, tid: str, head: str) -> dict:
         return {"triple_id": tid, "head_id": head, "relation": "treats", "tail_id": T2DM, "score": 0.7,
@@ -106,13 +109,14 @@ def merged(seeded, tmp_path_factory: pytest.TempPathFactory) -> KGStore:
     return store
 
 
-def test_seed_fingerprint_formula_and_missing_file(seeded, tmp_path: Path) -> None:
+def test_seed_fingerprint_formula_and_missing_file(seeded, kg_backend: KGBackend) -> None:
     store, _ = seeded
+    id_hash = "sum(hashtext(id)::bigint)" if kg_backend.is_pg else "sum(hash(id))"
     with store.connect(read_only=True) as con:
-        digest = con.execute("SELECT coalesce(sum(hash(id)), 0)::VARCHAR FROM seed_nodes").fetchall()[0][0]
+        digest = con.execute(f"SELECT coalesce({id_hash}, 0)::VARCHAR FROM seed_nodes").fetchall()[0][0]
     assert store.seed_fingerprint() == hashlib.sha256(f"4000:10000:{digest}".encode()).hexdigest()[:16]
-    missing = KGStore(tmp_path / "absent.duckdb")
-    assert missing.seed_fingerprint() == "no-kg" and not missing.path.exists()  # asking does not create the file
+    missing = open_kg_store(kg_backend.location("absent"))
+    assert missing.seed_fingerprint() == "no-kg" and not missing.exists()  # asking does not create the store
 
 
 def test_node_kinds_cover_seed_and_extracted_nodes(seeded, merged) -> None:
@@ -144,7 +148,7 @@ def test_seed_node_ids_and_extracted_node_count(merged) -> None:
     assert merged.count_extracted_nodes("never-used") == 0
 
 
-def test_generic_format_with_synonyms_and_relation_names(tmp_path: Path) -> None:
+def test_generic_format_with_synonyms_and_relation_names(tmp_path: Path, kg_backend: KGBackend) -> None:
     nodes = tmp_path / "nodes.csv"
     nodes.write_text(
         "id,name,kind,synonyms\n"
@@ -152,7 +156,7 @@ def test_generic_format_with_synonyms_and_relation_names(tmp_path: Path) -> None
     )
     edges = tmp_path / "edges.csv"
     edges.write_text("source,relation,target,confidence\nC1,treats,D1,0.8\nD1,associates,G1,\n")
-    store = KGStore(tmp_path / "kg.duckdb")
+    store = kg_backend.new("generic")
     stats = import_generic(store, nodes, edges, seed_confidence=0.6)
     assert (stats.n_nodes, stats.n_edges, stats.n_synonyms) == (3, 2, 3)
     with store.connect(read_only=True) as con:
@@ -162,11 +166,12 @@ def test_generic_format_with_synonyms_and_relation_names(tmp_path: Path) -> None
     assert lex["C1"] == ["Glucophage", "dimethylbiguanide"]
 
 
-def test_seed_names_are_stored_clean_and_bad_synonyms_left_out_and_counted(tmp_path: Path) -> None:
+def test_seed_names_are_stored_clean_and_bad_synonyms_left_out_and_counted(tmp_path: Path,
+                                                                           kg_backend: KGBackend) -> None:
     nodes = _write(tmp_path / "nodes.csv", "id,name,kind,synonyms\n"
                    "C1,cafe\u0301ine  citrate,Compound,\x1b[1mCAF\x1b[0m|caffeine   citrate|" + "y" * 300 + "\n")
     edges = _write(tmp_path / "edges.csv", "source,relation,target\n")
-    store = KGStore(tmp_path / "kg.duckdb")
+    store = kg_backend.new("generic")
     stats = import_generic(store, nodes, edges)
     (row,) = store.lexicon_rows()
     assert row.name == "caf\u00e9ine citrate" and row.synonyms == ["caffeine citrate"]
@@ -194,8 +199,10 @@ def test_seed_names_are_stored_clean_and_bad_synonyms_left_out_and_counted(tmp_p
         ("id\tname\tkind\nA  1\ta\tGene\n", "source\tmetaedge\ttarget\n", "nodes.tsv:2: node id: not in clean form"),
     ],
 )
-def test_bad_input_names_file_line_and_problem_and_writes_nothing(tmp_path: Path, nodes_text: str, edges_text: str, message: str) -> None:
-    store = KGStore(tmp_path / "kg.duckdb")
+def test_bad_input_names_file_line_and_problem_and_writes_nothing(
+    tmp_path: Path, nodes_text: str, edges_text: str, message: str, kg_backend: KGBackend
+) -> None:
+    store = kg_backend.new("bad")
     import_generic(store, _write(tmp_path / "ok_nodes.tsv", "id\tname\tkind\nK\tkeep\tGene\n"),
                    _write(tmp_path / "ok_edges.tsv", "source\tmetaedge\ttarget\n"))
     with pytest.raises(SeedImportError, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -209,27 +216,35 @@ def _write(path: Path, text: str) -> Path:
     return path
 
 
-def _hold_lock(path: str, ready: mp.Event, release: mp.Event) -> None:
-    with KGStore(path).connect():
+def _hold_lock(location: str, ready: mp.Event, release: mp.Event) -> None:
+    with open_kg_store(location).connect():
         ready.set()
         release.wait(30)
 
 
-def test_lock_timeout_names_the_file(tmp_path: Path) -> None:
-    path = tmp_path / "kg.duckdb"
-    KGStore(path).snapshot_counts()  # creates the schema
+def test_lock_timeout_names_the_store(kg_backend: KGBackend) -> None:
+    location = kg_backend.location("locked")
+    open_kg_store(location).snapshot_counts()  # creates the schema
     ctx = mp.get_context("spawn")
     ready, release = ctx.Event(), ctx.Event()
-    holder = ctx.Process(target=_hold_lock, args=(str(path), ready, release))
+    holder = ctx.Process(target=_hold_lock, args=(location, ready, release))
     holder.start()
+    name = re.escape(location.rsplit("/", 1)[1])  # the file's name, or the database's
     try:
         assert ready.wait(30)
-        with pytest.raises(KGLockTimeout, match=r"kg\.duckdb"):
-            KGStore(path, lock_timeout=0.2).snapshot_counts()
+        if kg_backend.is_pg:  # readers take no lock on Postgres (one MVCC snapshot each): only a second writer waits
+            assert open_kg_store(location, lock_timeout=0.2).snapshot_counts().n_nodes == 0
+            with pytest.raises(KGLockTimeout, match=name), open_kg_store(location, lock_timeout=0.2).connect():
+                pass
+        else:
+            with pytest.raises(KGLockTimeout, match=name):
+                open_kg_store(location, lock_timeout=0.2).snapshot_counts()
     finally:
         release.set()
         holder.join(30)
-    assert KGStore(path, lock_timeout=5).snapshot_counts().n_nodes == 0
+    with open_kg_store(location, lock_timeout=5).connect() as con:  # the holder is gone: its lock with it
+        assert con.execute("SELECT count(*) FROM seed_nodes").fetchall() == [(0,)]
+    assert open_kg_store(location, lock_timeout=5).snapshot_counts().n_nodes == 0
 
 
 def test_nested_use_reuses_the_open_connection(seeded) -> None:

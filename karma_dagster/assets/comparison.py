@@ -18,7 +18,6 @@ from karma_dagster.assets.chain import backbone_group, stage_key
 from karma_dagster.assets.freshness import kg_grew
 from karma_dagster.stages import STAGE_NAMES
 from karma_dagster.ingest.catalog import Catalog
-from karma_dagster.kg.store import KGStore
 from karma_dagster.metrics import comparison as cmp
 from karma_dagster.metrics.gold_inbox import compute_gold
 from karma_dagster.metrics.kg_metrics import compute_kg_metrics
@@ -58,7 +57,7 @@ def build_kg_metrics(ns: str) -> dg.AssetsDefinition:
                    backbones: BackbonesResource) -> dg.MaterializeResult:
         questions = Path(judge.qa_questions) if judge.qa_questions else default_questions()
         m, verdicts, answers, seed_answers = compute_kg_metrics(
-            storage.stage_store(), KGStore(storage.kg_path()), ns, judge.get(storage), questions,
+            storage.stage_store(), storage.kg_store(), ns, judge.get(storage), questions,
             settings=backbones.settings(ns))
         if m.judge_is_chain_model:
             context.log.warning(f"backbone {ns}: the judge is not independent of this chain ({m.judge_overlap}); "

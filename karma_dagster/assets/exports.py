@@ -14,7 +14,6 @@ from karma_dagster.assets.chain import backbone_group
 from karma_dagster.export import FORMATS
 from karma_dagster.export.cli_export import export_dir
 from karma_dagster.export.run import ExportError, export_kg
-from karma_dagster.kg.store import KGStore
 from karma_dagster.resources.storage import KarmaStorageResource
 
 try:  # the KG's date partitions: the dynamic kg_dates where the code has it, else the daily dates
@@ -55,7 +54,7 @@ def _build(namespace: str, fmt: str) -> dg.AssetsDefinition:
         root = storage.root()
         out = export_dir(root, namespace, fmt, as_of)
         try:
-            result = export_kg(KGStore(storage.kg_path()), fmt, namespace, as_of, out)
+            result = export_kg(storage.kg_store(), fmt, namespace, as_of, out)
         except ExportError as exc:
             raise dg.Failure(description=f"{fmt} export of {namespace} as of {as_of}: {exc}") from exc
         report = dict(result.report)

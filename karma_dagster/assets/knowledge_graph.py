@@ -12,7 +12,6 @@ from karma_dagster.ingest.keys import date_of_document_key
 from karma_dagster.jobs import KG_WRITER_POOL
 from karma_dagster.kg import merge
 from karma_dagster.kg.merge import IncrementStats, TripleValidationError
-from karma_dagster.kg.store import KGStore
 from karma_dagster.partitions import kg_dates_partitions
 from karma_dagster.paths import DataPaths
 from karma_dagster.resources.backbones import BackbonesResource
@@ -162,7 +161,7 @@ def build(ns: str) -> dg.AssetsDefinition:
         context: dg.AssetExecutionContext, storage: KarmaStorageResource, backbones: BackbonesResource,
         karma_params: KarmaParamsResource,
     ) -> dg.MaterializeResult:
-        stages, catalog, kg = storage.stage_store(), Catalog(storage.catalog_path()), KGStore(storage.kg_path())
+        stages, catalog, kg = storage.stage_store(), Catalog(storage.catalog_path()), storage.kg_store()
         prompt_version = chain_version(backbones.get(ns, storage))
         params = karma_params.params()
         queue = ReviewQueue.for_data(storage.paths())  # accepted review items enter with their decision's date

@@ -6,7 +6,6 @@ import dagster as dg
 from pydantic import Field
 
 from karma_dagster.assets.freshness import kg_grew
-from karma_dagster.kg.store import KGStore
 from karma_dagster.metrics.judge import judge_chain_overlap
 from karma_dagster.report import build_report
 from karma_dagster.resources.backbones import BackbonesResource
@@ -35,7 +34,7 @@ def build(namespaces: list[str]) -> dg.AssetsDefinition:
         backbones: BackbonesResource,
         judge: JudgeResource,
     ) -> dg.MaterializeResult:
-        report = build_report(storage.stage_store(), KGStore(storage.kg_path()), backbones.names())
+        report = build_report(storage.stage_store(), storage.kg_store(), backbones.names())
         report.documents_failed = dict(config.failed_documents)
         report.wall_time_s = config.wall_time_s if config.wall_time_s >= 0 else None
         overlaps = {ns: judge_chain_overlap(judge, backbones.settings(ns)) for ns in backbones.names()}

@@ -13,7 +13,7 @@ from karma_dagster.cogmg import decompose_local, llm
 from karma_dagster.cogmg.models import Answer, Completion, QueryPlan
 from karma_dagster.cogmg.plan import execute
 from karma_dagster.config import BackboneSettings
-from karma_dagster.kg.store import KGStore
+from karma_dagster.kg.backends import kg_exists, kg_store
 from karma_dagster.params import KarmaParams
 from karma_dagster.paths import DataPaths
 
@@ -33,7 +33,7 @@ def make_plan(question: str, backbone: str, settings: BackboneSettings, data: Da
 
 def run_plan(plan: QueryPlan, *, question_id: str, backbone: str, data: DataPaths,
              overlay: Sequence[Completion] = ()) -> Answer:
-    triples = execute(KGStore(data.kg), backbone, plan, overlay) if data.kg.exists() else []
+    triples = execute(kg_store(data), backbone, plan, overlay) if kg_exists(data) else []
     # the steps are alternatives (their answers are united): a question is a miss only when none answers, and then
     # each step names the triple the KG lacks
     missing = [] if triples else [step.open_triple() for step in plan.steps]

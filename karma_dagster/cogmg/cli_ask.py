@@ -87,8 +87,10 @@ def cmd_ask(args: argparse.Namespace) -> int:
     if not args.question.strip():
         print("karma ask: the question is empty", file=sys.stderr)
         return 2
+    from karma_dagster.kg.backends import kg_exists
+
     data = DataPaths(args.data_dir)
-    if not data.kg.exists():
+    if not kg_exists(data):
         print(f"karma ask: no KG under the data folder yet: run `karma import-kg` or `karma run` first",
               file=sys.stderr)
         return 2

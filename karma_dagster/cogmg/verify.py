@@ -14,7 +14,7 @@ import unicodedata
 
 from karma_dagster.cogmg.models import Completion
 from karma_dagster.cogmg.passages import passage_index
-from karma_dagster.kg.store import KGStore
+from karma_dagster.kg.backends import kg_exists, kg_store
 from karma_dagster.paths import DataPaths
 
 TOP_K = 5
@@ -29,8 +29,8 @@ def _norm(text: str) -> str:
 def names_of(data: DataPaths, ids_names: dict[str, str]) -> dict[str, list[str]]:
     """id -> its name and KG synonyms (a new entity: the name it was filled with)."""
     out = {i: [n] for i, n in ids_names.items()}
-    if data.kg.exists():
-        with KGStore(data.kg).connect(read_only=True) as con:
+    if kg_exists(data):
+        with kg_store(data).connect(read_only=True) as con:
             rows = con.execute("SELECT id, name FROM seed_nodes WHERE list_contains(?, id) UNION ALL "
                                "SELECT id, synonym FROM node_synonyms WHERE list_contains(?, id)",
                                [list(ids_names), list(ids_names)]).fetchall()

@@ -20,14 +20,14 @@ def known_namespaces(store) -> list[str]:  # noqa: ANN001 - KGStore
     from karma_dagster.config import read_backbones
 
     names = set(read_backbones().backbones)
-    if store.path.exists():
+    if store.exists():
         names |= set(store.namespace_names())
     return sorted(names)
 
 
 def cmd_export(args: argparse.Namespace) -> int:
     from karma_dagster.export.run import ExportError, export_kg, parse_as_of
-    from karma_dagster.kg.store import KGStore
+    from karma_dagster.kg.backends import kg_store
     from karma_dagster.paths import DataPaths, display_path
 
     try:
@@ -35,8 +35,8 @@ def cmd_export(args: argparse.Namespace) -> int:
         if args.format not in FORMATS:
             raise ExportError(f"--format {args.format!r}: not one of {', '.join(FORMATS)}")
         data = DataPaths(args.data_dir or "")
-        store = KGStore(data.kg)
-        if not store.path.exists():
+        store = kg_store(data)
+        if not store.exists():
             raise ExportError("no KG in the data folder yet: `karma import-kg` (or `karma run`) imports the seed KG")
         known = known_namespaces(store)
         if args.backbone not in known:

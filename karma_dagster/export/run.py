@@ -55,8 +55,8 @@ def export_kg(store: KGStore, fmt: str, namespace: str, as_of: dt.date | None, o
     same folder held), plus export-report.json."""
     if fmt not in FORMATS:
         raise ExportError(f"format {fmt!r}: not one of {', '.join(FORMATS)}")
-    if not store.path.exists():
-        raise ExportError(f"no KG at {store.path.name} in the data folder yet: import the seed KG first "
+    if not store.exists():
+        raise ExportError("no KG in the data folder (or at $KARMA_KG_URL) yet: import the seed KG first "
                           "(`karma import-kg` or `karma run`)")
     t0 = time.perf_counter()
     snap = read_snapshot(store, namespace, as_of, schema)

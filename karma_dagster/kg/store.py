@@ -26,6 +26,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from karma_dagster.integrity import DUCKDB_OFFLINE, StoreCorrupt, duckdb_is_corruption
+from karma_dagster.kg import keyed
+from karma_dagster.kg.edges import EdgeFacts, edge_text
 
 SCHEMA_YAML = Path(__file__).with_name("schema.yaml")
 DEFAULT_NAMESPACE = "local"
@@ -118,29 +120,6 @@ class SnapshotCounts(BaseModel):
     n_evidence: int
 
 
-class EdgeFacts(BaseModel):
-    """A KG edge as of a date with what supports it: what a contradiction is adjudicated against."""
-
-    model_config = ConfigDict(frozen=True)
-    head_id: str
-    relation: str
-    tail_id: str
-    confidence: float  # 1 - prod(1 - s) over its seed confidence and live evidence scores
-    first_seen: dt.date | None  # its first live evidence (None: seed only)
-    last_seen: dt.date | None  # its latest live evidence (None: seed only)
-    n_evidence: int
-    in_seed: bool
-
-    @property
-    def text(self) -> str:
-        return edge_text(self.head_id, self.relation, self.tail_id)
-
-
-def edge_text(head_id: str, relation: str, tail_id: str) -> str:
-    """How an edge is named in stage tables and adjudications: "head_id -relation-> tail_id"."""
-    return f"{head_id} -{relation}-> {tail_id}"
-
-
 # ---------------------------------------------------------------- DDL
 SEED_DDL = """
 CREATE TABLE IF NOT EXISTS seed_nodes(
@@ -151,6 +130,11 @@ CREATE TABLE IF NOT EXISTS seed_edges(
     head_id VARCHAR NOT NULL, relation VARCHAR NOT NULL, tail_id VARCHAR NOT NULL, metaedge VARCHAR NOT NULL,
     confidence DOUBLE NOT NULL CHECK (confidence >= 0 AND confidence <= 1),
     PRIMARY KEY (head_id, relation, tail_id));
+-- A namespace's edge count as its last merge left it, with the state it was counted in (kg/sizes.py): a merge
+-- updates it from the edges it touched instead of counting the whole graph. A seed (re-)import empties it.
+CREATE TABLE IF NOT EXISTS kg_sizes(
+    namespace VARCHAR PRIMARY KEY, n_edges BIGINT NOT NULL, state VARCHAR NOT NULL);
+DELETE FROM kg_sizes;
 """
 
 DDL = SEED_DDL + """
@@ -273,6 +257,10 @@ class KGStore:
     def __repr__(self) -> str:
         return f"KGStore({str(self.path)!r})"
 
+    def exists(self) -> bool:
+        """Whether the store holds a KG already (the file exists); checked without creating anything."""
+        return self.path.exists()
+
     @contextmanager
     def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
         """A connection held under the cross-process lock; closed and unlocked when the block ends.
@@ -369,8 +357,20 @@ class KGStore:
         )
 
     def seed_counts(self) -> SnapshotCounts:
-        """The imported KG alone: what every backbone's namespace starts from (no namespace holds this name)."""
-        return self.snapshot_counts(as_of=None, namespace=SEED_ONLY_NAMESPACE)
+        """The imported KG alone: what every backbone's namespace starts from (no namespace holds this name).
+
+        Read from the seed tables' row counts (the views would aggregate every seed edge: ~1 s at 1M edges)."""
+        with self.connect(read_only=True) as con:
+            n_nodes, n_edges, n_other = con.execute(
+                "SELECT (SELECT count(*) FROM seed_nodes), (SELECT count(*) FROM seed_edges), "
+                "(SELECT count(*) FROM evidence WHERE namespace = ?) + (SELECT count(*) FROM extracted_nodes "
+                "WHERE namespace = ?) + (SELECT count(*) FROM adjudications WHERE namespace = ?)",
+                [SEED_ONLY_NAMESPACE] * 3).fetchall()[0]
+        if n_other:  # rows under the reserved name (never written by a merge): count as the views do
+            return self.snapshot_counts(as_of=None, namespace=SEED_ONLY_NAMESPACE)
+        return SnapshotCounts(as_of=None, namespace=SEED_ONLY_NAMESPACE, n_nodes=n_nodes, n_seed_nodes=n_nodes,
+                              n_extracted_nodes=0, n_edges=n_edges, n_seed_only_edges=n_edges, n_extracted_edges=0,
+                              n_evidence=0)
 
     def existing_relations(
         self, head_id: str, tail_id: str, namespace: str = DEFAULT_NAMESPACE, as_of: dt.date | None = None
@@ -389,23 +389,15 @@ class KGStore:
     ) -> dict[tuple[str, str], list[EdgeFacts]]:
         """The edges stored as head -> tail for each (head, tail), with their support as of the date (seed +
         evidence dated <= as_of, minus edges superseded by then): what the conflict agent adjudicates against."""
+
         wanted = list(dict.fromkeys(pairs))
         out: dict[tuple[str, str], list[EdgeFacts]] = {p: [] for p in wanted}
         if not wanted:
             return out
-        with self.connect(read_only=True) as con:
-            con.execute("CREATE OR REPLACE TEMP TABLE _edge_pairs(head_id VARCHAR, tail_id VARCHAR)")
-            con.executemany("INSERT INTO _edge_pairs VALUES (?, ?)", wanted)
-            rows = con.execute(
-                "SELECT e.head_id, e.relation, e.tail_id, e.confidence, e.first_seen, e.last_seen, e.n_evidence, "
-                "e.in_seed FROM kg_edges(?, as_of := ?) e JOIN _edge_pairs p USING (head_id, tail_id) "
-                "ORDER BY e.head_id, e.tail_id, e.relation",
-                [namespace, as_of],
-            ).fetchall()
-            con.execute("DROP TABLE _edge_pairs")
-        for h, r, t, conf, first, last, n, seed in rows:
-            out[(h, t)].append(EdgeFacts(head_id=h, relation=r, tail_id=t, confidence=float(conf), first_seen=first,
-                                         last_seen=last, n_evidence=int(n), in_seed=bool(seed)))
+        with self.connect(read_only=True) as con:  # only the pairs' rows are read (kg/keyed.py), not the graph
+            facts = keyed.edge_facts(con, wanted, namespace, as_of)
+        for (h, r, t), edge in sorted(facts.items(), key=lambda kv: (kv[0][0], kv[0][2], kv[0][1])):
+            out[(h, t)].append(edge)
         return out
 
     def merge_adjudications(self, namespace: str) -> list[dict]:
@@ -515,7 +507,7 @@ class KGStore:
 
         "no-kg" when the file does not exist yet, without creating it.
         """
-        if not self.path.exists():
+        if not self.exists():
             return "no-kg"
         with self.connect(read_only=True) as con:
             n_nodes, n_edges = con.execute(
@@ -526,7 +518,10 @@ class KGStore:
 
     def node_kinds(self) -> dict[str, str]:
         """id -> kind of every node of every namespace, loaded at once (one query instead of one per triple)."""
-        return dict(self._fetch("SELECT id, kind FROM nodes"))
+        return dict(self._fetch(  # kg_nodes' kinds, read from the node tables (the view also scans all evidence)
+            "SELECT id, kind FROM seed_nodes UNION ALL SELECT id, kind FROM (SELECT namespace, id, kind, "
+            "row_number() OVER (PARTITION BY namespace, id ORDER BY date, doc_key) AS rn FROM extracted_nodes "
+            "WHERE id NOT IN (SELECT id FROM seed_nodes)) first_rows WHERE rn = 1"))
 
     def merged_evidence(self, namespace: str) -> set[tuple[str, str]]:
         """(doc_key, triple_id) of every triple merged into the namespace: which accepted triples the KG holds."""
@@ -552,7 +547,7 @@ class KGStore:
         """doc_key -> fingerprint of every document a merge of the namespace took in ({} before the KG exists).
 
         Compared with the evaluated tables' fingerprints, it says which documents are still unmerged."""
-        if not self.path.exists():
+        if not self.exists():
             return {}
         return dict(self._fetch("SELECT doc_key, fingerprint FROM merged_documents WHERE namespace = ?", [namespace]))
 
@@ -561,7 +556,7 @@ class KGStore:
         """Per namespace, what `doc_key` contributed: evidence rows, the edges that exist only through it (they
         disappear with it), the edges it reinforces (they stay, with one evidence less), its new-entity rows, its
         adjudications and whether a merge recorded it. [] when the KG holds nothing of it (or does not exist)."""
-        if not self.path.exists():
+        if not self.exists():
             return []
         with self.connect(read_only=True) as con:
             rows = con.execute(_FOOTPRINT_SQL, {"doc": doc_key}).fetchall()
@@ -598,7 +593,7 @@ class KGStore:
     def nodes_by_id(self, ids: Iterable[str], namespace: str = DEFAULT_NAMESPACE) -> dict[str, dict]:
         """id -> {id, name, kind, source, vocab_id, created_by_doc} of the namespace's nodes among `ids`."""
         wanted = sorted(set(ids))
-        if not wanted or not self.path.exists():
+        if not wanted or not self.exists():
             return {}
         rows = self._fetch("SELECT id, name, kind, source, vocab_id, created_by_doc FROM kg_nodes(?) "
                            "WHERE list_contains(?, id)", [namespace, wanted])
@@ -638,7 +633,7 @@ class KGStore:
 
     def schema_extension(self, namespace: str) -> list[dict]:
         """The classes and properties tool callers added to the namespace's schema, oldest first ([] before any)."""
-        if not self.path.exists():
+        if not self.exists():
             return []
         with self.connect(read_only=True) as con:
             present = con.execute(
@@ -707,7 +702,7 @@ WITH ns AS (
         SELECT namespace, date FROM evidence WHERE doc_key = $doc
         UNION ALL SELECT namespace, date FROM extracted_nodes WHERE doc_key = $doc
         UNION ALL SELECT namespace, date FROM adjudications WHERE doc_key = $doc
-        UNION ALL SELECT namespace, date FROM merged_documents WHERE doc_key = $doc) GROUP BY namespace),
+        UNION ALL SELECT namespace, date FROM merged_documents WHERE doc_key = $doc) AS u GROUP BY namespace),
 edges AS (
     SELECT e.namespace, e.head_id, e.relation, e.tail_id,
         bool_and(e.doc_key = $doc) AND s.head_id IS NULL AS only_this, count(*) FILTER (e.doc_key = $doc) AS n

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from karma_dagster import services
 from karma_dagster.kg.schema import KGSchema
+from karma_dagster.kg.backends import kg_exists, kg_store
 from karma_dagster.kg.store import KGStore
 from karma_dagster.kg_tools.ontology import Ontology
 from karma_dagster.kg_tools.results import Refused
@@ -45,7 +46,7 @@ class ToolContext:
 
     @property
     def store(self) -> KGStore:
-        return KGStore(self.paths.kg)
+        return kg_store(self.paths)
 
     @property
     def stages(self) -> StageStore:
@@ -62,6 +63,6 @@ class ToolContext:
 
     def index(self):
         """The entity index as this namespace sees it now: seed names plus every entity its merges added."""
-        if not self.paths.kg.exists():
+        if not kg_exists(self.paths):
             raise Refused("the KG has no seed yet: run `karma import-kg` (or `karma run`) first")
         return services.linkable_index(self.paths, self.namespace)

@@ -16,6 +16,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
+from karma_dagster.kg.backends import kg_exists
 from karma_dagster.kg_tools import MCP_NAMESPACE as DEFAULT_NAMESPACE
 from karma_dagster.kg_tools import MCP_TRANSPORTS as TRANSPORTS
 from karma_dagster.kg_tools.results import ToolResult
@@ -105,7 +106,7 @@ def serve(transport: str = "stdio", host: str = "127.0.0.1", port: int = 8765, d
         raise ValueError(f"host {host!r}: the KG tools server has no authentication and listens on loopback only "
                          f"({', '.join(LOOPBACK)})")
     paths = DataPaths(data_dir)
-    if not paths.kg.exists():
+    if not kg_exists(paths):
         raise FileNotFoundError("the data dir has no KG yet: run `karma import-kg` (or `karma run`) first")
     server = build_server(paths, namespace, caller)
     if transport == "stdio":

@@ -27,7 +27,7 @@ from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.ingest.keys import KEY_RE, date_of_document_key
 from karma_dagster.kg import merge
 from karma_dagster.kg.merge import IncrementStats
-from karma_dagster.kg.store import KGStore
+from karma_dagster.kg.backends import kg_store
 from karma_dagster.kg_tools.results import Refused
 from karma_dagster.params import KarmaParams
 from karma_dagster.paths import DataPaths
@@ -185,7 +185,7 @@ def merge_staged(
 ) -> MergeOutcome:
     """Merge a date of the namespace from its staged tables, as the KG asset does: collect_document per document
     (an unreadable or invalid table skips its document, with the reason), then one merge_increment."""
-    stages, kg = StageStore(paths.stages_dir), KGStore(paths.kg)
+    stages, kg = StageStore(paths.stages_dir), kg_store(paths)
     docs: dict = {}
     skipped: dict[str, str] = {}
     for key in staged_documents(paths, namespace, day):

@@ -7,6 +7,8 @@ from pathlib import Path
 from pydantic import Field
 
 from karma_dagster.ingest.limits import InputLimits
+from karma_dagster.kg import backends as kg_backends
+from karma_dagster.kg.store import KGStore
 from karma_dagster.paths import DataPaths
 from karma_dagster.resources.strict import StrictResource
 from karma_dagster.stage_store import StageStore
@@ -18,6 +20,8 @@ class KarmaStorageResource(StrictResource):
     data_dir: str = Field("", description="folder for all run-time data; empty = $DAGSTER_HOME/karma")
     inbox: str = Field("", description="folder watched for new papers; empty = the shipped data/inbox sample")
     cache_dir: str = Field("", description="derived, rebuildable files (lexicon, trained models); empty = data_dir/cache")
+    storage_url: str = Field("", description="stage tables and entity index under this fsspec URL (s3://bucket/prefix) "
+                             "that every worker reaches; empty = $KARMA_STORAGE_URL, else data_dir")
     max_file_mb: float = Field(50.0, gt=0, description="largest PDF, JATS or text file the inbox reads (MB); "
                                "a larger one is refused from its size, unread")
     max_pubtator_mb: float = Field(1000.0, gt=0, description="largest PubTator file the inbox reads (MB; streamed)")
@@ -25,7 +29,7 @@ class KarmaStorageResource(StrictResource):
                                 "(characters; spaCy reads at most 1,000,000); a longer one is refused")
 
     def paths(self) -> DataPaths:
-        return DataPaths(self.data_dir, self.inbox, self.cache_dir)
+        return DataPaths(self.data_dir, self.inbox, self.cache_dir, self.storage_url)
 
     def root(self) -> Path:
         return self.paths().root
@@ -46,6 +50,10 @@ class KarmaStorageResource(StrictResource):
 
     def kg_path(self) -> Path:
         return self.paths().kg
+
+    def kg_store(self) -> KGStore:
+        """The deployment's KG: the Postgres database $KARMA_KG_URL when set, else kg_path()'s DuckDB file."""
+        return kg_backends.kg_store(self.paths())
 
     def index_uri(self) -> Path:
         return self.paths().index

@@ -6,7 +6,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
-from karma_dagster.kg.store import KGStore, schema_relations
+from karma_dagster.kg.backends import open_kg_store
+from karma_dagster.kg.store import schema_relations
 from karma_dagster.review.models import ReviewItem
 
 
@@ -19,7 +20,8 @@ def with_changes(items: Sequence[ReviewItem], kg_path: Path | str | None) -> lis
     """Each item with `change` filled from the KG (new edge / reinforces / supersedes / new entity / schema).
 
     Without a KG file (none imported yet) every mergeable triple is a new edge between new entities."""
-    store = KGStore(kg_path) if kg_path is not None and Path(kg_path).exists() else None
+    store = open_kg_store(kg_path) if kg_path is not None else None
+    store = store if store is not None and store.exists() else None
     by_ns: dict[str, list[int]] = defaultdict(list)
     for i, item in enumerate(items):
         by_ns[item.backbone].append(i)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING
 
+from karma_dagster.kg.backends import kg_location
 from karma_dagster.paths import DataPaths
 from karma_dagster.review.models import DEFAULT_DAGSTER_URL
 
@@ -64,7 +65,7 @@ def collect(paths: DataPaths, queue: ReviewQueue, backbones: list[str] | None, c
                 items += items_from_completions(adapter.validate_json(path.read_bytes()))
             except (OSError, ValidationError) as exc:
                 raise ReviewError(f"completions file {path.name}: {exc}") from exc
-    return queue.add_items(with_changes(items, paths.kg))
+    return queue.add_items(with_changes(items, kg_location(paths)))
 
 
 def _loopback(host: str) -> bool:
@@ -88,7 +89,7 @@ def cmd_review(args: argparse.Namespace) -> int:
     queue = ReviewQueue.for_data(paths)
     try:
         if args.merge:
-            outcomes = merge_accepted(paths.kg, queue, chain_docs=chain_docs_from(paths))
+            outcomes = merge_accepted(kg_location(paths), queue, chain_docs=chain_docs_from(paths))
             for o in outcomes:
                 print(f"{o.namespace} {o.date}: merged {len(o.items)} reviewed item(s); "
                       f"new edges {o.stats.n_new_edges}, reinforced {o.stats.n_reinforced}, "

@@ -23,6 +23,7 @@ from pydantic import BaseModel
 from karma_dagster.agents.integration import collect_document
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.kg import merge
+from karma_dagster.kg.backends import kg_store, open_kg_store
 from karma_dagster.kg.merge import DocInput, IncrementStats, TripleValidationError
 from karma_dagster.kg.store import KGStore, NodeIn, load_schema, metaedge_for, schema_relations
 from karma_dagster.params import KarmaParams
@@ -125,7 +126,7 @@ def pending_dates(queue: ReviewQueue) -> dict[str, set[dt.date]]:
 def chain_docs_from(paths: DataPaths) -> ChainDocs:
     """The chain's documents of a day as the KG increment asset collects them (evaluated tables), each with the
     prompt version its evidence already carries in the KG, so a re-merge changes nothing of theirs."""
-    stages, kg = StageStore(paths.stages_dir), KGStore(paths.kg)
+    stages, kg = StageStore(paths.stages_dir), kg_store(paths)
 
     def collect(ns: str, day: dt.date) -> dict[str, DocInput]:
         docs: dict[str, DocInput] = {}
@@ -160,8 +161,8 @@ def merge_accepted(
     """Merge every (namespace, date) that holds accepted items not merged yet; record them merged. Idempotent:
     a second call finds nothing to do. Without `chain_docs`, a date whose chain documents the KG already holds is
     refused (its merge would drop their increment row and adjudications), naming the date."""
-    kg = KGStore(kg_path)
-    if not Path(kg_path).exists():
+    kg = open_kg_store(kg_path)
+    if not kg.exists():
         raise ReviewError("the KG file does not exist yet: import the seed KG first (karma import-kg)")
     run_id = run_id or f"review-{uuid.uuid4().hex[:12]}"
     outcomes = []

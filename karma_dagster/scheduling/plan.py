@@ -75,19 +75,23 @@ class TitleMatcher:
 def _matcher_and_names(data: DataPaths, namespace: str) -> tuple[TitleMatcher, set[str]]:
     """Built once per process, KG seed and KG file state (services owns the cache)."""
     from karma_dagster.dictionary.lexicon import Lexicon
-    from karma_dagster.kg.store import KGStore
+    from karma_dagster.kg.backends import kg_display, kg_exists, kg_store
+    from karma_dagster.kg.location import kg_url
 
     def build() -> tuple[TitleMatcher, set[str]]:
         lexicon = Lexicon.build(services.seed_lexicon_rows(data), cache_dir=data.cache() / "lexicon")
         names: set[str] = set()
-        if data.kg.exists():
-            for row in KGStore(data.kg).lexicon_rows(namespace=namespace):
+        if kg_exists(data):
+            for row in kg_store(data).lexicon_rows(namespace=namespace):
                 names.add(row.name.lower())
                 names.update(s.lower() for s in row.synonyms)
         return TitleMatcher(lexicon), names
 
-    stamp = data.kg.stat().st_mtime_ns if data.kg.exists() else 0
-    key = ("title_matcher", str(data.cache()), str(data.kg), namespace, services.seed_fingerprint(data), stamp)
+    if kg_url():  # no file to stat: what the namespace merged stands for the KG's state
+        stamp = hash(frozenset(kg_store(data).merged_documents(namespace).items()))
+    else:
+        stamp = data.kg.stat().st_mtime_ns if data.kg.exists() else 0
+    key = ("title_matcher", str(data.cache()), kg_display(data), namespace, services.seed_fingerprint(data), stamp)
     return services.cached(key, build)
 
 

@@ -1,6 +1,7 @@
 """A crash in the middle of a KG increment: the kg_increment job runs in its own OS process and is SIGKILLed inside
 merge_increment, after the date's rows are inserted and before COMMIT. The KG is exactly as before; rerunning the
-increment gives exactly the KG an uninterrupted run gives (compared with a copy of the deployment)."""
+increment gives exactly the KG an uninterrupted run gives (compared with a copy of the deployment). On both KG
+stores: the DuckDB file, and PostgreSQL ($KARMA_KG_URL; the child inherits it, the copy is a template database)."""
 
 from __future__ import annotations
 
@@ -13,11 +14,15 @@ import sys
 import time
 from pathlib import Path
 
-from reliability_helpers import HERE_CHILD, kg_dump, leftovers
+import pytest
+from kg_backends import kg_dump_any, pg_server  # noqa: F401 - fixture
+from reliability_helpers import HERE_CHILD, leftovers
 
 from karma_dagster import runner
 from karma_dagster.definitions import build_definitions
 from karma_dagster.jobs import kg_job_name
+from karma_dagster.kg.backends import kg_location
+from karma_dagster.kg.location import KG_URL_ENV
 from karma_dagster.ingest.keys import date_of_document_key
 from karma_dagster.resources.backbones import BackboneConfig
 from karma_dagster.resources.storage import KarmaStorageResource
@@ -31,10 +36,16 @@ def child_spec(p, shared_cache: Path, **extra) -> dict:
             "dagster_home": str(p.root.parent / "dagster_home"), "namespaces": ["local"], **extra}
 
 
+@pytest.mark.parametrize("backend", ["duckdb", "postgres"])
 def test_sigkill_mid_increment_leaves_the_kg_as_before_and_a_rerun_equals_an_uninterrupted_run(
-    make_pipeline, shared_cache, tmp_path
+    make_pipeline, shared_cache, tmp_path, backend, request, monkeypatch
 ):
+    monkeypatch.delenv(KG_URL_ENV, raising=False)
+    server = request.getfixturevalue("pg_server") if backend == "postgres" else None
+    if server is not None:
+        monkeypatch.setenv(KG_URL_ENV, server.new_database("kg_crash"))
     p = make_pipeline(inbox_files=FIRST)
+    kg = kg_location(p.storage.paths())
     assert runner.import_kg(p.defs, p.instance)
     first, _ = runner.register_inbox(p.defs, p.instance)
     assert not runner.run_documents(p.defs, p.instance, first, log=lambda _m: None)
@@ -49,7 +60,8 @@ def test_sigkill_mid_increment_leaves_the_kg_as_before_and_a_rerun_equals_an_uni
     # the same deployment, copied, for the uninterrupted reference run
     reference = tmp_path / "reference"
     shutil.copytree(p.root, reference, ignore=shutil.ignore_patterns("*.lock"))
-    before = kg_dump(p.storage.kg_path())
+    reference_kg = reference / "kg.duckdb" if server is None else server.copy_database("kg_crash", "kg_crash_ref")
+    before = kg_dump_any(kg)
     assert before["increments"], "the KG holds the first date's increment"
 
     stalled = tmp_path / "stalled"
@@ -69,15 +81,17 @@ def test_sigkill_mid_increment_leaves_the_kg_as_before_and_a_rerun_equals_an_uni
             child.wait(10)
         child.stderr.close()
 
-    assert kg_dump(p.storage.kg_path()) == before, "the killed increment left no trace"
+    assert kg_dump_any(kg) == before, "the killed increment left no trace"
     assert leftovers(p.root) == []
 
     # rerun in this process; the dead child's lock is gone with it
     assert all(runner.run_increments(p.defs, p.instance, "local", [d2]).values())
-    after = kg_dump(p.storage.kg_path())
+    after = kg_dump_any(kg)
     assert second[0] in {row[1] for row in after["evidence"]}, "the killed increment had rows to lose"
 
+    if server is not None:
+        monkeypatch.setenv(KG_URL_ENV, str(reference_kg))
     ref_defs = build_definitions(backbones={"local": BackboneConfig()}, storage=KarmaStorageResource(
         data_dir=str(reference), inbox=str(p.inbox), cache_dir=str(shared_cache)))
     assert all(runner.run_increments(ref_defs, p.instance, "local", [d2]).values())
-    assert after == kg_dump(reference / "kg.duckdb"), "rerun after the crash == uninterrupted run"
+    assert after == kg_dump_any(reference_kg), "rerun after the crash == uninterrupted run"

@@ -1,0 +1,133 @@
+"""Distributed throughput: SQLite vs Postgres instance storage, 1 vs 2 Celery workers, on 127.0.0.1.
+
+    python bench/distributed.py [--n 200] [--storage sqlite postgres] [--workers 1 2] [--cache-dir DIR]
+
+Each configuration is a fresh stack (tests/distributed_harness.py): Redis broker, moto's S3 server for the
+stage tables and the entity index, the instance storage, `--workers` Celery workers (separate processes, one
+task at a time each) and a real `dagster-daemon`. The first n distinct BioRED/BC5CDR dev abstracts (local
+backbone) are backfilled as `karma backfill` does (documents, then their dates' KG increments); one warm-up
+document goes first, untimed (each worker loads its models once). Printed per configuration:
+- documents per minute, launch of the documents backfill until the KG increment is merged;
+- run bookkeeping per document: the backfill's runs' wall time minus the time their steps executed (launch,
+  planning, event writes, dispatch through the broker), summed, divided by n;
+- the daemon's bookkeeping per document: its backfill passes that turn a backfill of n documents into queued
+  runs (a planned event per document and stage), timed in process against the same instance storage.
+The machine's load average is printed beside the figures. Everything lives in a temporary folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+import daemon_harness  # noqa: E402
+import distributed_harness as h  # noqa: E402
+
+
+def load() -> str:
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def throughput(work: Path, inbox: Path, cache: Path, storage: str, workers: int) -> dict[str, float | str]:
+    stack = h.start_stack(work, postgres=storage == "postgres", s3=True, celery=True)
+    try:
+        before = load()
+        out = h.distributed_backfill(stack, inbox, cache, workers=workers, warmup=1)
+        after = load()
+    finally:
+        stack.stop()
+    bad = {k: v for k, v in out.statuses.items() if v != "COMPLETED_SUCCESS"}
+    if bad:
+        raise SystemExit(f"{storage}/{workers} workers: backfill ended {bad}; logs in {work}")
+    return {"docs_per_min": out.documents / out.seconds * 60, "run_overhead_s": out.run_overhead_s / out.documents,
+            "runs": out.runs, "seconds": out.seconds, "load": f"{before} -> {after}"}
+
+
+def daemon_pass(work: Path, inbox: Path, cache: Path, storage: str) -> tuple[float, int, int]:
+    """Seconds per document of the backfill daemon's passes creating the runs (queued, not executed), after one
+    warm-up backfill of the first document (the code location loaded once, as in a running daemon)."""
+    import dagster as dg
+
+    from karma_dagster import runner, services
+    from karma_dagster.definitions import build_definitions
+    from karma_dagster.jobs import chain_keys
+    from karma_dagster.resources.backbones import BackboneConfig
+    from karma_dagster.resources.storage import KarmaStorageResource
+
+    stack = h.start_stack(work, postgres=storage == "postgres", s3=False, celery=False)
+    try:
+        cfg = h.storage_config(work, inbox, cache)
+        code = daemon_harness.write_code_location(work, {"local": {}}, cfg, in_process=True)
+        with h.environ(stack.env):
+            services.clear()
+            defs = build_definitions(backbones={"local": BackboneConfig()}, storage=KarmaStorageResource(**cfg))
+            with dg.DagsterInstance.get() as inst:
+                keys, _ = runner.register_inbox(defs, inst)
+                with daemon_harness.workspace(inst, code) as ws:
+                    seconds, passes, runs = 0.0, 0, 0
+                    for batch, timed in ((keys[:1], False), (keys[1:], True)):  # a warm-up pass loads the location
+                        runner.launch_backfill(defs, inst, chain_keys(["local"]), batch, "daemon bookkeeping")
+                        for _ in range(50):
+                            created = len(inst.get_runs())
+                            s = daemon_harness.backfill_pass(ws)
+                            if timed:
+                                seconds, passes = seconds + s, passes + 1
+                            if len(inst.get_runs()) == created:
+                                break
+                    runs = len(inst.get_runs()) - 1
+                keys = keys[1:]
+    finally:
+        stack.stop()
+    return seconds / len(keys), runs, passes
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--n", type=int, default=200, help="abstracts to backfill (default 200)")
+    ap.add_argument("--storage", nargs="+", default=["sqlite", "postgres"], choices=["sqlite", "postgres"])
+    ap.add_argument("--workers", nargs="*", type=int, default=[1, 2],
+                    help="worker counts to measure throughput with (none: the daemon's bookkeeping only)")
+    ap.add_argument("--cache-dir", default="", help="derived caches (lexicon, relation model) to reuse")
+    args = ap.parse_args(argv)
+    root = Path(tempfile.mkdtemp(prefix="karma-distributed-"))
+    cache = Path(args.cache_dir) if args.cache_dir else root / "cache"
+    cache.mkdir(parents=True, exist_ok=True)
+    inbox = root / "inbox"
+    h.write_abstracts(inbox / "abstracts.pubtator", args.n + 1)  # +1: the warm-up document
+    print(f"{args.n} abstracts, local backbone; {os.cpu_count()} CPUs, load average {load()} (1/5/15 min) at start")
+    rows = []
+    try:
+        for storage in args.storage:
+            t0 = time.perf_counter()
+            per_doc, runs, passes = daemon_pass(root / f"daemon-{storage}", inbox, cache, storage)
+            print(f"  daemon bookkeeping, {storage}: {per_doc * 1000:.0f} ms/document ({runs} runs queued in {passes} "
+                  f"passes; {time.perf_counter() - t0:.0f} s with setup; load {load()})", flush=True)
+            for workers in args.workers:
+                r = throughput(root / f"{storage}-{workers}", inbox, cache, storage, workers)
+                print(f"  {storage}, {workers} worker(s): {r['docs_per_min']:.1f} documents/min ({r['seconds']:.0f} s, "
+                      f"{r['runs']} runs), run bookkeeping {r['run_overhead_s']:.2f} s/document, load {r['load']}",
+                      flush=True)
+                rows.append((storage, workers, r, per_doc))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    if not rows:
+        return 0
+    print("\n| instance storage | workers | documents/min | run bookkeeping s/doc | daemon bookkeeping ms/doc | load (1 min) |")
+    print("|---|---|---|---|---|---|")
+    for storage, workers, r, per_doc in rows:
+        print(f"| {storage} | {workers} | {r['docs_per_min']:.1f} | {r['run_overhead_s']:.2f} | {per_doc * 1000:.0f} "
+              f"| {r['load']} |")
+    print(f"load average at the end: {load()}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
