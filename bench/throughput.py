@@ -42,30 +42,11 @@ from karma_dagster.stages import STAGE_NAMES, StageInputs, chain_for  # noqa: E4
 
 IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, *IN_PROGRESS_RUN_STATUSES]
 REPO = Path(__file__).resolve().parent.parent
-SHARED = REPO.parent / "shared" / "data"
-CORPORA = (SHARED / "biored" / "Dev.PubTator", SHARED / "bc5cdr" / "CDR_DevelopmentSet.PubTator.txt")
 sys.path.insert(0, str(REPO / "tests"))  # the code-location writer lives with the tests' daemon harness
 import daemon_harness as daemon  # noqa: E402
 
 
-def write_abstracts(target: Path, n: int) -> None:
-    """The first n distinct PMIDs of the corpora, as one PubTator file (titles and abstracts only)."""
-    seen: set[str] = set()
-    blocks: list[str] = []
-    for corpus in CORPORA:
-        for block in corpus.read_text().split("\n\n"):
-            lines = [line for line in block.strip().splitlines() if "|t|" in line or "|a|" in line]
-            if len(lines) == 2 and (pmid := lines[0].split("|", 1)[0]) not in seen:
-                seen.add(pmid)
-                blocks.append("\n".join(lines))
-            if len(blocks) == n:
-                break
-        if len(blocks) == n:
-            break
-    if len(blocks) < n:
-        raise SystemExit(f"only {len(blocks)} abstracts in {[c.name for c in CORPORA]}, asked for {n}")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text("\n\n".join(blocks) + "\n")
+write_abstracts = daemon.write_abstracts  # the first n distinct dev abstracts (tests/daemon_harness.py)
 
 
 def _setup(work: Path, n: int, cache_dir: Path, name: str) -> tuple[dg.Definitions, dict[str, str]]:

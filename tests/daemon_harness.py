@@ -74,3 +74,28 @@ def run_backfill(context: WorkspaceProcessContext, backfill_id: str, max_passes:
         if backfill is not None and backfill.status.value.startswith(("COMPLETED", "FAILED", "CANCELED")):
             return backfill.status.value
     raise TimeoutError(f"backfill {backfill_id} not done after {max_passes} daemon passes")
+
+
+# ------------------------------------------------------------------ real abstracts for the benches and tests
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+CORPORA = (SHARED / "biored" / "Dev.PubTator", SHARED / "bc5cdr" / "CDR_DevelopmentSet.PubTator.txt")
+
+
+def write_abstracts(target: Path, n: int) -> None:
+    """The first n distinct PMIDs of the shipped dev corpora as one PubTator file (titles and abstracts)."""
+    seen: set[str] = set()
+    blocks: list[str] = []
+    for corpus in CORPORA:
+        for block in corpus.read_text().split("\n\n"):
+            lines = [line for line in block.strip().splitlines() if "|t|" in line or "|a|" in line]
+            if len(lines) == 2 and (pmid := lines[0].split("|", 1)[0]) not in seen:
+                seen.add(pmid)
+                blocks.append("\n".join(lines))
+            if len(blocks) == n:
+                break
+        if len(blocks) == n:
+            break
+    if len(blocks) < n:
+        raise ValueError(f"only {len(blocks)} abstracts in {[c.name for c in CORPORA]}, asked for {n}")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text("\n\n".join(blocks) + "\n")

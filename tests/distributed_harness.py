@@ -207,28 +207,8 @@ def write_workspace(folder: Path, storage: dict[str, str]) -> Path:
 
 
 # ------------------------------------------------------------------ the runs compared
-SHARED = REPO.parent / "shared" / "data"
-CORPORA = (SHARED / "biored" / "Dev.PubTator", SHARED / "bc5cdr" / "CDR_DevelopmentSet.PubTator.txt")
-
-
-def write_abstracts(target: Path, n: int) -> None:
-    """The first n distinct PMIDs of the shipped dev corpora as one PubTator file (titles and abstracts)."""
-    seen: set[str] = set()
-    blocks: list[str] = []
-    for corpus in CORPORA:
-        for block in corpus.read_text().split("\n\n"):
-            lines = [line for line in block.strip().splitlines() if "|t|" in line or "|a|" in line]
-            if len(lines) == 2 and (pmid := lines[0].split("|", 1)[0]) not in seen:
-                seen.add(pmid)
-                blocks.append("\n".join(lines))
-            if len(blocks) == n:
-                break
-        if len(blocks) == n:
-            break
-    if len(blocks) < n:
-        raise ValueError(f"only {len(blocks)} abstracts in {[c.name for c in CORPORA]}, asked for {n}")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text("\n\n".join(blocks) + "\n")
+# The abstracts both runs read: the same helper as bench/throughput.py's (tests/daemon_harness.py).
+from daemon_harness import write_abstracts  # noqa: E402,F401 - bench/distributed.py calls h.write_abstracts
 
 
 @dataclass

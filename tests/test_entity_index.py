@@ -16,15 +16,21 @@ HETIONET = Path(__file__).resolve().parents[1] / "data" / "vocab" / "hetionet-no
 KINDS = {"Disease", "Compound", "Symptom", "Side Effect", "Gene", "Pharmacologic Class"}
 
 
-@pytest.fixture(scope="module")
-def index(tmp_path_factory) -> EntityIndex:
+def hetionet_entities(kinds: set[str]) -> list[KGEntity]:
+    """The shipped Hetionet nodes of the given kinds (real names to index)."""
     rows = []
     with gzip.open(HETIONET, "rt", encoding="utf-8") as fh:
         next(fh)
         for line in fh:
             node_id, name, kind = line.rstrip("\n").split("\t")
-            if kind in KINDS:
+            if kind in kinds:
                 rows.append(KGEntity(id=node_id, name=name, kind=kind))
+    return rows
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory) -> EntityIndex:
+    rows = hetionet_entities(KINDS)
     ix = EntityIndex(tmp_path_factory.mktemp("lance") / "kg.lance")
     assert ix.build(rows) == len(rows)
     return ix

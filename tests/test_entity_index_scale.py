@@ -4,7 +4,6 @@ rebuild and the background re-optimization, and a build whose two tables disagre
 
 from __future__ import annotations
 
-import gzip
 import random
 from pathlib import Path
 
@@ -14,8 +13,8 @@ import pytest
 from karma_dagster.kg.entity_index import IVF_BUILD_KEY, IVF_TABLE, EntityIndex, KGEntity, compatible_kinds
 from karma_dagster.kg.name_vectors import IVFParams
 from karma_dagster.params import KarmaParams
+from test_entity_index import hetionet_entities
 
-HETIONET = Path(__file__).resolve().parents[1] / "data" / "vocab" / "hetionet-nodes.tsv.gz"
 KINDS = {"Disease", "Compound", "Symptom", "Side Effect", "Gene", "Pharmacologic Class", "Anatomy"}
 TYPE_OF = {"Disease": "Disease", "Symptom": "Disease", "Side Effect": "Disease", "Compound": "Chemical",
            "Pharmacologic Class": "Chemical", "Gene": "Gene", "Anatomy": "Anatomy"}
@@ -24,14 +23,7 @@ PARAMS = IVFParams(ann_rows=5_000, rows_per_list=200, nprobe=16, flat_kind_rows=
 
 
 def _hetionet() -> list[KGEntity]:
-    rows = []
-    with gzip.open(HETIONET, "rt", encoding="utf-8") as fh:
-        next(fh)
-        for line in fh:
-            node_id, name, kind = line.rstrip("\n").split("\t")
-            if kind in KINDS:
-                rows.append(KGEntity(id=node_id, name=name, kind=kind))
-    return rows
+    return hetionet_entities(KINDS)
 
 
 def _typo(name: str, rng: random.Random) -> str:
