@@ -6,7 +6,7 @@ location a child process opens a store from (`open_kg_store(location)`: a file p
 Postgres backend uses the session's throwaway server (pg_server.py) with one database per store; it skips only
 when the PostgreSQL binaries are absent.
 
-Import the fixtures into a test module with `from kg_backends import kg_backend, pg_server  # noqa: F401`.
+Import the fixture into a test module with `from kg_backends import kg_backend  # noqa: F401` (pg_server comes from conftest.py).
 """
 
 from __future__ import annotations

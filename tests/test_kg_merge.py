@@ -19,7 +19,7 @@ from karma_dagster.kg.backends import open_kg_store
 from karma_dagster.kg.seed_import import import_hetionet
 from karma_dagster.kg.store import KGStore, NodeIn
 from karma_dagster.schemas.records import EvaluatedRow
-from kg_backends import KGBackend, kg_backend, location_of, pg_server  # noqa: F401 - fixtures
+from kg_backends import KGBackend, kg_backend, location_of  # noqa: F401 - fixtures
 
 SEED = Path(__file__).resolve().parents[1] / "data" / "seed_kg"
 METFORMIN, T2DM, METHIMAZOLE, GRAVES = "Compound::DB00331", "Disease::DOID:9352", "Compound::DB00763", "Disease::DOID:12361"

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import PipelineFactory
 from karma_dagster import runner
 from karma_dagster.ingest.keys import date_of_document_key
 from karma_dagster.kg.backends import kg_store, open_kg_store
@@ -40,7 +39,7 @@ def _snapshot(store: KGStore) -> dict:
 
 
 def test_the_chain_on_postgres_builds_the_kg_of_the_duckdb_default(
-    make_pipeline, shared_cache: Path, tmp_path: Path, pg_server: PostgresServer, monkeypatch  # noqa: F811
+    make_pipeline, make_module_pipeline, pg_server: PostgresServer, monkeypatch
 ) -> None:
     monkeypatch.delenv(KG_URL_ENV, raising=False)
     duck = make_pipeline(inbox_files=FILES)
@@ -49,14 +48,9 @@ def test_the_chain_on_postgres_builds_the_kg_of_the_duckdb_default(
     assert expected["evidence"], "the documents added evidence to compare"
 
     monkeypatch.setenv(KG_URL_ENV, pg_server.new_database("kg_pipeline"))
-    (tmp_path / "pg").mkdir()
-    factory = PipelineFactory(tmp_path / "pg", shared_cache)
-    try:
-        pg = factory(inbox_files=FILES)
-        _run(pg)
-        store = kg_store(pg.storage.paths())
-        assert isinstance(store, PgKGStore)
-        assert _snapshot(store) == expected
-        assert not pg.storage.kg_path().exists(), "the DuckDB file was never created"
-    finally:
-        factory.close()
+    pg = make_module_pipeline(inbox_files=FILES)  # a second data folder (make_pipeline's is the DuckDB run's)
+    _run(pg)
+    store = kg_store(pg.storage.paths())
+    assert isinstance(store, PgKGStore)
+    assert _snapshot(store) == expected
+    assert not pg.storage.kg_path().exists(), "the DuckDB file was never created"

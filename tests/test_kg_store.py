@@ -20,7 +20,7 @@ from karma_dagster.kg.merge import merge_increment
 from karma_dagster.kg.seed_import import SeedImportError, import_generic, import_hetionet
 from karma_dagster.kg.store import KGLockTimeout, KGStore, NodeIn
 from karma_dagster.kg.subset import jats_text, match_nodes
-from kg_backends import KGBackend, kg_backend, pg_server  # noqa: F401 - fixtures
+from kg_backends import KGBackend, kg_backend  # noqa: F401 - fixtures
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = ROOT / "data" / "seed_kg"

@@ -13,7 +13,7 @@ import sys
 import time
 
 import pytest
-from kg_backends import kg_dump_any, pg_server  # noqa: F401 - fixture
+from kg_backends import kg_dump_any
 from reliability_helpers import HERE_CHILD
 
 from karma_dagster import runner

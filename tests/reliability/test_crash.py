@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from kg_backends import kg_dump_any, pg_server  # noqa: F401 - fixture
+from kg_backends import kg_dump_any
 from reliability_helpers import HERE_CHILD, leftovers
 
 from karma_dagster import runner
