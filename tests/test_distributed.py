@@ -22,9 +22,11 @@ import pandas as pd
 import pytest
 
 import distributed_harness as h
+from kg_backends import kg_dump_any
 
 from karma_dagster import executors, shared_storage
 from karma_dagster.integrity import StoreCorrupt
+from karma_dagster.kg.location import KG_URL_ENV
 from karma_dagster.stage_store import StageStore
 
 sys.path.insert(0, str(Path(__file__).parent / "reliability"))
@@ -229,8 +231,10 @@ def test_executor_selection(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 # ------------------------------------------------------------------ the whole stack
-def test_distributed_backfill_equals_one_machine(pg_server, tmp_path: Path, shared_cache: Path) -> None:  # noqa: F811
-    """10 abstracts: Postgres instance + daemon + 2 Celery workers + S3 give the KG of `karma run` on one machine."""
+@pytest.mark.parametrize("kg_on", ["duckdb", "postgres"])
+def test_distributed_backfill_equals_one_machine(pg_server, tmp_path: Path, shared_cache: Path, kg_on: str) -> None:  # noqa: F811
+    """10 abstracts: Postgres instance + daemon + 2 Celery workers + S3 give the KG of `karma run` on one machine,
+    with the KG in a DuckDB file on the shared volume or in Postgres (KARMA_KG_URL: the whole multi-machine stack)."""
     inbox = tmp_path / "inbox"
     h.write_abstracts(inbox / "abstracts.pubtator", 10)
     reference = h.reference_run(tmp_path / "one", inbox, shared_cache)
@@ -239,11 +243,15 @@ def test_distributed_backfill_equals_one_machine(pg_server, tmp_path: Path, shar
     except h.Unavailable as exc:
         pytest.skip(str(exc))
     stack.env["KARMA_DOCUMENTS_PER_RUN"] = "5"  # two runs at once: both workers get steps
+    if kg_on == "postgres":
+        stack.env[KG_URL_ENV] = stack.postgres.new_database("karma_kg")
     try:
         outcome = h.distributed_backfill(stack, inbox, shared_cache, workers=2, timeout_s=1500)
         worker_logs = [c.tail(10**7) for c in stack.children if c.name.startswith("worker")]
         with h.environ(stack.env):  # stage tables in the bucket, while its server runs
             in_bucket = StageStore(f"{stack.env['KARMA_STORAGE_URL']}/stages").partitions("local", "evaluated")
+        # the Postgres KG is read while its server runs (stack.stop() ends it)
+        pg_kg = kg_dump_any(stack.env[KG_URL_ENV]) if kg_on == "postgres" else None
     finally:
         stack.stop()
     assert outcome.statuses == {"documents": "COMPLETED_SUCCESS", "increments": "COMPLETED_SUCCESS"}
@@ -255,6 +263,13 @@ def test_distributed_backfill_equals_one_machine(pg_server, tmp_path: Path, shar
     data = tmp_path / "dist" / "karma"
     assert not (data / "stages").exists() and not (data / "entity_index.lance").exists()
     assert len(in_bucket) == 10
+    if kg_on == "postgres":  # compared through the store interface: rows, edges with confidences, merged documents
+        assert not outcome.kg_path.exists(), "the KG lives in Postgres only"
+        theirs = kg_dump_any(reference.kg_path)
+        assert pg_kg is not None and pg_kg["evidence"], "the 10 abstracts merged no evidence: nothing was compared"
+        for part in theirs:
+            assert pg_kg[part] == theirs[part], part
+        return
     ours, theirs = kg_state(outcome.kg_path), kg_state(reference.kg_path)
     for state in (ours, theirs):  # the report's table: `karma run` writes it, the daemon only if its sensor ran
         state["tables"] = [t for t in state["tables"] if t != "kg_sizes"]
