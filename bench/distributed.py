@@ -1,6 +1,7 @@
 """Distributed throughput: SQLite vs Postgres instance storage, 1 vs 2 Celery workers, on 127.0.0.1.
 
     python bench/distributed.py [--n 200] [--storage sqlite postgres] [--workers 1 2] [--cache-dir DIR]
+    python bench/distributed.py --storage postgres --workers 2 --kg-postgres   # + the KG on Postgres, compared
 
 Each configuration is a fresh stack (tests/distributed_harness.py): Redis broker, moto's S3 server for the
 stage tables and the entity index, the instance storage, `--workers` Celery workers (separate processes, one
@@ -12,6 +13,9 @@ document goes first, untimed (each worker loads its models once). Printed per co
   planning, event writes, dispatch through the broker), summed, divided by n;
 - the daemon's bookkeeping per document: its backfill passes that turn a backfill of n documents into queued
   runs (a planned event per document and stage), timed in process against the same instance storage.
+With --kg-postgres the KG store is Postgres too (KARMA_KG_URL: the whole multi-machine stack) and, after the
+runs, `karma run`'s KG of the same abstracts on the embedded default is compared with each distributed KG (rows,
+edges with confidences, merged documents): "KG equal" is printed per configuration.
 The machine's load average is printed beside the figures. Everything lives in a temporary folder.
 """
 
@@ -30,25 +34,33 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 import daemon_harness  # noqa: E402
 import distributed_harness as h  # noqa: E402
+from kg_backends import kg_dump_any  # noqa: E402
+
+from karma_dagster.kg.location import KG_URL_ENV  # noqa: E402
 
 
 def load() -> str:
     return "/".join(f"{x:.1f}" for x in os.getloadavg())
 
 
-def throughput(work: Path, inbox: Path, cache: Path, storage: str, workers: int) -> dict[str, float | str]:
+def throughput(work: Path, inbox: Path, cache: Path, storage: str, workers: int,
+               kg_postgres: bool = False) -> dict[str, object]:
     stack = h.start_stack(work, postgres=storage == "postgres", s3=True, celery=True)
+    kg = None
     try:
+        if kg_postgres:
+            stack.env[KG_URL_ENV] = stack.postgres.new_database("karma_kg")
         before = load()
         out = h.distributed_backfill(stack, inbox, cache, workers=workers, warmup=1)
         after = load()
+        kg = kg_dump_any(stack.env[KG_URL_ENV]) if kg_postgres else kg_dump_any(out.kg_path)
     finally:
         stack.stop()
     bad = {k: v for k, v in out.statuses.items() if v != "COMPLETED_SUCCESS"}
     if bad:
         raise SystemExit(f"{storage}/{workers} workers: backfill ended {bad}; logs in {work}")
     return {"docs_per_min": out.documents / out.seconds * 60, "run_overhead_s": out.run_overhead_s / out.documents,
-            "runs": out.runs, "seconds": out.seconds, "load": f"{before} -> {after}"}
+            "runs": out.runs, "seconds": out.seconds, "load": f"{before} -> {after}", "kg": kg}
 
 
 def daemon_pass(work: Path, inbox: Path, cache: Path, storage: str) -> tuple[float, int, int]:
@@ -96,7 +108,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", nargs="*", type=int, default=[1, 2],
                     help="worker counts to measure throughput with (none: the daemon's bookkeeping only)")
     ap.add_argument("--cache-dir", default="", help="derived caches (lexicon, relation model) to reuse")
+    ap.add_argument("--kg-postgres", action="store_true",
+                    help="the KG store on Postgres too (postgres storage only), compared with `karma run`'s KG")
     args = ap.parse_args(argv)
+    if args.kg_postgres and args.storage != ["postgres"]:
+        ap.error("--kg-postgres needs --storage postgres")
     root = Path(tempfile.mkdtemp(prefix="karma-distributed-"))
     cache = Path(args.cache_dir) if args.cache_dir else root / "cache"
     cache.mkdir(parents=True, exist_ok=True)
@@ -111,11 +127,17 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  daemon bookkeeping, {storage}: {per_doc * 1000:.0f} ms/document ({runs} runs queued in {passes} "
                   f"passes; {time.perf_counter() - t0:.0f} s with setup; load {load()})", flush=True)
             for workers in args.workers:
-                r = throughput(root / f"{storage}-{workers}", inbox, cache, storage, workers)
+                r = throughput(root / f"{storage}-{workers}", inbox, cache, storage, workers, args.kg_postgres)
                 print(f"  {storage}, {workers} worker(s): {r['docs_per_min']:.1f} documents/min ({r['seconds']:.0f} s, "
                       f"{r['runs']} runs), run bookkeeping {r['run_overhead_s']:.2f} s/document, load {r['load']}",
                       flush=True)
                 rows.append((storage, workers, r, per_doc))
+        if args.kg_postgres and rows:
+            reference = kg_dump_any(h.reference_run(root / "one", inbox, cache).kg_path)
+            for storage, workers, r, _ in rows:
+                diff = [part for part in reference if r["kg"][part] != reference[part]]
+                print(f"  KG equal to `karma run`'s ({storage} instance, {workers} worker(s), KG on Postgres, "
+                      f"{len(reference['evidence'])} evidence rows): {'yes' if not diff else 'NO: ' + ', '.join(diff)}")
     finally:
         shutil.rmtree(root, ignore_errors=True)
     if not rows:
