@@ -94,26 +94,22 @@ class PostgresServer:
 
     def new_database(self, name: str) -> str:
         """Create an empty database (dropping one of that name first) and return its URL: one per test."""
-        import psycopg
-
-        if not name.replace("_", "").isalnum():
-            raise ValueError(f"database name {name!r}: use letters, digits and underscores only")
-        with psycopg.connect(self.url, autocommit=True) as con:
-            con.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-            con.execute(f'CREATE DATABASE "{name}"')
-        return self.url_for(name)
+        return self._create(name)
 
     def copy_database(self, source: str, name: str) -> str:
         """A new database `name` holding what `source` holds (CREATE DATABASE ... TEMPLATE; nobody may be connected
         to `source`); returns its URL. How a test copies a deployment's KG, like a file copy of kg.duckdb."""
+        return self._create(name, template=source)
+
+    def _create(self, name: str, template: str | None = None) -> str:
         import psycopg
 
-        for n in (source, name):
+        for n in (name, template or name):
             if not n.replace("_", "").isalnum():
                 raise ValueError(f"database name {n!r}: use letters, digits and underscores only")
         with psycopg.connect(self.url, autocommit=True) as con:
             con.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-            con.execute(f'CREATE DATABASE "{name}" TEMPLATE "{source}"')
+            con.execute(f'CREATE DATABASE "{name}"' + (f' TEMPLATE "{template}"' if template else ""))
         return self.url_for(name)
 
     def stop(self) -> None:
