@@ -105,17 +105,23 @@ class Ledger:
         conn.execute("PRAGMA busy_timeout=60000")
         return conn
 
-    @sqlite_guarded("cost ledger", LEDGER_REMEDY)
     def record(self, row: LedgerRow) -> None:
+        self.record_many([row])
+
+    @sqlite_guarded("cost ledger", LEDGER_REMEDY)
+    def record_many(self, rows: Sequence[LedgerRow]) -> None:
+        """All `rows` in one transaction (a batch of documents books its step's rows at once: one commit)."""
+        now = time.time()
         conn = self._connect()
         try:
             with conn:
-                conn.execute(
+                conn.executemany(
                     "INSERT OR REPLACE INTO ledger (run_id, partition, backbone, agent, stage, status, calls, "
                     "cache_hits, tokens_in, tokens_out, cost_usd, invalid_items, recorded_at) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (row.run_id, row.partition, row.backbone, row.agent, row.stage, row.status, row.calls,
-                     row.cache_hits, row.tokens_in, row.tokens_out, row.cost_usd, row.invalid_items, time.time()),
+                    [(row.run_id, row.partition, row.backbone, row.agent, row.stage, row.status, row.calls,
+                      row.cache_hits, row.tokens_in, row.tokens_out, row.cost_usd, row.invalid_items, now)
+                     for row in rows],
                 )
         finally:
             conn.close()

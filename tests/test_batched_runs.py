@@ -11,6 +11,7 @@ import dagster as dg
 from karma_dagster import runner, stages
 from karma_dagster.definitions import build_definitions
 from karma_dagster.jobs import DOCUMENT_JOB
+from karma_dagster.ledger import Ledger, ledger_path
 from karma_dagster.resources.backbones import BackboneConfig
 
 RANGE_START = "dagster/asset_partition_range_start"
@@ -32,12 +33,16 @@ def test_a_dates_documents_share_one_run_and_each_keeps_its_own_metadata(make_pi
     assert len(lines) == 10 and all("ok (batch of 10" in line for line in lines)
     states = runner.document_states(p.defs, p.instance)["local"]
     assert set(states.evaluated) == set(keys) and not states.pending
-    for key in keys:  # the document's own rows on its partition, not the batch's total
-        (obs,) = p.instance.fetch_observations(
+    for key in keys:  # the document's own rows on its partition's materialization, not the batch's total
+        (record,) = p.instance.fetch_materializations(
             dg.AssetRecordsFilter(asset_key=dg.AssetKey(["local", "entities"]), asset_partitions=[key]),
             limit=1).records
         rows = len(p.storage.stage_store().read("local", "entities", key))
-        assert obs.event_log_entry.asset_observation.metadata["rows"].value == rows
+        assert record.asset_materialization.metadata["rows"].value == rows
+    # the batch booked one ledger row per document and agent (written together at the end of each step)
+    booked = Ledger(ledger_path(p.storage.root())).rows(run_id=run.run_id)
+    assert {(r.partition, r.stage) for r in booked} == {(k, s.name) for k in keys for s in stages.STAGES}
+    assert {r.status for r in booked} == {"materialized"}
 
 
 def test_a_failing_document_fails_alone_and_the_rest_of_its_batch_completes(make_pipeline):
@@ -66,6 +71,9 @@ def test_a_failing_document_fails_alone_and_the_rest_of_its_batch_completes(make
     assert len(alone) == 1 and alone[0].status == dg.DagsterRunStatus.FAILURE
     assert not any(r.tags.get("dagster/partition") in set(keys) - {bad} for r in runs), \
         "the others ran again in batches, not one by one"
+    booked = {(r.partition, r.stage): r.status for r in Ledger(ledger_path(p.storage.root())).rows(run_id=runs[0].run_id)}
+    assert booked[(bad, "summaries")] == "failed", "a failure in a batch is booked too"
+    assert booked[(sorted(keys)[0], "summaries")] == "materialized"
     states = runner.document_states(defs, p.instance)["local"]
     assert set(states.evaluated) == set(keys) - {bad}
     assert states.failed == {bad: f"last run {alone[0].run_id[:8]} failed"}

@@ -86,3 +86,30 @@ def test_cli_prints_totals_per_backbone_and_agent(tmp_path: Path, capsys: pytest
     assert "backbone" in out and "gpt" in out and "summarizer" in out and "0.003000" in out
     assert cli.main(["ledger", "--data-dir", str(tmp_path), "--by", "partition", "--backbone", "gpt"]) == 0
     assert "doc-2" in capsys.readouterr().out
+
+
+def test_a_batch_books_its_rows_every_few_seconds_not_only_at_the_end(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batched step writes its ledger rows together; between documents, once FLUSH_SECONDS have passed, so a
+    process killed mid-step loses only the last seconds' rows, not the whole step's."""
+    from karma_dagster.assets.batching import BatchState
+
+    path = ledger_path(tmp_path)
+    warnings: list[str] = []
+
+    def row(i: int) -> LedgerRow:
+        return LedgerRow(run_id="r", partition=f"doc-{i}", backbone="local", agent="summarizer", stage="summaries",
+                         calls=1, status="materialized")
+
+    batch = BatchState()
+    batch.book(path, row(0))
+    batch.flush_if_due(warnings.append)  # not due yet: nothing written
+    assert not path.exists() or Ledger(path).rows(run_id="r") == []
+    monkeypatch.setattr(BatchState, "FLUSH_SECONDS", 0.0)
+    batch.book(path, row(1))
+    batch.flush_if_due(warnings.append)
+    assert sorted(r.partition for r in Ledger(path).rows(run_id="r")) == ["doc-0", "doc-1"]
+    batch.book(path, row(2))
+    batch.flush(warnings.append)
+    assert sorted(r.partition for r in Ledger(path).rows(run_id="r")) == ["doc-0", "doc-1", "doc-2"]
+    assert batch.ledger_rows == {} and warnings == []

@@ -1,6 +1,6 @@
 """What surprised a UI user (issue 12). A document processed in a batch (a backfill run over many documents)
-keeps its own metadata: Dagster gives every partition of a range run the batch's materialization, so each
-document's rows, prompt id, preview and figures are recorded as an observation of its own partition. And a
+keeps its own metadata: each partition's materialization carries the document's rows, prompt id, preview and
+figures (partition-scoped metadata over the batch's totals), with no extra event per document. And a
 "Materialize all" does not re-import the seed KG."""
 
 from __future__ import annotations
@@ -43,16 +43,17 @@ def test_each_document_of_a_batch_run_has_its_own_rows_and_preview(tmp_path, sha
             batch = result.asset_materializations_for_node(key.to_python_identifier())
             assert len(batch) == len(ordered) and all(m.metadata["documents"].value == len(ordered) for m in batch)
             rows = {doc: len(stages.read("local", stage, doc)) for doc in ordered}
-            assert all(m.metadata["rows"].value == sum(rows.values()) for m in batch)  # the batch's total
+            assert all(m.metadata["batch_rows"].value == sum(rows.values()) for m in batch)  # the batch's total
             sizes.append(len(set(rows.values())))
             for doc in ordered:
-                (record,) = inst.fetch_observations(
+                (record,) = inst.fetch_materializations(
                     dg.AssetRecordsFilter(asset_key=key, asset_partitions=[doc]), limit=1).records
-                meta = record.event_log_entry.asset_observation.metadata
+                meta = record.asset_materialization.metadata
                 assert meta["document"].value == doc
                 assert meta["rows"].value == rows[doc], (stage, doc)
-                assert "preview" in meta and "prompt_id" in meta
+                assert "preview" in meta and "prompt_id" in meta and "per_document" in meta
                 assert meta["batch"].value.startswith(f"one of {len(ordered)} documents")
+            assert not inst.fetch_observations(key, limit=1).records, "no event beyond the materializations"
         assert max(sizes) > 1, "some stage has documents of different sizes: per-document rows are told apart"
 
 

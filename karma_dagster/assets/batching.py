@@ -10,17 +10,27 @@ Within a batch the tables' pandera checks run once over all documents' tables to
 row-wise or uniqueness, so a batch that passes means every document passes; one that fails is checked document
 by document to name the failing ones): a validation costs ~30 ms whatever the rows, which was a quarter of a
 batched document's Dagster overhead (bench/throughput.py).
+
+Each document's own metadata (rows, prompt id, preview, figures) goes onto its partition's materialization
+(`add_asset_metadata(partition_key=...)`: partition-scoped metadata, merged over the batch's), so a batch writes
+no event beyond the materialization Dagster writes for each partition anyway. Its ledger rows are written in one
+transaction at the end of the step (`BatchState`), and what is the same for every document of the step (the
+prompt id) is computed once.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import time
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 
 import dagster as dg
 import pandas as pd
+
+from karma_dagster.ledger import Ledger, LedgerRow
 
 # Backfill policies are "beta" in 1.13 (stable behaviour since 1.6): say it once in this docstring, not per asset.
 warnings.filterwarnings("ignore", message="Parameter `backfill_policy`", category=dg.BetaWarning)
@@ -28,21 +38,56 @@ MAX_DOCUMENTS_PER_RUN = int(os.environ.get("KARMA_DOCUMENTS_PER_RUN", "50"))  # 
 STAGE_BACKFILL_POLICY = dg.BackfillPolicy.multi_run(max_partitions_per_run=MAX_DOCUMENTS_PER_RUN)
 
 
+class BatchState:
+    """What the documents of one batched step share: the ledger rows they booked (written together by `flush`)
+    and values that are the same for each of them (`memo`, e.g. a backbone's prompt id)."""
+
+    FLUSH_SECONDS = 5.0  # a process killed mid-step loses at most the last few seconds' ledger rows
+
+    def __init__(self) -> None:
+        self.ledger_rows: dict[Path, list[LedgerRow]] = {}
+        self.memo: dict[str, object] = {}
+        self._flushed = time.monotonic()
+
+    def book(self, path: Path, row: LedgerRow) -> None:
+        self.ledger_rows.setdefault(path, []).append(row)
+
+    def flush_if_due(self, log: Callable[[str], None]) -> None:
+        """Between documents: write what is booked when the last write is FLUSH_SECONDS old (a commit every few
+        seconds instead of one per document and stage, and a SIGKILL loses only those seconds' rows)."""
+        if time.monotonic() - self._flushed >= self.FLUSH_SECONDS:
+            self.flush(log)
+
+    def flush(self, log: Callable[[str], None]) -> None:
+        """One transaction per ledger file. Accounting never fails a step: an error is logged, not raised."""
+        for path, rows in self.ledger_rows.items():
+            try:
+                Ledger(path).record_many(rows)
+            except Exception as exc:  # noqa: BLE001 - accounting must not fail the stage
+                log(f"ledger: could not record {len(rows)} rows of this batch: {exc}")
+        self.ledger_rows = {}
+        self._flushed = time.monotonic()
+
+
 class DocumentContext:
     """The run's context seen as a single-document one: `partition_key` is the document being processed."""
 
-    def __init__(self, context: dg.AssetExecutionContext, key: str, deferred: list[pd.DataFrame] | None = None) -> None:
+    def __init__(self, context: dg.AssetExecutionContext, key: str, deferred: list[pd.DataFrame] | None = None,
+                 batch: BatchState | None = None) -> None:
         self._context = context
         self.partition_key = key
         self.partition_keys = [key]
         self.deferred_tables = deferred  # a batch: the body leaves its table here to be validated with the others
+        self.karma_batch = batch  # a batch: ledger rows and per-step values shared by its documents
 
     def __getattr__(self, name: str):
         return getattr(self._context, name)
 
 
 def merge_results(keys: list[str], results: list[dg.MaterializeResult]) -> dg.MaterializeResult:
-    """One result for a multi-document run: totals, a per-document table, one check over all documents."""
+    """One result for a multi-document run: totals, a per-document table, one check over all documents. Each
+    partition's materialization shows these under its own metadata (document_metadata): `rows` there is the
+    document's, `batch_rows` the batch's total."""
     rows = [int(getattr(r.metadata.get("rows"), "value", r.metadata.get("rows")) or 0) for r in results]
     seconds = [float(r.metadata.get("seconds") or 0.0) for r in results]
     checks = [c for r in results for c in (r.check_results or [])]
@@ -50,15 +95,12 @@ def merge_results(keys: list[str], results: list[dg.MaterializeResult]) -> dg.Ma
     table = "\n".join(f"| {k} | {n} | {s:.2f} |" for k, n, s in zip(keys, rows, seconds))
     metadata = {
         "documents": len(keys),
-        "note": "totals of a batch: each document's own rows, prompt id and preview are in its partition's "
-                "observation (per_document table below)",
-        "rows": dg.MetadataValue.int(sum(rows)),
-        "seconds": round(sum(seconds), 3),
+        "note": "one of a batch of documents run together: rows, prompt id, preview and figures are this "
+                "document's own; batch_rows, batch_seconds and the per_document table are the batch's",
+        "batch_rows": dg.MetadataValue.int(sum(rows)),
+        "batch_seconds": round(sum(seconds), 3),
         "per_document": dg.MetadataValue.md("| document | rows | seconds |\n|---|---|---|\n" + table),
     }
-    for name in ("backbone", "prompt_id"):
-        if results and name in results[0].metadata:
-            metadata[name] = results[0].metadata[name]
     merged_checks = []
     if checks:
         first = checks[0]
@@ -69,15 +111,16 @@ def merge_results(keys: list[str], results: list[dg.MaterializeResult]) -> dg.Ma
     return dg.MaterializeResult(metadata=metadata, check_results=merged_checks)
 
 
-def observe_document(context: dg.AssetExecutionContext, key: str, result: dg.MaterializeResult) -> None:
-    """A document's own metadata (rows, prompt id, preview, its figures) as an observation of its partition.
+def document_metadata(context: dg.AssetExecutionContext, key: str, result: dg.MaterializeResult, batch: str) -> None:
+    """A document's own metadata (rows, prompt id, preview, its figures) on its partition's materialization.
 
-    Dagster gives every partition of a multi-partition run the same materialization (one metadata for the
-    range: dagster-io/dagster#12498, #17836), so without this a document of a batch would show the batch's
-    totals; the observation sits on the document's partition in the UI, next to that materialization."""
-    metadata = {k: v for k, v in (result.metadata or {}).items()}
-    metadata["batch"] = f"one of {len(context.partition_keys)} documents of run {context.run.run_id[:8]}"
-    context.log_event(dg.AssetObservation(asset_key=context.asset_key, partition=key, metadata=metadata))
+    The step's MaterializeResult gives every partition of a range run the same metadata; partition-scoped
+    metadata (`add_asset_metadata(partition_key=...)`, merged over it) makes each partition's materialization
+    the document's own, without an event of its own (it replaced an AssetObservation per document and stage:
+    a write to the run's and the index's SQLite each)."""
+    metadata = dict(result.metadata or {})
+    metadata["batch"] = batch
+    context.add_asset_metadata(metadata, partition_key=key)
 
 
 Validate = Callable[[pd.DataFrame], dg.AssetCheckResult]
@@ -108,18 +151,24 @@ def per_document(validate: Validate) -> Callable[[Callable[..., dg.MaterializeRe
                 return fn(DocumentContext(context, keys[0]), **resources)
             done: list[tuple[str, dg.MaterializeResult, pd.DataFrame]] = []
             errors: dict[str, str] = {}
-            for key in keys:
-                tables: list[pd.DataFrame] = []
-                try:
-                    done.append((key, fn(DocumentContext(context, key, tables), **resources), tables[0]))
-                except Exception as exc:  # noqa: BLE001 - reported below, per document
-                    context.log.error(f"document {key}: {type(exc).__name__}: {exc}")
-                    errors[key] = f"{type(exc).__name__}: {exc}"
+            batch = BatchState()
+            try:
+                for key in keys:
+                    tables: list[pd.DataFrame] = []
+                    try:
+                        done.append((key, fn(DocumentContext(context, key, tables, batch), **resources), tables[0]))
+                    except Exception as exc:  # noqa: BLE001 - reported below, per document
+                        context.log.error(f"document {key}: {type(exc).__name__}: {exc}")
+                        errors[key] = f"{type(exc).__name__}: {exc}"
+                    batch.flush_if_due(context.log.warning)
+            finally:  # what the documents done so far spent is booked, even when the step stops here
+                batch.flush(context.log.warning)
             checks = validate_batch(validate, [frame for _, _, frame in done]) if done else []
             results = []
+            label = f"one of {len(keys)} documents of run {context.run.run_id[:8]}"
             for (key, result, _), check in zip(done, checks):
                 result = dg.MaterializeResult(metadata=result.metadata, check_results=[check])
-                observe_document(context, key, result)
+                document_metadata(context, key, result, label)
                 results.append(result)
             if errors:
                 raise dg.Failure(

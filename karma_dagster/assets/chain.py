@@ -16,7 +16,7 @@ import pandas as pd
 import pandera.errors as pa_errors
 from pydantic import BaseModel
 
-from karma_dagster.assets.batching import STAGE_BACKFILL_POLICY, per_document
+from karma_dagster.assets.batching import STAGE_BACKFILL_POLICY, BatchState, per_document
 from karma_dagster.backbones.base import Backbone
 from karma_dagster.ledger import Ledger, LedgerRow, ledger_path
 from karma_dagster.partitions import documents_partitions
@@ -74,11 +74,16 @@ def preview(frame: pd.DataFrame, columns: Sequence[str], rows: int = 10, width: 
     return dg.MetadataValue.md(shown.to_markdown(index=False) if len(shown) else "_(no rows)_")
 
 
-def usage_metadata(backbone: Backbone, agent: str) -> dict[str, object]:
+def usage_metadata(backbone: Backbone, agent: str, memo: dict[str, object] | None = None) -> dict[str, object]:
+    """`memo`: a batch's values shared by its documents; the prompt id (for the local backbone a digest of its
+    trained model) is the same for every document of a step, so it is computed once per step."""
     usage = backbone.usage()
+    memo = {} if memo is None else memo
+    key = f"prompt_id:{backbone.name}:{agent}"
+    prompt_id = memo[key] if key in memo else memo.setdefault(key, backbone.prompt_id(agent))
     return {
         "backbone": backbone.name,
-        "prompt_id": backbone.prompt_id(agent),
+        "prompt_id": prompt_id,
         "llm_calls": usage.calls,
         "cache_hits": usage.cache_hits,
         "tokens_in": usage.prompt_tokens,
@@ -90,7 +95,8 @@ def usage_metadata(backbone: Backbone, agent: str) -> dict[str, object]:
 
 def record_ledger(context: dg.AssetExecutionContext, store: StageStore, stage: Stage, backbone: Backbone,
                   status: str = "materialized") -> None:
-    """One ledger row for this (run, partition, backbone, agent), in the data dir beside the stage tables.
+    """One ledger row for this (run, partition, backbone, agent), in the data dir beside the stage tables; in a
+    batch it is booked with the batch's rows, written in one transaction at the end of the step (batching.py).
     Accounting never fails a stage that has been paid for: a ledger error is logged, not raised."""
     try:
         try:
@@ -99,9 +105,19 @@ def record_ledger(context: dg.AssetExecutionContext, store: StageStore, stage: S
             run_id = "direct-invocation"
         row = LedgerRow.from_usage(backbone.usage(), run_id=run_id, partition=context.partition_key,
                                    backbone=backbone.name, agent=stage.agent, stage=stage.name, status=status)
-        Ledger(ledger_path(store.root.parent)).record(row)
+        batch = _batch(context)
+        if batch is not None:
+            batch.book(ledger_path(store.root.parent), row)
+        else:
+            Ledger(ledger_path(store.root.parent)).record(row)
     except Exception as exc:  # noqa: BLE001 - accounting must not fail the stage
         context.log.warning(f"ledger: could not record {stage.name} of {context.partition_key}: {exc}")
+
+
+def _batch(context: dg.AssetExecutionContext) -> BatchState | None:
+    """The batch a document of a multi-document step belongs to (batching.DocumentContext), else None."""
+    batch = getattr(context, "karma_batch", None)
+    return batch if isinstance(batch, BatchState) else None
 
 
 class StageError(RuntimeError):
@@ -145,7 +161,7 @@ def finish_stage(context: dg.AssetExecutionContext, store: StageStore, namespace
         "preview": preview(frame, stage.preview),
         "variant": stage.variant,  # karma (the agent ran), ablated (a pass-through ran instead), single_agent
         "ablated": stage.variant == ABLATED,
-        **usage_metadata(backbone, stage.agent),
+        **usage_metadata(backbone, stage.agent, batch.memo if (batch := _batch(context)) else None),
         **{k: _metadata_value(v) for k, v in figures.items()},
     }
     return dg.MaterializeResult(metadata=metadata, check_results=checks)
