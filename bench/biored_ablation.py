@@ -3,7 +3,9 @@ training corpora, score the dev splits (issue 15's closing table).
 
     python bench/biored_ablation.py [--biored FILE] [--cdr FILE] [--groups dist cnt ...] [--no-end-to-end]
 
-Per variant (all groups, then all but one): relations from the gold mentions (with their gold ids, as the
+Per variant (the model before issue 15's second round: no `hyp`/`role` groups, no type-pair head, multi-label;
+all groups without the refinements (the chemical-disease head, one type per pair); all groups; then all but
+one): relations from the gold mentions (with their gold ids, as the
 end-to-end chain passes its own: the `prior` group reads them) on BioRED dev (pair, pair + type) and BC5CDR dev
 (CID); and end to end, the EEA's own mentions and ids (computed once, shared by every variant) through the REA
 with its 5 sampled answers, as `karma gold-eval` does. Each variant trains once (~40 s on 2 cores) and is cached
@@ -117,13 +119,17 @@ def main(argv: list[str] | None = None) -> int:
         sep += "---:|---:|---:|"
     print(header)
     print(sep)
-    for dropped in [None, *args.groups]:
-        groups = [g for g in FEATURE_GROUPS if g != dropped]
-        model = DocRelationModel(args.cache_dir / "relations", groups=groups)
+    variants: list[tuple[str, list[str], bool]] = [
+        ("before (no hyp, role, head, one type)", [g for g in FEATURE_GROUPS if g not in ("hyp", "role")], False),
+        ("all groups, no head, multi-label", list(FEATURE_GROUPS), False),
+        ("(none)", list(FEATURE_GROUPS), True),
+    ] + [(d, [g for g in FEATURE_GROUPS if g != d], True) for d in args.groups]
+    for dropped, groups, refined in variants:
+        model = DocRelationModel(args.cache_dir / "relations", groups=groups, refinements=refined)
         secs = model.fitted.train_seconds  # kept in the cached model: its first-use training time
         bp, bpt = gold_mention_scores(docs["BioRED dev"], model, params)
         cid, _ = gold_mention_scores(docs["BC5CDR dev"], model, params)
-        line = f"| {dropped or '(none)'} | {secs:.0f} | {bp:.3f} | {bpt:.3f} | {cid:.3f} |"
+        line = f"| {dropped} | {secs:.0f} | {bp:.3f} | {bpt:.3f} | {cid:.3f} |"
         if rows and backbone_parts is not None:
             bb = LocalBackbone(*backbone_parts, doc_relations=model)
             ep, ept = end_to_end_scores(docs["BioRED dev"], rows["BioRED dev"], bb, params)

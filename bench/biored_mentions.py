@@ -1,6 +1,9 @@
 """Mention and identifier P/R/F1 of the local NER on PubTator files (measurement only, never tuning).
 
-Usage: python bench/biored_mentions.py [FILE ...] [--data DIR] [--cache DIR]
+Ids are scored as the EEA decides them: the NER's spans, then the document-level normalization
+(dictionary/normalization.py: species, abbreviations, one id per name); `--raw-ids` scores the NER's ids alone.
+
+Usage: python bench/biored_mentions.py [FILE ...] [--data DIR] [--cache DIR] [--raw-ids]
 FILE: any PubTator file with gold mentions (plain or .gz); none = BioRED dev and BC5CDR dev under DIR (the shared
 read-only corpora: biored/Dev.PubTator, bc5cdr/CDR_DevelopmentSet.PubTator.txt).
 """
@@ -14,6 +17,7 @@ from pathlib import Path
 
 from karma_dagster.dictionary.lexicon import Lexicon
 from karma_dagster.dictionary.ner import DictionaryNER
+from karma_dagster.dictionary.normalization import normalize_document
 from karma_dagster.ingest.pubtator import read_pubtator
 from karma_dagster.metrics.gold_mentions import format_table, score_mentions
 
@@ -26,6 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("files", nargs="*", type=Path, help="PubTator files with gold mentions (default: the dev splits)")
     ap.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data")
     ap.add_argument("--cache", type=Path, default=Path(".cache/lexicon"))
+    ap.add_argument("--raw-ids", action="store_true", help="score the NER's ids without the document-level step")
     args = ap.parse_args(argv)
     files = [(f.name, f) for f in args.files] or [(title, args.data / rel) for title, rel in DEFAULT_FILES]
     for _title, path in files:
@@ -44,6 +49,8 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"{path}: no PubTator documents in it")
         t = time.perf_counter()
         preds = ner.recognize_many([d.text for d in docs])
+        if not args.raw_ids:
+            preds = [normalize_document(p, lexicon).spans for p in preds]
         dt = time.perf_counter() - t
         print()
         print(format_table(f"{title} ({len(docs)} abstracts, {dt:.1f}s)", score_mentions(docs, preds)))

@@ -9,7 +9,8 @@ import pytest
 from karma_dagster.agents.entity_extraction import extract_entities_counted
 from karma_dagster.dictionary.lexicon import HUMAN, Lexicon
 from karma_dagster.dictionary.ner import DictionaryNER
-from karma_dagster.dictionary.normalization import NormalizationConfig, document_taxon, normalize_document
+from karma_dagster.dictionary.normalization import (NormalizationConfig, document_taxon, mesh_head_id,
+                                                    normalize_document)
 from karma_dagster.kg.entity_index import EntityIndex, KGEntity
 from karma_dagster.params import KarmaParams
 from karma_dagster.schemas.records import MentionSpan, SummaryRow
@@ -62,6 +63,29 @@ def test_species_ids_through_a_human_genes_other_names():
     assert _gene_ids(votes) == ("NCBIGene:7124", f"{RAT}=NCBIGene:24835;{HUMAN}=NCBIGene:7124")  # no orthologs
 
 
+def test_a_name_seen_only_in_mouse_papers_gets_the_linked_human_id():
+    """A name train saw only with a mouse id takes, for human papers, the human gene train linked that mouse id to;
+    its default id stays the mouse one, and two candidate human genes give none."""
+    from collections import Counter
+
+    from karma_dagster.dictionary.lexicon import _gene_ids
+
+    votes = Counter({(MOUSE, "NCBIGene:11423"): 2})
+    default, taxa = _gene_ids(votes, {}, {(MOUSE, "NCBIGene:11423"): "NCBIGene:43"})
+    assert default == "NCBIGene:11423"
+    assert dict(p.split("=") for p in taxa.split(";")) == {HUMAN: "NCBIGene:43", MOUSE: "NCBIGene:11423"}
+    two = Counter({(MOUSE, "NCBIGene:1"): 1, (RAT, "NCBIGene:2"): 1})
+    _, taxa = _gene_ids(two, {}, {(MOUSE, "NCBIGene:1"): "NCBIGene:10", (RAT, "NCBIGene:2"): "NCBIGene:20"})
+    assert HUMAN not in taxa
+
+
+def test_lexicon_links_a_mouse_only_name_to_its_human_gene(lexicon):
+    """AChE is a mouse name in BioRED train, ACHE a human one sharing its mouse id: AChE's human id is ACHE's."""
+    ache = lexicon.taxon_ids("AChE")
+    assert ache[MOUSE] == "NCBIGene:11423" and ache[HUMAN] == lexicon.taxon_ids("ACHE")[HUMAN] == "NCBIGene:43"
+    assert lexicon.lookup("AChE").vocab_id == "NCBIGene:11423"
+
+
 def test_document_taxon():
     assert document_taxon([span("patients", "Species", "NCBITaxon:9606")]) == HUMAN
     assert document_taxon([span("mice", "Species", "NCBITaxon:10090"), span("mice", "Species", "NCBITaxon:10090"),
@@ -72,6 +96,19 @@ def test_document_taxon():
                          span("patients", "Species", "NCBITaxon:9606"))
     assert document_taxon([mouse, human]) == HUMAN and document_taxon([human, mouse]) == HUMAN
     assert document_taxon([rat, mouse]) == MOUSE == document_taxon([mouse, rat])  # then the lowest taxon id
+
+
+def test_a_species_tie_goes_to_the_species_the_gene_symbols_are_written_for():
+    """"patients" once and "rats" once: genes written Mfn2 / Fis1 (rodent style) settle it for the rat, MFN2 for
+    human; one rodent-styled symbol among more human-styled ones does not."""
+    human, rat = span("patients", "Species", "NCBITaxon:9606"), span("rats", "Species", "NCBITaxon:10116", 30)
+    rodent_genes = [span("Mfn2", "Gene", "NCBIGene:9927", 50), span("Fis1", "Gene", "NCBIGene:51024", 60)]
+    assert document_taxon([human, rat, *rodent_genes]) == RAT
+    assert document_taxon([human, rat, span("MFN2", "Gene", "NCBIGene:9927", 50)]) == HUMAN
+    assert document_taxon([human, rat, rodent_genes[0], span("MFN2", "Gene", None, 70),
+                           span("SOX2", "Gene", None, 80)]) == HUMAN
+    # no tie: the counts decide, however the genes are written
+    assert document_taxon([human, human, rat, *rodent_genes]) == HUMAN
 
 
 def test_species_context_picks_the_species_gene_id(lexicon):
@@ -106,6 +143,32 @@ def test_abbreviation_and_cluster_ids_hold_across_the_document(lexicon):
     assert [s.vocab_id for s in kept.spans] == [s.vocab_id for s in spans]
 
 
+def test_species_ids_from_the_symbol_a_spelling_names(lexicon):
+    """IGF-1 (a mouse id in train) is IGF1 in a human paper; CaSR, matched as the human CASR through the symbol
+    keys, is not the human gene in a rat paper; a short form keeps its own human id when its long form was seen
+    only in mouse papers."""
+    human, rat = span("patients", "Species", "NCBITaxon:9606"), span("rats", "Species", "NCBITaxon:10116")
+    assert HUMAN not in lexicon.taxon_ids("IGF-1")
+    igf = normalize_document([human, span("IGF-1", "Gene", lexicon.lookup("IGF-1").vocab_id, 20)], lexicon)
+    assert igf.spans[1].vocab_id == lexicon.taxon_ids("IGF1")[HUMAN] == "NCBIGene:3479"
+    assert lexicon.lookup("CaSR") is None and lexicon.id_taxon_ids("NCBIGene:846") == {HUMAN: "NCBIGene:846"}
+    casr = normalize_document([rat, span("CaSR", "Gene", "NCBIGene:846", 20)], lexicon)
+    assert casr.spans[1].vocab_id is None and casr.other_species == {1: RAT}
+    import pandas as pd
+
+    from karma_dagster.dictionary.lexicon import LEXICON_COLUMNS
+
+    rows = [("mitogen-activated protein kinases", "mitogen-activated protein kinases", "Gene", "NCBIGene:26413",
+             "corpus", False, f"{MOUSE}=NCBIGene:26413"),
+            ("MAPK", "MAPK", "Gene", "NCBIGene:5594", "corpus", True, f"{HUMAN}=NCBIGene:5594;{MOUSE}=NCBIGene:26413")]
+    small = Lexicon(pd.DataFrame([(*r[:2], [r[1]], *r[2:]) for r in rows],
+                                 columns=["key", "term", "tokens", *LEXICON_COLUMNS[3:]]), "test")
+    mapk = span("MAPK", "Gene", "NCBIGene:26413", 20, "mitogen-activated protein kinases")
+    assert normalize_document([human, mapk], small).spans[1].vocab_id == "NCBIGene:5594"
+    assert normalize_document([span("mice", "Species", f"NCBITaxon:{MOUSE}"), mapk], small).spans[1].vocab_id \
+        == "NCBIGene:26413"
+
+
 class _Local:
     name = "local"
 
@@ -132,3 +195,19 @@ def test_eea_links_by_species(ner, lexicon, tmp_path):
     rat = run("BRCA1 loss in rats with mammary tumours.")
     assert rat.status == "new" and rat.kg_id is None and rat.vocab_id is None
     assert rat.entity_id == f"NEW:Gene:brca1@NCBITaxon:{RAT}"
+
+
+def test_a_side_effect_name_takes_its_heads_mesh_id(lexicon):
+    """"progressive renal failure" is only a Hetionet side effect (UMLS): the corpora give it renal failure's MeSH
+    id; a side effect whose head MeSH does not name keeps its id; the step can be switched off."""
+    failure = lexicon.lookup("renal failure")
+    assert failure.vocab_id.startswith("MESH:")
+    side = lexicon.lookup("progressive renal failure")
+    assert side is not None and side.vocab_id.startswith("UMLS:")
+    assert mesh_head_id("progressive renal failure", lexicon) == failure.vocab_id
+    assert mesh_head_id("sinus rhythm", lexicon) is None
+    spans = [span("progressive renal failure", "Disease", side.vocab_id), span("sinus rhythm", "Disease", "UMLS:C0232201", 40)]
+    out = normalize_document(spans, lexicon).spans
+    assert [s.vocab_id for s in out] == [failure.vocab_id, "UMLS:C0232201"]
+    off = normalize_document(spans, lexicon, NormalizationConfig(side_effect_heads=False)).spans
+    assert off[0].vocab_id == side.vocab_id

@@ -16,7 +16,7 @@ from karma_dagster import runner, stages
 from karma_dagster.agents.reader import NON_CONTENT_KINDS, clean_text
 from karma_dagster.agents.single_agent import SingleAgentError, own_answer_params, paper_chunks
 from karma_dagster.backbones.llm import make_llm_backbone
-from karma_dagster.backbones.single_agent import LOCAL_DECISION, NoSuchAgent, SingleAgentBackbone
+from karma_dagster.backbones.single_agent import DOC_DECISION, LOCAL_DECISION, NoSuchAgent, SingleAgentBackbone
 from karma_dagster.config import BackboneSettings
 from karma_dagster.definitions import build_definitions
 from karma_dagster.ingest.parse import parse_file
@@ -99,21 +99,30 @@ def local_single(make_module_pipeline):
     backbone = defs.resources["backbones"].get("local-single", p.storage)  # the process-wide instance the run uses
     assert isinstance(backbone, SingleAgentBackbone) and not backbone.is_llm
     texts: dict[str, list[str]] = {"recognize": [], "relations": []}
-    recognize, relations = backbone.base.recognize, backbone.base.relation_probabilities
+    # the local base's document-level entity-pair model answers the relation question (as in the KARMA chain)
+    assert backbone.own_threshold == DOC_DECISION
+    recognize, relations = backbone.base.recognize, backbone.document_relation_probabilities
+    mention_pairs = backbone.base.relation_probabilities
 
     def counted_recognize(text):
         texts["recognize"].append(text)
         return recognize(text)
 
-    def counted_relations(text, pairs):
+    def counted_relations(text, entities, pairs):
         texts["relations"].append(text)
-        return relations(text, pairs)
+        return relations(text, entities, pairs)
 
-    backbone.base.recognize, backbone.base.relation_probabilities = counted_recognize, counted_relations
+    def no_mention_pairs(text, pairs):
+        texts["mention_pairs"] = [*texts.get("mention_pairs", []), text]
+        return mention_pairs(text, pairs)
+
+    backbone.base.recognize, backbone.document_relation_probabilities = counted_recognize, counted_relations
+    backbone.base.relation_probabilities = no_mention_pairs
     try:
         assert not runner.run_documents(defs, p.instance, keys, log=lambda _m: None)
     finally:
-        backbone.base.recognize, backbone.base.relation_probabilities = recognize, relations
+        backbone.base.recognize, backbone.document_relation_probabilities = recognize, relations
+        backbone.base.relation_probabilities = mention_pairs
     return p, keys[0], texts
 
 
@@ -124,14 +133,15 @@ def test_local_baseline_reads_the_whole_paper_in_one_pass(local_single):
     (summary,) = store.read("local-single", "summaries", key)["text"]
     assert summary == chunk, "no summarizer"
     assert texts["recognize"] == [chunk], "the dictionary NER once over the whole paper"
-    assert texts["relations"] == [chunk], "the relation classifier once over the whole paper"
+    assert texts["relations"] == [chunk], "the entity-pair relation model once over the whole paper"
+    assert "mention_pairs" not in texts, "not the mention-pair classifier"
 
 
 def test_local_baseline_keeps_what_theta_r_and_theta_would_drop_and_reads_n_a(local_single):
     p, key, _texts = local_single
     store = p.storage.stage_store()
     relations = store.read("local-single", "relations", key)
-    assert len(relations) and (relations["probability"] >= LOCAL_DECISION).all()
+    assert len(relations) and (relations["probability"] >= DOC_DECISION).all()
     assert (relations["probability"] < 0.95).any(), "a tuned theta_r of 0.95 would have dropped these"
     resolved = store.read("local-single", "resolved", key)
     assert set(resolved["verdict"]) == {"skipped"} and not resolved["conflict"].any()

@@ -8,7 +8,7 @@ import pytest
 
 from karma_dagster.dictionary.lexicon import Lexicon, corpus_vocab_id
 from karma_dagster.dictionary.ner import DictionaryNER
-from karma_dagster.dictionary.variants import split_identifier, variant_id
+from karma_dagster.dictionary.variants import is_amino_acid_in_change, rs_links, split_identifier, variant_id
 from karma_dagster.ingest.pubtator import read_pubtator
 from karma_dagster.metrics.gold import PredictedMention, score_gold
 from karma_dagster.metrics.gold_mentions import score_mentions
@@ -30,6 +30,9 @@ def train_docs():
     ("c.899-1142del", "c|DEL|899_1142|"), ("V311fs", "p|FS|V|311||"), ("rs6275", "rs6275"),
     ("C35322T", "c|SUB|C|35322|T"), ("A1555G", "c|SUB|A|1555|G"), ("T315A", "p|SUB|T|315|A"),
     ("p.A1555G", "p|SUB|A|1555|G"),
+    # frameshifts with the new residue and the length to the stop, as BioRED train writes them
+    ("p.G204VfsX28", "p|FS|G|204|V|28"), ("p.A27fsX132", "p|FS|A|27||132"), ("p.Ser119fsX", "p|FS|S|119||"),
+    ("p.Pro184ArgfsX19", "p|FS|P|184|R|19"), ("p.Q12fs*5", "p|FS|Q|12||5"),
 ])
 def test_variant_id_forms(text, expected):
     assert variant_id(text) == expected
@@ -94,6 +97,34 @@ def test_prose_variants_are_one_mention_not_amino_acid_chemicals():
     assert [s.text for s in chemicals] == ["arginine"] and chemicals[0].start > text.index("33468")
 
 
+def test_amino_acids_inside_a_written_change_are_not_chemicals():
+    """An amino acid named beside another and a change word or position is part of a variant description."""
+    ner = DictionaryNER(Lexicon.build(cache_dir=CACHE))
+    text = ("A substitution of proline by arginine was found, and Tyrosine (Tyr) instead of a stop codon. "
+            "Plasma glutamate, aspartate and glycine rose; 738 U/L alanine aminotransferase; arginine was given.")
+    chemicals = {s.text for s in ner.recognize(text) if s.type == "Chemical"}
+    assert not chemicals & {"proline", "arginine by", "Tyrosine", "Tyr"}
+    assert {"glutamate", "aspartate", "glycine"} <= chemicals  # a list of amino acids stays chemicals (BC5CDR)
+    assert is_amino_acid_in_change("replacement of glycine 12 by valine", 15, 22)
+    assert not is_amino_acid_in_change("glutamate, aspartate and glycine levels", 0, 9)
+    assert not is_amino_acid_in_change("VAL 160 or 320 mg and HCTZ 12.5 mg; Ala", 0, 3)  # valsartan, not Val
+
+
+def test_a_change_written_beside_its_rs_number_takes_it():
+    """BioRED gives "Arg399Gln (rs25487)" the rs id at every occurrence; a change merely near one keeps its form."""
+    ner = DictionaryNER(Lexicon.build(cache_dir=CACHE))
+    text = ("The XRCC1 Arg399Gln (rs25487) polymorphism and rs4539 (A2718G) were typed. Arg399Gln carriers "
+            "were older. V274I, P = 0.0006; rs7802, P = 0.01.")
+    got = {(s.text, s.start): s.vocab_id for s in ner.recognize(text) if s.type == "Variant"}
+    assert [v for (t, _), v in sorted(got.items(), key=lambda kv: kv[0][1]) if t == "Arg399Gln"] == ["rs25487"] * 2
+    assert got[("A2718G", text.index("A2718G"))] == "rs4539"
+    assert got[("V274I", text.index("V274I"))] != "rs7802"
+    # a form beside two different rs numbers is left alone
+    two = "R1W (rs1) ... R1W (rs2)"
+    assert rs_links(two, [(0, 3, "p|SUB|R|1|W"), (5, 8, "rs1"), (14, 17, "p|SUB|R|1|W"), (19, 22, "rs2")]) == {}
+    assert rs_links(two, [(0, 3, "p|SUB|R|1|W"), (5, 8, "rs1")]) == {"p|SUB|R|1|W": "rs1"}
+
+
 def test_train_rs_ids_for_variant_forms(train_docs):
     """A form BioRED train annotated with exactly one dbSNP id takes it (the lexicon's variant rows)."""
     from collections import defaultdict
@@ -136,3 +167,11 @@ def _doc(text: str, mentions: list[tuple[int, int, str, str, str]]):
     lines = [f"1|t|{title}.\n", f"1|a|{abstract}\n"]
     lines += [f"1\t{a}\t{b}\t{t}\t{ty}\t{i}\n" for a, b, t, ty, i in mentions]
     return next(iter(parse_pubtator_lines(lines, source="test")))
+
+
+def test_frameshift_ids_agree_with_biored_train_gold(train_docs):
+    """Every train frameshift mention with a tmVar `p|FS|...` id gets exactly that id (20 of 20 measured)."""
+    pairs = [(m.text, m.identifier) for d in train_docs for m in d.mentions
+             if m.type == "SequenceVariant" and m.identifier.startswith("p|FS|")]
+    assert len(pairs) >= 15
+    assert [t for t, ident in pairs if variant_id(t) != ident] == []

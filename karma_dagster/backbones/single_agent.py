@@ -9,10 +9,14 @@ backbone's own relation answer instead of theta_r, no conflict resolution (verdi
 - over an LLM backbone: prompts/single_agent/single_agent.vN.jinja, one call per chunk, shared by the entity and
   the relation question of the same chunk (memoized per text, sample index and temperature: MedKGent's N
   samples are N different calls at the sampling temperature, never one memoized answer);
-- over the local backbone: the dictionary NER and the relation classifier in one pass over the whole chunk.
+- over the local backbone: the dictionary NER and the relation classifier in one pass over the whole chunk; the
+  classifier is the local chain's own document-level entity-pair model (every pair of entities of the chunk, all
+  their mentions), offered through the same `document_relation_probabilities` the REA asks for.
 
-`own_threshold` is the relation answer the underlying model gives by itself: the local classifier's decision
-boundary (p >= 0.5 of its one-vs-rest logistic regressions), or "stated" for an LLM (any triple it lists).
+`own_threshold` is the relation answer the underlying model gives by itself: the local document-level model's
+cross-validated decision (its probabilities are shifted so that it falls on KarmaParams' default theta_r:
+doc_relations.py), the mention-pair classifier's boundary p >= 0.5 for a local base without it, or "stated"
+for an LLM (any triple it lists).
 Schema alignment still maps the labels onto the KG schema by the schema's table (rules, not a model).
 """
 
@@ -36,10 +40,13 @@ from karma_dagster.backbones.base import (
 from karma_dagster.backbones.local.judge import LocalJudge
 from karma_dagster.config import BACKBONE_MODES
 from karma_dagster.dictionary.lexicon import CORPUS_TYPE
+from karma_dagster.params import KarmaParams
 from karma_dagster.schemas.records import MentionSpan, ParsedDocument, RawSection
 
 SINGLE_AGENT_VERSION = "single-agent-v2"
 LOCAL_DECISION = 0.5  # a one-vs-rest logistic regression says "yes" at p >= 0.5
+# the document-level model's cross-validated operating point, shifted onto the default theta_r (doc_relations.py)
+DOC_DECISION = KarmaParams().theta_for("default")
 MEMO_SIZE = 256  # generations kept in memory; older ones come back from the LLM response cache
 STATED = 1e-6  # an LLM's generation: a triple it lists at all (its confidence is kept as the probability)
 
@@ -76,6 +83,12 @@ class SingleAgentBackbone(Backbone):
         self._invalid = 0
         self.is_llm = hasattr(base, "prompts") and hasattr(base, "client")
         self.own_threshold = STATED if self.is_llm else LOCAL_DECISION
+        if not self.is_llm and callable(getattr(base, "document_relation_probabilities", None)):
+            # the local base's entity-pair model: the REA asks these when the backbone has them (an LLM's
+            # single generation has no entity-pair answer, so it never gets them)
+            self.document_relation_probabilities = base.document_relation_probabilities  # type: ignore[attr-defined]
+            self.sample_document_relation_probabilities = base.sample_document_relation_probabilities  # type: ignore[attr-defined]
+            self.own_threshold = DOC_DECISION
 
     # ------------------------------------------------------------------ bookkeeping
     def prompt_id(self, agent: str) -> str:

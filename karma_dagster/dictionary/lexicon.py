@@ -57,6 +57,35 @@ HETIONET_PREFIX = {
 SOURCE_RANK = {"corpus": 0, "mesh": 1, "kg": 2, "hetionet": 3}  # id preference (MeSH/NCBIGene ids compare to corpora)
 GREEK = {"alpha": "α", "beta": "β", "gamma": "γ", "delta": "δ", "kappa": "κ", "epsilon": "ε"}
 _WS = re.compile(r"\s+")
+# an eponymous disease name as MeSH writes it (no possessive), and a numbered subtype without its "type"
+_EPONYM = re.compile(
+    r"^([A-Z][a-z]+(?:-[A-Z][a-z]+)?(?<!ic)(?<!al)(?<!ar)(?<!ous)(?<!ive)(?<!ed)) "  # Gitelman, not Hemolytic
+    r"((?:Disease|Syndrome|Sarcoma|Lymphoma|Tumor|Palsy|Phenomenon|Anomaly|Ataxia|Dystrophy|Encephalopathy|"
+    r"Leukemia|Neuroma|Neuralgia|Arthritis|Anemia)\b.*)$")
+# American -> British spelling (MeSH and Hetionet write anemia, edema, hemorrhage; many abstracts anaemia, oedema,
+# haemorrhage): applied together, one British variant per name
+BRITISH = (
+    (re.compile(r"(?<=[a-z])emi(?=as?\b|c\b)", re.IGNORECASE), "aemi"),  # anemia, ischemic, hypokalemia, leukemia
+    (re.compile(r"\b(h)em(?=[aeo])", re.IGNORECASE), r"\1aem"),  # hemorrhage, hematoma, hemolytic
+    (re.compile(r"(?<=[a-z])hem(?=or|at)"), "haem"),  # cerebral/intrahemorrhage inside a word
+    (re.compile(r"\b(e)(?=dema|sophag|strog|strad|striol)", re.IGNORECASE),  # oedema, oesophagus, oestrogen
+     lambda m: "Oe" if m.group(1).isupper() else "oe"),
+    (re.compile(r"(?<=[a-z])esthe(?=si|ti)"), "aesthe"),  # paresthesia, anesthetic
+    (re.compile(r"\b(a)nesthe", re.IGNORECASE), r"\1naesthe"),
+    (re.compile(r"(?<=[Tt]um)or\b"), "our"),  # tumor
+    (re.compile(r"(?<=rrh)ea\b"), "oea"),  # diarrhea, amenorrhea
+    (re.compile(r"(?<=[Ss]ul)f(?=[auio])"), "ph"),  # sulfate, sulfur, sulfonamide
+    (re.compile(r"\b(p)edi(?=atr)", re.IGNORECASE), r"\1aedi"),  # pediatric
+    (re.compile(r"\b(f)et(?=al\b|us\b)", re.IGNORECASE), r"\1oet"),  # fetal
+)
+# a drug descriptor named with its salt (MeSH 2015: Tiapride Hydrochloride, Dizocilpine Maleate): papers name the drug
+_SALT = re.compile(r"^([A-Z][a-z]{3,}) (?:Hydrochloride|Dihydrochloride|Hydrobromide|Maleate|Mesylate|Fumarate|"
+                   r"Tartrate|Succinate|Besylate|Hyclate)$")
+# a salt MeSH names that is also a plain chemical (Calcium Chloride, Vinyl Chloride): its stem is a synonym only
+# when it is a drug Hetionet names (Methacholine Chloride: methacholine, Vecuronium Bromide: vecuronium)
+_DRUG_SALT = re.compile(r"^([A-Z][a-z]{3,}) (?:Chloride|Bromide|Citrate)$")
+GENE_SYMBOL_SHAPE = re.compile(r"[A-Z][A-Z0-9-]{1,7}")  # VHL, APC, NF1
+_NUMBERED = re.compile(r"^([A-Za-z][\w -]*[a-z]) ((?:[IVX]+|\d{1,2})[A-Z]?)$")
 
 
 class LexiconError(ValueError):
@@ -179,8 +208,32 @@ def _is_case_sensitive(term: str, ner_type: str) -> bool:
     return inner_upper or (len(term) <= 4 and any(c.isupper() for c in term))
 
 
+ORGAN_ADJECTIVES = {"Heart": "Cardiac", "Kidney": "Renal", "Liver": "Hepatic", "Lung": "Pulmonary",
+                    "Muscle": "Muscular", "Brain": "Cerebral", "Stomach": "Gastric", "Skin": "Cutaneous", "Eye": "Ocular"}
+_ORGAN = re.compile(r"\b(" + "|".join([*ORGAN_ADJECTIVES, *ORGAN_ADJECTIVES.values()]) + r")\b", re.IGNORECASE)
+_ORGAN_SWAP = {k.lower(): v for a, b in ORGAN_ADJECTIVES.items() for k, v in ((a, b), (b, a))}
+
+
+def _organ_synonyms(name: str) -> set[str]:
+    """A disease name with its organ written the other way (MeSH's Heart Failure is papers' cardiac failure,
+    Kidney Failure, Chronic their chronic renal failure)."""
+    out = set()
+    for t in {name, *([" ".join(reversed(name.split(", ")))] if ", " in name else [])}:
+        if _ORGAN.search(t):
+            out.add(_ORGAN.sub(lambda m: _ORGAN_SWAP[m.group(1).lower()], t))
+    return out
+
+
+def _british(text: str) -> str:
+    for pattern, repl in BRITISH:
+        text = pattern.sub(repl, text)
+    return text
+
+
 def _variants(term: str, ner_type: str, source: str) -> set[str]:
-    """Surface variants: uninverted MeSH names, greek letters, singular/plural heads, mouse-style gene symbols."""
+    """Surface variants: uninverted MeSH names, greek letters, MeSH disease names as papers write them (Gitelman's
+    syndrome, mucopolysaccharidosis type VI, telangiectasia for Telangiectasis), British spellings (anaemia,
+    oedema), singular/plural heads, mouse-style gene symbols."""
     out = {term}
     if source == "mesh" and ", " in term:
         parts = term.split(", ")
@@ -191,6 +244,20 @@ def _variants(term: str, ner_type: str, source: str) -> set[str]:
             if re.search(rf"\b{word}\b", low):
                 out.add(re.sub(rf"\b{word}\b", sym, t, flags=re.IGNORECASE))
                 out.add(re.sub(rf"(?<=[A-Za-z0-9])[- ]?\b{word}\b", sym, t, flags=re.IGNORECASE))
+    if ner_type == "Disease" and source == "mesh":
+        for t in list(out):
+            if m := _EPONYM.match(t):  # MeSH's Gitelman Syndrome, Hodgkin Disease: papers write Gitelman's syndrome
+                possessive = "'" if m.group(1).endswith("s") else "'s"  # Graves' disease
+                out.add(f"{m.group(1)}{possessive} {m.group(2)}")
+            if m := _NUMBERED.match(t):  # Mucopolysaccharidosis VI: mucopolysaccharidosis type VI
+                out.add(f"{m.group(1)} type {m.group(2)}")
+            if re.search(r"[a-z]{3}sis$", t):  # Telangiectasis, Hyperkinesis: telangiectasia, hyperkinesia
+                out.add(t[:-1] + "a")
+    if ner_type in {"Disease", "Chemical", "Anatomy"}:  # British spellings of (mostly American) vocabulary names
+        for t in list(out):
+            british = _british(t)
+            if british != t:
+                out.add(british)
     if ner_type in {"Disease", "Anatomy"} and len(term) >= 5:
         for t in list(out):
             if " " in t and t.split(" ")[-1][:1].isupper() and source != "mesh":
@@ -226,6 +293,7 @@ class Lexicon:
         self.fingerprint = fingerprint
         self._ci: dict[str, int] = {}
         self._cs: dict[str, int] = {}
+        self._by_id: dict[str, dict[str, str]] | None = None
         for i, (key, cs) in enumerate(zip(self.table["key"], self.table["case_sensitive"])):
             (self._cs if cs else self._ci)[key] = i
 
@@ -253,6 +321,19 @@ class Lexicon:
             i = self._ci.get(t.lower())
         raw = "" if i is None else self.table.at[i, "taxon_ids"]
         return dict(p.split("=", 1) for p in raw.split(";")) if isinstance(raw, str) and raw else {}
+
+    def id_taxon_ids(self, vocab_id: str | None) -> dict[str, str]:
+        """A gene id's per-taxon ids, from every name whose default id it is (CASR's for a `CaSR` the symbol keys
+        matched, whose own spelling is no lexicon key), empty when no name tells its species."""
+        if self._by_id is None:
+            by_id: dict[str, dict[str, str]] = {}
+            for vid, raw in zip(self.table["vocab_id"], self.table["taxon_ids"]):  # table order: type, key
+                if isinstance(vid, str) and isinstance(raw, str) and raw:
+                    slot = by_id.setdefault(vid, {})
+                    for taxon, tid in (p.split("=", 1) for p in raw.split(";")):
+                        slot.setdefault(taxon, tid)
+            self._by_id = by_id
+        return dict(self._by_id.get(vocab_id or "", {}))
 
     def __contains__(self, text: object) -> bool:
         return isinstance(text, str) and self.lookup(text) is not None
@@ -333,9 +414,12 @@ def _build_table(kg_rows: list[dict[str, Any]], vocab_dir: Path, corpora_dir: Pa
         for v in _variants(normalize_space(term), ner_type, source):
             cands[v].append((ner_type, vocab_id, source, weight))
 
+    drug_names: set[str] = set()  # Hetionet's compounds, lower case
     if config.use_hetionet:
         for node_id, name, kind in _read_tsv_gz(vocab_dir / "hetionet-nodes.tsv.gz", 3):
             _kind, vid = hetionet_to_vocab_id(node_id)
+            if kind == "Compound":
+                drug_names.add(name.lower())
             add(name, KIND_TO_TYPE.get(kind), vid, "hetionet")
             if kind == "Gene":  # Hetionet's genes are human ones
                 human_genes.add(vid)
@@ -344,8 +428,16 @@ def _build_table(kg_rows: list[dict[str, Any]], vocab_dir: Path, corpora_dir: Pa
         trees: dict[str, list[str]] = defaultdict(list)
         for mesh_id, _name, tn in _read_tsv_gz(vocab_dir / "mesh-tree-numbers.tsv.gz", 3):
             trees[mesh_id].append(tn)
+        synonyms: list[tuple[str, str, str]] = []  # (surface, type, MeSH id), added after every exact name
         for mesh_id, name in _read_tsv_gz(vocab_dir / "mesh-terms.tsv.gz", 2):
-            add(name, mesh_type(trees.get(mesh_id, [])), f"MESH:{mesh_id}", "mesh")
+            ner_type = mesh_type(trees.get(mesh_id, []))
+            add(name, ner_type, f"MESH:{mesh_id}", "mesh")
+            if ner_type == "Disease":
+                synonyms += [(v, ner_type, f"MESH:{mesh_id}") for v in sorted(_organ_synonyms(name))]
+            elif ner_type == "Chemical" and (m := _SALT.match(name)):  # Tiapride Hydrochloride: tiapride
+                synonyms.append((m.group(1), ner_type, f"MESH:{mesh_id}"))
+            elif ner_type == "Chemical" and (m := _DRUG_SALT.match(name)) and m.group(1).lower() in drug_names:
+                synonyms.append((m.group(1), ner_type, f"MESH:{mesh_id}"))
     for row in kg_rows:
         kind = row["kind"]
         vid = hetionet_to_vocab_id(row["id"])[1] if "::" in row["id"] else row["id"]
@@ -381,6 +473,11 @@ def _build_table(kg_rows: list[dict[str, Any]], vocab_dir: Path, corpora_dir: Pa
                         add_gene_taxon(m.text, vid, HUMAN if vid in human_genes else taxon, "corpus")
                 corpus_docs.append((corpus, doc.text, spans))
 
+    if config.use_mesh:  # "cardiac failure" for Heart Failure, where no vocabulary or corpus names it otherwise
+        for surface, ner_type, vid in synonyms:
+            for v in _variants(surface, ner_type, "mesh"):
+                if not any(c[2] in {"corpus", "mesh"} for c in cands.get(v, ())):
+                    cands[v].append((ner_type, vid, "mesh", 1))
     gene_taxa_ci: dict[str, Counter[tuple[str, str]]] = defaultdict(Counter)  # names match in any case
     for term, votes in gene_taxa.items():
         gene_taxa_ci[term.lower()].update(votes)
@@ -393,6 +490,12 @@ def _build_table(kg_rows: list[dict[str, Any]], vocab_dir: Path, corpora_dir: Pa
             for (taxon, vid), n in votes.items():
                 if taxon != HUMAN:
                     orthologs[h][(taxon, vid)] += n
+    # and back: a mouse or rat gene id -> the human gene train linked it to most (ties: the lower id string)
+    human_of: dict[tuple[str, str], str] = {}
+    for h, linked in sorted(orthologs.items()):
+        for key, n in linked.items():
+            if key not in human_of or n > orthologs[human_of[key]][key]:
+                human_of[key] = h
     # resolve each surface form to one (type, id); decide its case rule
     rows = []
     for term, lst in cands.items():
@@ -409,7 +512,9 @@ def _build_table(kg_rows: list[dict[str, Any]], vocab_dir: Path, corpora_dir: Pa
             same = [c for c in same if c[1].startswith("NCBIGene:")]
             cs = _is_case_sensitive(term, ner_type)
             votes = gene_taxa.get(term, Counter()) if cs else gene_taxa_ci.get(term.lower(), Counter())
-            vid, taxa = _gene_ids(votes, orthologs)
+            vid, taxa = _gene_ids(votes, orthologs, human_of)
+        elif term in gene_taxa and GENE_SYMBOL_SHAPE.fullmatch(term):  # VHL, a disease's short form, is also
+            taxa = _gene_ids(gene_taxa[term], orthologs, human_of)[1]  # the gene: its ids, for VHL among genes
         if same and vid is None:
             best_rank = min(SOURCE_RANK[c[2]] for c in same)
             ids = Counter(c[1] for c in same if SOURCE_RANK[c[2]] == best_rank)
@@ -453,23 +558,29 @@ def _document_taxon(doc) -> str | None:
     return HUMAN if taxa else None
 
 
-def _gene_ids(votes: Counter[tuple[str, str]], orthologs: Mapping[str, Counter[tuple[str, str]]] | None = None
-              ) -> tuple[str | None, str]:
+def _gene_ids(votes: Counter[tuple[str, str]], orthologs: Mapping[str, Counter[tuple[str, str]]] | None = None,
+              human_of: Mapping[tuple[str, str], str] | None = None) -> tuple[str | None, str]:
     """(default id, per-taxon ids) of a gene name from its (taxon, id) votes: the human id by default (most
     voted), one id per other species (`9606=NCBIGene:348;10090=NCBIGene:11816`); a species the name itself was
-    never seen in takes the id train gave the human gene's other names in it (`orthologs`)."""
+    never seen in takes the id train gave the human gene's other names in it (`orthologs`), and a name seen only
+    in other species the human gene train linked its id to (`human_of`: "vimentin" in mouse papers, VIM's human
+    id for a human paper; the default id stays the one the name was seen with)."""
     if not votes:
         return None, ""
     best: dict[str, tuple[int, str]] = {}
     for (taxon, vid), n in votes.items():
         if taxon not in best or (n, vid) > best[taxon]:
             best[taxon] = (n, vid)
+    default = best[HUMAN][1] if HUMAN in best else max(best.values())[1]
+    if human_of and HUMAN not in best:
+        linked = sorted({human_of[(t, v)] for t, (_n, v) in best.items() if (t, v) in human_of})
+        if len(linked) == 1:  # one human gene, not two a shared name would make a guess between
+            best[HUMAN] = (0, linked[0])
     if orthologs and HUMAN in best:  # the most voted id per species the name was not seen in
         # ties by id, not by insertion order (which follows PYTHONHASHSEED through _variants' sets)
         for (taxon, vid), _n in sorted(orthologs.get(best[HUMAN][1], Counter()).items(),
                                        key=lambda kv: (-kv[1], kv[0])):
             best.setdefault(taxon, (0, vid))
-    default = best[HUMAN][1] if HUMAN in best else max(best.values())[1]
     return default, ";".join(f"{t}={best[t][1]}" for t in sorted(best))
 
 

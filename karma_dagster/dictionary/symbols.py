@@ -10,6 +10,7 @@ among the lexicon's gene symbols when no dictionary span covers it.
 from __future__ import annotations
 
 import re
+import weakref
 
 from karma_dagster.dictionary.lexicon import Lexicon
 
@@ -47,3 +48,35 @@ def gene_symbol_keys(lexicon: Lexicon) -> dict[str, int]:
             ambiguous.add(key)
         out.setdefault(key, i)
     return {k: v for k, v in out.items() if k not in ambiguous}
+
+
+_TAXA: "weakref.WeakKeyDictionary[Lexicon, dict[str, dict[str, str]]]" = weakref.WeakKeyDictionary()
+
+
+def _taxa_by_key(lexicon: Lexicon) -> dict[str, dict[str, str]]:
+    """symbol key -> per-taxon ids merged over every gene symbol spelled so (IGF-1 mouse, IGF1 human); a taxon
+    whose spellings disagree on the id is left out."""
+    t = lexicon.table
+    rows = t.index[(t["type"] == "Gene") & t["case_sensitive"].astype(bool) & ~t["term"].str.contains(" ")]
+    merged: dict[str, dict[str, str]] = {}
+    clash: set[tuple[str, str]] = set()
+    for i in rows:
+        key = symbol_key(t.at[i, "term"])
+        if len(key) < MIN_KEY:
+            continue
+        slot = merged.setdefault(key, {})
+        for taxon, vid in lexicon.taxon_ids(t.at[i, "term"]).items():
+            if slot.setdefault(taxon, vid) != vid:
+                clash.add((key, taxon))
+    for key, taxon in clash:
+        merged[key].pop(taxon, None)
+    return merged
+
+
+def symbol_taxon_ids(lexicon: Lexicon, text: str) -> dict[str, str]:
+    """The per-taxon ids of the gene symbols `text` is a spelling of (IGF-1 -> IGF1's human id, IGF-1's mouse one),
+    empty when it spells none."""
+    taxa = _TAXA.get(lexicon)
+    if taxa is None:
+        taxa = _TAXA[lexicon] = _taxa_by_key(lexicon)
+    return dict(taxa.get(symbol_key(text), {}))

@@ -29,7 +29,7 @@ _DNA_SUB_PREFIX_REF = re.compile(rf"^([cgmnr])\.\s?({_NT})({_POS})({_NT})$")
 _DNA_EDIT = re.compile(rf"^(?:([cgmnr])\.\s?)?({_POS}(?:_{_POS})?)\s?(delins|del|dup|ins)\s?([ACGTU]+|\d+)?$",
                        re.IGNORECASE)
 _PROT_SUB = re.compile(rf"^(?:p\.\s?\(?)?({_AA})\s?(\d+)\s?({_ALT})\)?$")
-_PROT_FS = re.compile(rf"^(?:p\.\s?)?({_AA})(\d+)(?:{_AA})?fs\S*$")
+_PROT_FS = re.compile(rf"^(?:p\.\s?)?({_AA})(\d+)({_AA})?fs(?:\*|X|Ter)?(\d+)?\S*$")
 _PROT_EDIT = re.compile(rf"^(?:p\.\s?)?({_AA})(\d+)(?:_({_AA})(\d+))?(del|dup)$")
 _PROT_ALLELE = re.compile(rf"^p\.\s?({_AA})(\d+)$")
 # A bare `C1234T` reads as a protein change (Cys1234Thr) or a base change; with both letters bases and the
@@ -64,8 +64,8 @@ def variant_id(text: str) -> str | None:
         if (r := _RANGE.match(pos)) and int(r.group(2)) > int(r.group(1)):
             pos = f"{r.group(1)}_{r.group(2)}"
         return f"{seq}|{kind}|{pos}|{what.upper()}"
-    if m := _PROT_FS.match(t):
-        return f"p|FS|{_aa(m.group(1))}|{m.group(2)}||"
+    if m := _PROT_FS.match(t):  # train's form: p.G204VfsX28 -> p|FS|G|204|V|28, p.A27fsX132 -> p|FS|A|27||132
+        return f"p|FS|{_aa(m.group(1))}|{m.group(2)}|{_aa(m.group(3)) if m.group(3) else ''}|{m.group(4) or ''}"
     if m := _PROT_EDIT.match(t):
         pos = m.group(2) if not m.group(4) else f"{m.group(2)}_{m.group(4)}"
         return f"p|{_EDIT_KIND[m.group(5)]}|{pos}|"
@@ -129,3 +129,49 @@ def prose_variant_id(match: re.Match[str]) -> str:
         if match.group(f"a{k}"):
             return f"{seq}|SUB|{_residue(match.group(f'a{k}'))}|{match.group(f'p{k}')}|{_residue(match.group(f'b{k}'))}"
     raise ValueError(f"not a PROSE_VARIANT match: {match.group()!r}")
+
+
+# An amino acid named in its sentence beside a change ("substitution of arginine for proline", "Tyrosine (Tyr) instead of a Term")
+# describes a variant, not a chemical: of the amino acid names with another one within 40 characters and a change
+# word there or a position right after ("arginine 150"), 88 lie inside a gold Variant on BioRED train and none is a
+# ChemicalEntity (elsewhere: 35 inside a Variant, 42 chemicals, 151 neither); on BC5CDR train none of its 54
+# amino acid Chemicals (lists of neurotransmitters, "alanine aminotransferase") is such a name.
+_AA_CODES = sorted({*AA_NAMES, *(k for k in AA3 if len(k) == 3 and k.isalpha())}, key=len, reverse=True)
+_AA_NAME_RE = re.compile(r"\b(?:" + "|".join(_AA_CODES) + r")\b", re.IGNORECASE)
+_CHANGE_CONTEXT = re.compile(
+    r"\b(?:substitut\w*|replac\w*|codons?|residues?|position|mutat\w*|instead|stop|exchange\w*|transition)\b",
+    re.IGNORECASE)
+_POSITION_AFTER = re.compile(r"^[\s-]?\(?\d")  # arginine 150, Arg-215
+AMINO_ACID_WINDOW = 40
+_SENTENCE_END = re.compile(r"[.;]\s+(?=[A-Z])")
+
+
+def is_amino_acid_in_change(text: str, start: int, end: int) -> bool:
+    """Whether text[start:end] is an amino acid name written as part of a sequence change (see above)."""
+    name = text[start:end]
+    if not _AA_NAME_RE.fullmatch(name) or (len(name) == 3 and not name.istitle()):  # Arg, not VAL (valsartan)
+        return False
+    left, right = text[max(0, start - AMINO_ACID_WINDOW):start], text[end:end + AMINO_ACID_WINDOW]
+    left, right = _SENTENCE_END.split(left)[-1], _SENTENCE_END.split(right)[0]  # within its sentence
+    window = f"{left} {right}"
+    return bool(_AA_NAME_RE.search(window)) and bool(_CHANGE_CONTEXT.search(window) or _POSITION_AFTER.match(right))
+
+
+# "Arg399Gln (rs25487)", "-930A>G CYBA polymorphism (rs9932581)", "rs4539 (A2718G)": a change written beside the
+# dbSNP id it is. BioRED gives such a change the rs id at every occurrence in the abstract (train: of the 30
+# changes in abstracts that write an rs number, 26 carry one of them; each one written beside its rs number does).
+_BESIDE = re.compile(r"^[ \w-]{0,30}?[(\[]\s*$")  # form ... ( rs   /   rs (  form
+
+
+def rs_links(text: str, variants: list[tuple[int, int, str]]) -> dict[str, str]:
+    """tmVar form -> the rs id it is written beside in `text`, from the variant mentions (start, end, id) in
+    text order; a form beside two different rs ids is left alone."""
+    links: dict[str, set[str]] = {}
+    ordered = sorted(variants)
+    for (s1, e1, a), (s2, _e2, b) in zip(ordered, ordered[1:]):
+        a_rs, b_rs = a.startswith("rs"), b.startswith("rs")
+        if a_rs == b_rs or not _BESIDE.match(text[e1:s2]):
+            continue
+        form, rs = (b, a) if a_rs else (a, b)
+        links.setdefault(form, set()).add(rs)
+    return {form: next(iter(ids)) for form, ids in links.items() if len(ids) == 1}

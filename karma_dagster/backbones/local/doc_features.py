@@ -15,7 +15,12 @@ is the entity pair, not the mention pair. A pair is described by every mention o
 - `cue`:   relation cues (dictionary/cues.py) of every sentence holding both, and of the sentences holding one;
 - `prior`: a knowledge prior: was this id pair related in the training corpora, and how often is each id a
            relation's argument there (a KG of known relations; the seed KG's Hetionet ids share no namespace
-           with MeSH diseases and chemicals, so its edges cannot be matched here).
+           with MeSH diseases and chemicals, so its edges cannot be matched here);
+- `hyp`:   specificity within the document: is another entity of the document under this one in MeSH (this one
+           is the broader term: BC5CDR annotates the most specific disease only), or above it;
+- `role`:  how each entity is spoken of anywhere in the document: as the agent of an adverse effect
+           ("cocaine-induced", "lithium toxicity"), as what was induced ("-induced seizures"), as a treatment
+           ("treated with", "therapy"), and how many entities of each type the document has.
 
 Every feature string starts with its group name, so an ablation drops a group by prefix.
 """
@@ -24,13 +29,14 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from karma_dagster.backbones.local.mesh_tree import hierarchy_flags
 from karma_dagster.backbones.local.relations import _bucket, _Span, coarse_type, pair_features
 from karma_dagster.dictionary.cues import relation_cues
 
-FEATURE_GROUPS: tuple[str, ...] = ("type", "dist", "cnt", "sec", "lex", "cue", "prior")
+FEATURE_GROUPS: tuple[str, ...] = ("type", "dist", "cnt", "sec", "lex", "cue", "prior", "hyp", "role")
 _ID_PREFIXES = ("MESH:", "NCBIGene:", "NCBITaxon:", "Cellosaurus:", "dbSNP:")
 
 
@@ -88,6 +94,57 @@ class RelationPrior:
         return out
 
 
+# the words right around a mention that say what part it plays
+_AFTER_ROLES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("agent", re.compile(r"^\s*-?\s*(?:induced|associated|related|mediated|evoked|provoked|caused|dependent)\b",
+                         re.IGNORECASE)),
+    ("toxic", re.compile(r"^\s*(?:toxicity|overdose|poisoning|intoxication|abuse|users?|exposure|withdrawal|"
+                         r"nephrotoxicity|hepatotoxicity|cardiotoxicity|neurotoxicity)\b", re.IGNORECASE)),
+    ("treat", re.compile(r"^\s*(?:treatment|therapy|treated|prophylaxis|administration|infusion|injection)\b",
+                         re.IGNORECASE)),
+)
+_BEFORE_ROLES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("induced", re.compile(r"(?:induced|associated|related|caused|evoked|provoked)\s+(?:[\w-]+\s+)?$",
+                           re.IGNORECASE)),
+    ("treated", re.compile(r"(?:treat(?:ed|ment|ing)?\s+(?:of|with|by|for)|therap(?:y|ies)\s+(?:of|with|for)|"
+                           r"patients\s+(?:with|receiving|on)|administration\s+of|doses?\s+of|given|received|"
+                           r"receiving|prevent(?:ion|ed|s)?\s+(?:of\s+)?|against)\s+(?:[\w-]+\s+){0,2}$",
+                           re.IGNORECASE)),
+)
+
+
+def entity_roles(text: str, entities: Sequence[Entity]) -> list[tuple[str, ...]]:
+    """Per entity, the roles its mentions are spoken of in (sorted): `agent`, `toxic`, `treat` from the words
+    after a mention, `induced`, `treated` from the words before it."""
+    out = []
+    for e in entities:
+        roles: set[str] = set()
+        for s in e.spans:
+            after, before = text[s.end:s.end + 30], text[max(0, s.start - 40):s.start]
+            roles.update(name for name, rx in _AFTER_ROLES if rx.search(after))
+            roles.update(name for name, rx in _BEFORE_ROLES if rx.search(before))
+        out.append(tuple(sorted(roles)))
+    return out
+
+
+@dataclass(frozen=True)
+class EntityContext:
+    """What the document says about each of its entities, beyond its mentions' places (the `hyp` and `role`
+    groups): per entity (broader than another entity, narrower than another) and its roles; entities per type."""
+
+    hierarchy: tuple[tuple[bool, bool], ...]
+    roles: tuple[tuple[str, ...], ...]
+    per_type: dict[str, int]
+
+
+def entity_context(text: str, entities: Sequence[Entity], trees: Mapping[str, tuple[str, ...]]) -> EntityContext:
+    per_type: dict[str, int] = {}
+    for e in entities:
+        per_type[e.type] = per_type.get(e.type, 0) + 1
+    return EntityContext(hierarchy=tuple(hierarchy_flags([e.ids for e in entities], trees)),
+                         roles=tuple(entity_roles(text, entities)), per_type=per_type)
+
+
 @dataclass(frozen=True)
 class Layout:
     """Sentence boundaries of a text and which sentence each position falls in."""
@@ -120,9 +177,10 @@ def best_comention(layout: Layout, a: Entity, b: Entity) -> tuple[_Span, _Span]:
 
 def entity_pair_features(text: str, layout: Layout, entities: Sequence[Entity], i: int, j: int,
                          prior: RelationPrior | None, salience: Sequence[int], type_rank: Sequence[int],
-                         groups: frozenset[str] = frozenset(FEATURE_GROUPS)) -> list[str]:
+                         groups: frozenset[str] = frozenset(FEATURE_GROUPS),
+                         context: EntityContext | None = None) -> list[str]:
     """Feature strings of entities i and j of a document (`salience`: mentions per entity; `type_rank`: 0 for
-    the most mentioned entity of its type)."""
+    the most mentioned entity of its type; `context`: what the `hyp` and `role` groups read, none without it)."""
     a, b = entities[i], entities[j]
     tp = "|".join(sorted((a.type, b.type)))
     sa = {layout.index(s.start) for s in a.spans}
@@ -162,6 +220,18 @@ def entity_pair_features(text: str, layout: Layout, entities: Sequence[Entity], 
         feats.append(f"cue:n_both={_bucket(len(both), (0, 1, 3))}")
     if "prior" in groups and prior is not None:
         feats += prior.features(a.ids, b.ids, tp)
+    if context is not None:
+        (x, ex), (y, ey) = sorted(((a.type, i), (b.type, j)))  # the pair in type order: Chemical before Disease
+        if "hyp" in groups:
+            for side, k in (("a", ex), ("b", ey)):
+                broader, narrower = context.hierarchy[k]
+                feats += [f"hyp:{tp}_{side}_broader={int(broader)}", f"hyp:{tp}_{side}_narrower={int(narrower)}"]
+        if "role" in groups:
+            ra, rb = context.roles[ex] or ("none",), context.roles[ey] or ("none",)
+            feats += [f"role:{x}={r}" for r in ra] + [f"role:{y}={r}" for r in rb]
+            feats += [f"role:{tp}_{p}_{q}" for p in ra for q in rb]
+            na, nb = context.per_type.get(x, 0), context.per_type.get(y, 0)
+            feats.append(f"role:{tp}_ntype={_bucket(na, (1, 2, 4))}_{_bucket(nb, (1, 2, 4))}")
     return feats
 
 

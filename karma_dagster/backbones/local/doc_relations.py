@@ -19,6 +19,19 @@ applies the cross-validated operating point, and a user's theta still moves it. 
 type pair was measured too and not kept: the out-of-fold micro F1 per type did not rise (Association 0.561 ->
 0.559, Positive_Correlation 0.512 -> 0.510).
 
+Two refinements, each chosen by the same cross-validation on train (dev only scored):
+- a head of its own for Positive_Correlation between a chemical and a disease (HEADS), trained on the
+  chemical-disease candidates of both corpora (BC5CDR's CID is chemical-induced disease, annotated at the most
+  specific disease, while the general Positive_Correlation model mostly sees gene and variant pairs); BC5CDR
+  rows weigh HEAD_CDR_WEIGHT 1 (out-of-fold F1 0.593 vs 0.586 at 3). BC5CDR dev CID from gold mentions
+  0.549 -> 0.572;
+- one type per pair: BioRED gives every related pair exactly one type (4769 of 4769 in train), so of the types
+  over their threshold the most probable stays and another only when it reaches `keep` (chosen on the
+  out-of-fold pair+type F1 of BioRED train over KEEP_GRID; None = multi-label as before).
+Measured and not kept: scikit-learn's HistGradientBoostingClassifier on the dense non-lexical features stacked
+on this model's out-of-fold score (chemical-disease out-of-fold F1 0.563 vs 0.593, 3 minutes per fit); a
+multinomial type classifier over related pairs (BioRED dev pair+type 0.483-0.491 vs 0.501).
+
 Cached with joblib under the caller's cache directory, keyed by the training files and this code; first use
 trains in well under a minute on 2 cores (the time is logged and kept in the fitted model).
 """
@@ -49,7 +62,9 @@ from karma_dagster.backbones.local.doc_features import (
     Entity,
     Layout,
     RelationPrior,
+    EntityContext,
     document_entities,
+    entity_context,
     entity_pair_features,
     saliences,
     split_ids,
@@ -64,6 +79,7 @@ from karma_dagster.backbones.local.relations import (
     _Span,
     coarse_type,
 )
+from karma_dagster.backbones.local import mesh_tree
 from karma_dagster.backbones.local.model_cache import load_or_train
 from karma_dagster.backbones.local.sampling import logistic_draws, perturb
 from karma_dagster.dictionary import cues, sentences
@@ -75,10 +91,22 @@ from karma_dagster.schemas.records import MentionSpan
 
 log = logging.getLogger(__name__)
 
-MODEL_VERSION = "docrel-sgdlr-v2"
+MODEL_VERSION = "docrel-sgdlr-v3"
 MIN_TYPE_PAIR_RELATIONS = 5  # type pairs with fewer training relations are not candidates (p = 0)
 CDR_WEIGHT = 3.0  # sample weight of BC5CDR's chemical-disease pairs (cross-validated on train, see above)
+# type-pair heads: (type, type pair) pairs with a model of their own, trained on that type pair's candidates
+HEADS: tuple[tuple[str, str], ...] = (("Positive_Correlation", "Chemical|Disease"),)
+HEAD_CDR_WEIGHT = 1.0
+KEEP_GRID: tuple[float | None, ...] = (None, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)  # 1.0: exactly one type per pair
+SUPPRESS = 3.0  # logits a pair's non-top type falls (well under any threshold, still ranked among themselves)
 THETA_GRID = tuple(round(0.05 * k, 2) for k in range(2, 19))  # 0.10 .. 0.90
+
+
+def context_of(text: str, ents: Sequence[Entity], groups: frozenset[str]) -> EntityContext | None:
+    """The `hyp` / `role` groups' view of a document's entities (None when neither group is on)."""
+    if not groups & {"hyp", "role"}:
+        return None
+    return entity_context(text, ents, mesh_tree.tree_numbers() if "hyp" in groups else {})
 
 
 def layout_of(text: str) -> Layout:
@@ -142,6 +170,7 @@ def build_examples(biored: Sequence[PubTatorDoc], cdr: Sequence[PubTatorDoc], al
                 continue
             layout = layout_of(doc.text)
             n, rank = saliences(ents)
+            ctx = context_of(doc.text, ents, groups)
             if prior is not None and leave_out:
                 prior.add(rels, -1)
             for i in range(len(ents)):
@@ -153,7 +182,7 @@ def build_examples(biored: Sequence[PubTatorDoc], cdr: Sequence[PubTatorDoc], al
                     for x in ents[i].ids:
                         for y in ents[j].ids:
                             labels |= rels.get(frozenset((x, y)), set())
-                    ex.feats.append(entity_pair_features(doc.text, layout, ents, i, j, prior, n, rank, groups))
+                    ex.feats.append(entity_pair_features(doc.text, layout, ents, i, j, prior, n, rank, groups, ctx))
                     ex.labels.append(frozenset(labels & set(RELATION_TYPES)))
                     ex.source.append(source)
                     ex.doc.append(f"{source}:{doc.pmid}")
@@ -177,6 +206,8 @@ class DocFitted:
     version: str
     train_seconds: float = 0.0
     n_examples: int = 0
+    heads: dict[str, SGDClassifier] = field(default_factory=dict)
+    keep: float | None = None  # a second type over its threshold stays when p >= keep (None: every one stays)  # "type@Chemical|Disease": a type pair's own model
     cache_key: str = ""  # what it was trained under (model_cache.load_or_train checks it on load)
 
 
@@ -205,8 +236,50 @@ def _learner(alpha: float) -> SGDClassifier:
                          random_state=0)
 
 
+def _fit_one(X, y: np.ndarray, w: np.ndarray, docs: np.ndarray, alpha: float, folds: int
+             ) -> tuple[SGDClassifier, float, float, np.ndarray]:
+    """(the learner fitted on all rows, theta with the best out-of-fold F1, that F1, the out-of-fold
+    probabilities): document-grouped folds."""
+    oof = np.zeros(len(y))
+    for tr, te in GroupKFold(n_splits=folds).split(y, y, docs):
+        if y[tr].sum() == 0:
+            continue
+        clf = _learner(alpha)
+        with warnings.catch_warnings():  # 30 epochs are enough (out-of-fold F1 measured); no convergence nag
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            clf.fit(X[tr], y[tr], sample_weight=w[tr])
+        oof[te] = clf.predict_proba(X[te])[:, 1]
+    f1, theta = _best_theta(y, oof)
+    clf = _learner(alpha)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        clf.fit(X, y, sample_weight=w)
+    return clf, theta, f1, oof
+
+
+def _one_type(P: np.ndarray, targets: np.ndarray, keep: float | None) -> np.ndarray:
+    """BioRED gives an entity pair one relation type: of the types over their threshold, the most probable one
+    stays and the others fall SUPPRESS logits lower, unless they reach `keep` too (None: multi-label as is)."""
+    if keep is None or P.shape[0] == 0:
+        return P
+    top = P.argmax(axis=1)
+    other = np.ones_like(P, dtype=bool)
+    other[np.arange(P.shape[0]), top] = False
+    hit = other & (P >= targets[None, :]) & (P < keep)
+    z = np.log(np.clip(P, 1e-9, 1 - 1e-9)) - np.log1p(-np.clip(P, 1e-9, 1 - 1e-9))
+    return np.where(hit, 1.0 / (1.0 + np.exp(-(z - SUPPRESS))), P)
+
+
+def _micro_f1(P: np.ndarray, Y: np.ndarray, targets: np.ndarray) -> float:
+    pred = P >= targets[None, :]
+    tp = float((pred & Y).sum())
+    return 2 * tp / (2 * tp + float((pred & ~Y).sum()) + float((~pred & Y).sum())) if tp else 0.0
+
+
 def fit(ex: DocExamples, allowed: frozenset[str], prior: RelationPrior | None, groups: frozenset[str],
-        alpha: float = 3e-5, folds: int = 5, min_positives: int = 5, cdr_weight: float = CDR_WEIGHT) -> DocFitted:
+        alpha: float = 3e-5, folds: int = 5, min_positives: int = 5, cdr_weight: float = CDR_WEIGHT,
+        heads: Sequence[tuple[str, str]] = HEADS, head_cdr_weight: float = HEAD_CDR_WEIGHT,
+        keeps: Sequence[float | None] = KEEP_GRID) -> DocFitted:
     if not ex.feats:
         raise RelationTrainingError("no candidate entity pairs in the training corpora")
     vec = TfidfVectorizer(analyzer=_identity, min_df=2, sublinear_tf=True, dtype=np.float32)
@@ -218,6 +291,7 @@ def fit(ex: DocExamples, allowed: frozenset[str], prior: RelationPrior | None, g
     models: dict[str, SGDClassifier | float] = {}
     theta_cv: dict[str, float] = {}
     cv_f1: dict[str, float] = {}
+    oof_all = np.zeros((len(ex.feats), len(RELATION_TYPES)))  # out-of-fold p, shifted as predict() does
     for r in RELATION_TYPES:
         rows = _rows_for(ex, r)
         y = np.array([r in ex.labels[k] for k in rows], dtype=int)
@@ -226,24 +300,30 @@ def fit(ex: DocExamples, allowed: frozenset[str], prior: RelationPrior | None, g
             models[r] = float(y.mean()) if len(y) else 0.0
             theta_cv[r], cv_f1[r] = 0.5, 0.0
             continue
-        oof = np.zeros(len(rows))
-        for tr, te in GroupKFold(n_splits=folds).split(rows, y, docs[rows]):
-            if y[tr].sum() == 0:
-                continue
-            clf = _learner(alpha)
-            with warnings.catch_warnings():  # 30 epochs are enough (out-of-fold F1 measured); no convergence nag
-                warnings.simplefilter("ignore", ConvergenceWarning)
-                clf.fit(X[rows[tr]], y[tr], sample_weight=w[tr])
-            oof[te] = clf.predict_proba(X[rows[te]])[:, 1]
-        cv_f1[r], theta_cv[r] = _best_theta(y, oof)
-        clf = _learner(alpha)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            clf.fit(X[rows], y, sample_weight=w)
-        models[r] = clf
+        models[r], theta_cv[r], cv_f1[r], oof = _fit_one(X[rows], y, w, docs[rows], alpha, folds)
+        oof_all[rows, RELATION_TYPES.index(r)] = _shift(oof, theta_cv[r], params.theta_for(r))
+    fitted_heads: dict[str, SGDClassifier] = {}
+    tps = np.array(ex.type_pair)
+    for r, tp in heads:
+        rows = np.flatnonzero(tps == tp)
+        y = np.array([r in ex.labels[k] for k in rows], dtype=int)
+        if y.sum() < min_positives:
+            continue
+        w = np.where(src[rows] == "cdr", head_cdr_weight, 1.0)
+        key = f"{r}@{tp}"
+        fitted_heads[key], theta_cv[key], cv_f1[key], oof = _fit_one(X[rows], y, w, docs[rows], alpha, folds)
+        oof_all[rows, RELATION_TYPES.index(r)] = _shift(oof, theta_cv[key], params.theta_for(r))
+    # one type per pair, and when a second type may stay: the out-of-fold pair+type F1 on BioRED decides
+    targets = np.array([params.theta_for(r) for r in RELATION_TYPES])
+    bio = np.flatnonzero(src == "biored")
+    Y = np.array([[r in ex.labels[k] for r in RELATION_TYPES] for k in bio], dtype=bool).reshape(-1, len(RELATION_TYPES))
+    scored = [(_micro_f1(_one_type(oof_all[bio], targets, k), Y, targets), k) for k in keeps]
+    keep = max(scored, key=lambda fk: fk[0])[1] if len(bio) else None
+    cv_f1["pair+type"] = max(f for f, _k in scored) if len(bio) else 0.0
     return DocFitted(vectorizer=vec, models=models, theta_cv=theta_cv,
                      theta_target={r: params.theta_for(r) for r in RELATION_TYPES}, cv_f1=cv_f1,
-                     allowed=allowed, prior=prior, groups=groups, version=MODEL_VERSION, n_examples=len(ex.feats))
+                     allowed=allowed, prior=prior, groups=groups, version=MODEL_VERSION, n_examples=len(ex.feats),
+                     heads=fitted_heads, keep=keep)
 
 
 def _logit(p: float) -> float:
@@ -270,6 +350,14 @@ def predict(fitted: DocFitted, feats: list[list[str]]) -> list[dict[str, float]]
         else:
             cols.append(_shift(m.predict_proba(X)[:, 1], fitted.theta_cv[r], fitted.theta_target[r]))
     P = np.vstack(cols).T
+    tps = [f[0].removeprefix("type:") for f in feats]  # every example's first feature is its type pair
+    for key, head in sorted(fitted.heads.items()):
+        r, tp = key.split("@", 1)
+        rows = [k for k, t in enumerate(tps) if t == tp]
+        if rows:
+            P[rows, RELATION_TYPES.index(r)] = _shift(head.predict_proba(X[rows])[:, 1], fitted.theta_cv[key],
+                                                      fitted.theta_target[r])
+    P = _one_type(P, np.array([fitted.theta_target[r] for r in RELATION_TYPES]), fitted.keep)
     return [{r: float(P[i, k]) for k, r in enumerate(RELATION_TYPES)} for i in range(P.shape[0])]
 
 
@@ -285,7 +373,7 @@ def _digest(paths: Iterable[Path], extra: str) -> str:
         h.update(f"{len(data)}:".encode())
         h.update(data)
     for mod in (__file__, doc_features.__file__, relations.__file__, sentences.__file__, cues.__file__,
-                pubtator.__file__):
+                pubtator.__file__, mesh_tree.__file__):
         h.update(Path(mod).read_bytes())
     h.update(f"sklearn {sklearn.__version__} numpy {np.__version__}".encode())
     h.update(repr(sorted((r, KarmaParams().theta_for(r)) for r in RELATION_TYPES)).encode())
@@ -300,11 +388,15 @@ class DocRelationModel:
     """Lazily trained, joblib-cached document-level relation model (the local backbone's REA)."""
 
     def __init__(self, cache_dir: str | Path, biored_path: Path | None = None, cdr_path: Path | None = None,
-                 alpha: float = 3e-5, groups: Iterable[str] = FEATURE_GROUPS, memo_size: int = 64) -> None:
+                 alpha: float = 3e-5, groups: Iterable[str] = FEATURE_GROUPS, memo_size: int = 64,
+                 refinements: bool = True) -> None:
+        """`refinements=False`: without the type-pair heads and the one-type-per-pair rule (the model as it was
+        before them, for the ablation's baseline row)."""
         self.cache_dir = Path(cache_dir)
         self.biored_path = Path(biored_path) if biored_path else DEFAULT_BIORED
         self.cdr_path = Path(cdr_path) if cdr_path else (DEFAULT_CDR if biored_path is None else None)
         self.alpha = alpha
+        self.refinements = refinements
         self.groups = frozenset(groups)
         unknown = self.groups - set(FEATURE_GROUPS)
         if unknown:
@@ -318,8 +410,11 @@ class DocRelationModel:
     @property
     def cache_key(self) -> str:
         files = [self.biored_path] + ([self.cdr_path] if self.cdr_path else [])
+        if "hyp" in self.groups:
+            files.append(mesh_tree.tree_path())
         g = "-".join(sorted(self.groups))
-        return f"{MODEL_VERSION}-a{self.alpha:g}-{_digest(files, MODEL_VERSION + g)}"
+        r = "" if self.refinements else "-plain"
+        return f"{MODEL_VERSION}{r}-a{self.alpha:g}-{_digest(files, MODEL_VERSION + g + r)}"
 
     @property
     def version(self) -> str:
@@ -340,7 +435,8 @@ class DocRelationModel:
             allowed = related_type_pairs(biored)
             prior = build_prior([("biored", biored), ("cdr", cdr)]) if "prior" in self.groups else None
             ex = build_examples(biored, cdr, allowed, prior, self.groups)
-            fitted = fit(ex, allowed, prior, self.groups, alpha=self.alpha)
+            plain = {} if self.refinements else {"heads": (), "keeps": (None,)}
+            fitted = fit(ex, allowed, prior, self.groups, alpha=self.alpha, **plain)
             fitted.train_seconds = time.perf_counter() - t0
             log.info("document relation model trained on %d entity pairs in %.1f s", fitted.n_examples,
                      fitted.train_seconds)
@@ -364,18 +460,20 @@ class DocRelationModel:
             if not (0 <= i < len(ents) and 0 <= j < len(ents)) or i == j:
                 raise ValueError(f"entity pair {k}: ({i}, {j}) does not name two of the {len(ents)} entities")
         f = self.fitted
+        ents, into = _merge_same_ids(ents)
         layout = layout_of(text)
         n, rank = saliences(ents)
+        ctx = context_of(text, ents, f.groups)
         zero = dict.fromkeys(RELATION_TYPES, 0.0)
-        feats, where = [], []
+        feats, where, asked = [], [], {}
         for k, (i, j) in enumerate(pairs):
-            if "|".join(sorted((ents[i].type, ents[j].type))) in f.allowed:
-                feats.append(entity_pair_features(text, layout, ents, i, j, f.prior, n, rank, f.groups))
-                where.append(k)
-        out = [dict(zero) for _ in pairs]
-        for k, probs in zip(where, predict(f, feats), strict=True):
-            out[k] = probs
-        return out
+            gi, gj = sorted((into[i], into[j]))
+            if gi != gj and (gi, gj) not in asked and "|".join(sorted((ents[gi].type, ents[gj].type))) in f.allowed:
+                asked[(gi, gj)] = len(feats)
+                feats.append(entity_pair_features(text, layout, ents, gi, gj, f.prior, n, rank, f.groups, ctx))
+            where.append(asked.get((gi, gj)))
+        answers = predict(f, feats)
+        return [dict(answers[w]) if w is not None else dict(zero) for w in where]
 
     def sample(self, text: str, entities: Sequence[Sequence[MentionSpan]], pairs: EntityPairs, sample: int,
                temperature: float) -> list[dict[str, float]]:
@@ -402,6 +500,30 @@ class DocRelationModel:
             head, tail = min(entities[i], key=_pos), min(entities[j], key=_pos)
             out.append(perturb(probs, logistic_draws(digest, head, tail, sample, len(probs)), temperature))
         return out
+
+
+def _merge_same_ids(ents: list[Entity]) -> tuple[list[Entity], list[int]]:
+    """Entities of one type with the same ids as one entity (all their mentions), as the training corpora have
+    them (one entity per id): the chain may hand over two entities the normalizer gave one id (e.g. one linked,
+    one new in the KG), and each would otherwise get its own, possibly different, answer for the same id pair.
+    Returns the merged entities and, per input entity, its merged index; entities without ids stay alone."""
+    merged: list[Entity] = []
+    index: dict[tuple[str, frozenset[str]], int] = {}
+    into = []
+    for e in ents:
+        key = (e.type, e.ids)
+        if not e.ids or key not in index:
+            if e.ids:
+                index[key] = len(merged)
+            merged.append(e)
+            into.append(len(merged) - 1)
+            continue
+        g = index[key]
+        old = merged[g]
+        spans = tuple(sorted(set(old.spans) | set(e.spans), key=lambda s: (s.start, s.end)))
+        merged[g] = Entity(spans=spans, type=old.type, ids=old.ids, surfaces=old.surfaces + e.surfaces)
+        into.append(g)
+    return merged, into
 
 
 def _pos(m: MentionSpan) -> tuple[int, int]:
