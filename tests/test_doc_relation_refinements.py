@@ -6,12 +6,12 @@ Real data: the shipped MeSH tree numbers, and a slice of the shipped BioRED and 
 
 from __future__ import annotations
 
-import gzip
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from corpus_slices import first_abstracts
 from karma_dagster.backbones.local import mesh_tree
 from karma_dagster.backbones.local.doc_features import (
     Entity,
@@ -89,24 +89,11 @@ def test_one_type_per_pair_keeps_the_most_probable_type_over_its_threshold():
     assert np.array_equal(_one_type(P, targets, None), P), "None: multi-label as before"
 
 
-def _slice(src: Path, n: int, dest: Path) -> Path:
-    lines, docs = [], 0
-    with gzip.open(src, "rt", encoding="utf-8") as fh:
-        for line in fh:
-            lines.append(line)
-            if not line.strip():
-                docs += 1
-                if docs == n:
-                    break
-    dest.write_text("".join(lines), encoding="utf-8")
-    return dest
-
-
 @pytest.fixture(scope="module")
 def model(tmp_path_factory) -> DocRelationModel:
     d = tmp_path_factory.mktemp("docrel2")
-    return DocRelationModel(d / "cache", biored_path=_slice(DEFAULT_BIORED, 80, d / "biored.pubtator"),
-                            cdr_path=_slice(DEFAULT_CDR, 80, d / "cdr.pubtator"))
+    return DocRelationModel(d / "cache", biored_path=first_abstracts(DEFAULT_BIORED, 80, d / "biored.pubtator"),
+                            cdr_path=first_abstracts(DEFAULT_CDR, 80, d / "cdr.pubtator"))
 
 
 def test_the_chemical_disease_head_and_the_keep_rule_are_cross_validated(model):

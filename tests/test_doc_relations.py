@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from corpus_slices import first_abstracts
 from stub_backbones import PartialBackbone
 
 from karma_dagster.agents.relation_extraction import entity_candidates, extract_relations
@@ -119,17 +120,7 @@ def test_layout_puts_a_position_between_sentences_in_the_next():
 @pytest.fixture(scope="module")
 def small_corpus(tmp_path_factory) -> Path:
     """The first 80 abstracts of the shipped BioRED train: enough to learn from, quick to train."""
-    lines, docs = [], 0
-    with gzip.open(DEFAULT_BIORED, "rt", encoding="utf-8") as fh:
-        for line in fh:
-            lines.append(line)
-            if not line.strip():
-                docs += 1
-                if docs == 80:
-                    break
-    path = tmp_path_factory.mktemp("docrel") / "small.pubtator"
-    path.write_text("".join(lines), encoding="utf-8")
-    return path
+    return first_abstracts(DEFAULT_BIORED, 80, tmp_path_factory.mktemp("docrel") / "small.pubtator")
 
 
 @pytest.fixture(scope="module")
