@@ -206,8 +206,8 @@ class DocFitted:
     version: str
     train_seconds: float = 0.0
     n_examples: int = 0
-    heads: dict[str, SGDClassifier] = field(default_factory=dict)
-    keep: float | None = None  # a second type over its threshold stays when p >= keep (None: every one stays)  # "type@Chemical|Disease": a type pair's own model
+    heads: dict[str, SGDClassifier] = field(default_factory=dict)  # "type@Chemical|Disease": a type pair's own model
+    keep: float | None = None  # a second type over its threshold stays when p >= keep (None: every one stays)
     cache_key: str = ""  # what it was trained under (model_cache.load_or_train checks it on load)
 
 
