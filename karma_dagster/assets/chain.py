@@ -80,7 +80,9 @@ def usage_metadata(backbone: Backbone, agent: str, memo: dict[str, object] | Non
     usage = backbone.usage()
     memo = {} if memo is None else memo
     key = f"prompt_id:{backbone.name}:{agent}"
-    prompt_id = memo[key] if key in memo else memo.setdefault(key, backbone.prompt_id(agent))
+    if key not in memo:
+        memo[key] = backbone.prompt_id(agent)
+    prompt_id = memo[key]
     return {
         "backbone": backbone.name,
         "prompt_id": prompt_id,

@@ -185,7 +185,8 @@ def make_nlp():  # -> spacy.Language
     return nlp
 
 
-def _read_tsv_gz(path: Path, ncols: int) -> list[list[str]]:
+def read_tsv_gz(path: Path, ncols: int) -> list[list[str]]:
+    """The rows (of at least `ncols` columns) of a shipped gzipped vocabulary TSV, its header checked and skipped."""
     if not path.exists():
         raise LexiconError(f"vocabulary file not found: {path}")
     rows = []
@@ -416,7 +417,7 @@ def _build_table(kg_rows: list[dict[str, Any]], vocab_dir: Path, corpora_dir: Pa
 
     drug_names: set[str] = set()  # Hetionet's compounds, lower case
     if config.use_hetionet:
-        for node_id, name, kind in _read_tsv_gz(vocab_dir / "hetionet-nodes.tsv.gz", 3):
+        for node_id, name, kind in read_tsv_gz(vocab_dir / "hetionet-nodes.tsv.gz", 3):
             _kind, vid = hetionet_to_vocab_id(node_id)
             if kind == "Compound":
                 drug_names.add(name.lower())
@@ -426,10 +427,10 @@ def _build_table(kg_rows: list[dict[str, Any]], vocab_dir: Path, corpora_dir: Pa
                 add_gene_taxon(name, vid, HUMAN, "hetionet")
     if config.use_mesh:
         trees: dict[str, list[str]] = defaultdict(list)
-        for mesh_id, _name, tn in _read_tsv_gz(vocab_dir / "mesh-tree-numbers.tsv.gz", 3):
+        for mesh_id, _name, tn in read_tsv_gz(vocab_dir / "mesh-tree-numbers.tsv.gz", 3):
             trees[mesh_id].append(tn)
         synonyms: list[tuple[str, str, str]] = []  # (surface, type, MeSH id), added after every exact name
-        for mesh_id, name in _read_tsv_gz(vocab_dir / "mesh-terms.tsv.gz", 2):
+        for mesh_id, name in read_tsv_gz(vocab_dir / "mesh-terms.tsv.gz", 2):
             ner_type = mesh_type(trees.get(mesh_id, []))
             add(name, ner_type, f"MESH:{mesh_id}", "mesh")
             if ner_type == "Disease":

@@ -7,12 +7,11 @@ model asks, per entity, whether another entity of the same document lies under i
 
 from __future__ import annotations
 
-import csv
-import gzip
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
 
+from karma_dagster.dictionary.lexicon import read_tsv_gz
 from karma_dagster.paths import data_file
 
 TREE_FILE = ("vocab", "mesh-tree-numbers.tsv.gz")
@@ -29,14 +28,9 @@ def tree_numbers(path: Path | None = None) -> Mapping[str, tuple[str, ...]]:
     if not path.is_file():
         raise FileNotFoundError(f"MeSH tree numbers {path.name} not found (the shipped vocabulary)")
     trees: dict[str, list[str]] = {}
-    with gzip.open(path, "rt", encoding="utf-8", newline="") as fh:
-        rows = csv.reader(fh, delimiter="\t")
-        header = next(rows, None)
-        if header is None or len(header) < 3:
-            raise ValueError(f"{path.name}: expected a header mesh_id, mesh_name, mesh_tree_number")
-        for row in rows:
-            if len(row) >= 3 and row[0] and row[2]:
-                trees.setdefault(row[0], []).append(row[2])
+    for mesh_id, _name, tree_number in (row[:3] for row in read_tsv_gz(path, 3)):
+        if mesh_id and tree_number:
+            trees.setdefault(mesh_id, []).append(tree_number)
     return {k: tuple(sorted(v)) for k, v in trees.items()}
 
 
