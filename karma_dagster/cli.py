@@ -88,10 +88,14 @@ def cmd_gold_eval(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from karma_dagster import services
-    from karma_dagster.metrics.gold_run import evaluate_file
+    from karma_dagster.metrics.gold_run import evaluate_file, summary_table
     from karma_dagster.params import KarmaParams
     from karma_dagster.paths import data_file
 
+    files = [Path(f) for f in args.pubtator]
+    missing = [str(f) for f in files if not f.is_file()]
+    if missing:  # before the seed import and the model: a typo should not cost a minute
+        raise SystemExit(f"gold-eval: no PubTator file at {', '.join(missing)}")
     defs = _defs(args)
     storage = defs.resources["storage"]  # type: ignore[index]
     data = storage.paths()  # type: ignore[union-attr]
@@ -101,15 +105,22 @@ def cmd_gold_eval(args: argparse.Namespace) -> int:
                                 "hetionet", KarmaParams().seed_edge_confidence)
     name = args.backbone[0]
     backbone = defs.resources["backbones"].get(name, storage)  # type: ignore[index, union-attr]
-    scores, seconds = evaluate_file(
-        Path(args.pubtator), backbone, services.dictionary(data), services.entity_index(data), KarmaParams(),
-        limit=args.limit,
-        log=lambda m: print(m, file=sys.stderr),
-    )
-    print(f"{name} on {Path(args.pubtator).name}: {scores.one_line()} | {seconds:.1f} s")
-    if args.table:
+    runs = []
+    for path in files:
+        scores, seconds = evaluate_file(
+            path, backbone, services.dictionary(data), services.entity_index(data), KarmaParams(),
+            limit=args.limit,
+            log=lambda m: print(m, file=sys.stderr),
+        )
+        runs.append((path.name, scores))
+        print(f"{name} on {path.name}: {scores.one_line()} | {seconds:.1f} s")
+        if args.table:
+            print()
+            print(scores.markdown())
+            print()
+    if len(runs) > 1:
         print()
-        print(scores.markdown())
+        print(summary_table(runs))
     return 0
 
 
@@ -296,7 +307,8 @@ def main(argv: list[str] | None = None) -> int:
 
     p = sub.add_parser("gold-eval", help="run one backbone's extraction over a PubTator file and print P/R/F1")
     common(p)
-    p.add_argument("--pubtator", required=True, help="PubTator file with gold (e.g. BioRED Dev.PubTator)")
+    p.add_argument("--pubtator", required=True, nargs="+",
+                   help="PubTator file(s) with gold (e.g. BioRED Dev.PubTator); several: one summary table after")
     p.add_argument("--limit", type=int, help="only the first N documents")
     p.add_argument("--table", action="store_true", help="also print per-type scores")
     p.set_defaults(func=cmd_gold_eval)

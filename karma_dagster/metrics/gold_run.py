@@ -11,7 +11,7 @@ own `gold_evaluation` asset scores the whole chain on inbox documents with gold.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from karma_dagster.agents.entity_extraction import extract_entities_counted
@@ -44,6 +44,17 @@ class GoldEvalScores(GoldScores):
         lines = [line for line in super().markdown().splitlines() if not line.startswith("| relation |")]
         lines.append("| relation | pair, pair+type | n/a | n/a | n/a | n/a | n/a | n/a |")
         return "\n".join(lines)
+
+
+def summary_table(runs: Sequence[tuple[str, GoldEvalScores]]) -> str:
+    """One row per corpus: the F1 figures issue 15 tracks (mentions, ids, relation pairs, pair + type), so several
+    corpora read side by side; n/a where a corpus annotates no relation. On BC5CDR pair + type is CID."""
+    lines = ["| corpus | docs | mentions F1 | ids F1 | relation pairs F1 | pair + type F1 |", "|---|---:|---:|---:|---:|---:|"]
+    for name, scores in runs:
+        s = scores.summary()
+        rel = (f"{s['pair_f1']:.3f} | {s['pair_type_f1']:.3f}" if scores.relations.annotated else "n/a | n/a")
+        lines.append(f"| {name} | {scores.n_docs} | {s['mention_f1']:.3f} | {s['id_f1']:.3f} | {rel} |")
+    return "\n".join(lines)
 
 
 def predict_document(doc: PubTatorDoc, backbone: Backbone, dictionary, index, params: KarmaParams
