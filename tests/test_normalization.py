@@ -144,13 +144,13 @@ def test_abbreviation_and_cluster_ids_hold_across_the_document(lexicon):
 
 
 def test_species_ids_from_the_symbol_a_spelling_names(lexicon):
-    """IGF-1 (a mouse id in train) is IGF1 in a human paper; CaSR, matched as the human CASR through the symbol
+    """LAG-3 (a mouse id in train) is LAG3 in a human paper; CaSR, matched as the human CASR through the symbol
     keys, is not the human gene in a rat paper; a short form keeps its own human id when its long form was seen
     only in mouse papers."""
     human, rat = span("patients", "Species", "NCBITaxon:9606"), span("rats", "Species", "NCBITaxon:10116")
-    assert HUMAN not in lexicon.taxon_ids("IGF-1")
-    igf = normalize_document([human, span("IGF-1", "Gene", lexicon.lookup("IGF-1").vocab_id, 20)], lexicon)
-    assert igf.spans[1].vocab_id == lexicon.taxon_ids("IGF1")[HUMAN] == "NCBIGene:3479"
+    assert HUMAN not in lexicon.taxon_ids("LAG-3")
+    lag = normalize_document([human, span("LAG-3", "Gene", lexicon.lookup("LAG-3").vocab_id, 20)], lexicon)
+    assert lag.spans[1].vocab_id == lexicon.taxon_ids("LAG3")[HUMAN] == "NCBIGene:3902"
     assert lexicon.lookup("CaSR") is None and lexicon.id_taxon_ids("NCBIGene:846") == {HUMAN: "NCBIGene:846"}
     casr = normalize_document([rat, span("CaSR", "Gene", "NCBIGene:846", 20)], lexicon)
     assert casr.spans[1].vocab_id is None and casr.other_species == {1: RAT}
