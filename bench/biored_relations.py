@@ -1,6 +1,7 @@
 """Relation P/R/F1 of the local relation models on PubTator files, with the gold mentions as input.
 
     python bench/biored_relations.py FILE [FILE ...] [--level document|mention] [--theta 0.4] [--window 0]
+                                     [--drop GROUP ...]
 
 FILE: any PubTator file with gold mentions and relations (plain or .gz): BioRED dev, BC5CDR dev (its CID pairs
 are scored against the model's chemical-disease Positive_Correlation, as BioRED annotates CID), ...
@@ -8,7 +9,10 @@ Document level (BioRED annotates id pairs per abstract): the pair alone, and the
 per type. `--level document` (the default, what the local backbone's REA uses) asks the document-level model
 once per pair of gold entities; `--level mention` the mention-pair model over co-occurring mentions (`--window`
 sentences apart). Gold mentions in, so it measures the relation model alone, not NER or normalization.
-A file without relation gold prints n/a. The training corpora hold no abstract of a shipped dev split
+`--drop kg` (document level): the model without that feature group (doc_features.FEATURE_GROUPS), trained
+and cached beside the full one, for a before/after in one run; the model's out-of-fold F1 on train (what it is
+chosen by) is printed with it, and how many of the file's gold pairs the seed KG knows (the `kg` group's
+coverage). A file without relation gold prints n/a. The training corpora hold no abstract of a shipped dev split
 (data/training_exclusions.tsv); any overlap between a FILE and them is reported.
 """
 
@@ -19,7 +23,8 @@ import sys
 import time
 from pathlib import Path
 
-from karma_dagster.backbones.local.doc_relations import DocRelationModel
+from karma_dagster.backbones.local.doc_features import FEATURE_GROUPS
+from karma_dagster.backbones.local.doc_relations import DocRelationModel, _gold_entities
 from karma_dagster.backbones.local.relations import (
     DEFAULT_BIORED,
     DEFAULT_CDR,
@@ -46,18 +51,28 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--theta", type=float, default=None, help="one threshold for all types (default: KarmaParams)")
     ap.add_argument("--window", type=int, default=0, help="mention level: 0 = same sentence, 1 = adjacent too")
     ap.add_argument("--cache-dir", type=Path, default=Path(".cache/local-backbone"))
+    ap.add_argument("--drop", nargs="*", default=[], choices=[g for g in FEATURE_GROUPS if g != "type"],
+                    help="document level: feature groups the model is trained without")
     args = ap.parse_args(argv)
+    if args.drop and args.level != "document":
+        ap.error("--drop applies to the document-level model only")
     for path in args.gold:
         if not path.is_file():
             ap.error(f"{path}: gold PubTator file not found")
 
     params = KarmaParams()
     theta = (lambda _r: args.theta) if args.theta is not None else params.theta_for
-    model = DocRelationModel(args.cache_dir) if args.level == "document" else LocalRelationModel(args.cache_dir)
+    groups = [g for g in FEATURE_GROUPS if g not in args.drop]
+    model = (DocRelationModel(args.cache_dir, groups=groups) if args.level == "document"
+             else LocalRelationModel(args.cache_dir))
     t0 = time.perf_counter()
     fitted = model.fitted
     how = "loaded from cache" if model.loaded_from_cache else f"trained in {fitted.train_seconds:.1f} s"
     print(f"model {model.version}: {fitted.n_examples} training pairs, {how} ({time.perf_counter() - t0:.1f} s)")
+    if args.level == "document":
+        dropped = f"without {', '.join(args.drop)}" if args.drop else "all feature groups"
+        cv = ", ".join(f"{k} {v:.3f}" for k, v in fitted.cv_f1.items() if v)
+        print(f"{dropped}; out-of-fold F1 on train (5 document folds): {cv}")
     trained_on = {d.pmid for p in (DEFAULT_BIORED, DEFAULT_CDR) if p.is_file() for d in read_pubtator(p)}
 
     for path in args.gold:
@@ -88,7 +103,39 @@ def main(argv: list[str] | None = None) -> int:
         print(format_table(scores, f"\n## {path.name}: {len(docs)} abstracts ({label})"))
         seen = sum(1 for d in docs if d.pmid in trained_on)
         print(f"scored in {time.perf_counter() - t0:.1f} s; abstracts also in the training corpora: {seen}")
+        if args.level == "document" and fitted.kg is not None:
+            print(kg_coverage(docs, fitted.kg))
     return 0
+
+
+def kg_coverage(docs, kg) -> str:
+    """How many gold relation pairs (and how many other candidate pairs of the same type pairs) the seed KG
+    knows: both entities KG nodes, a direct edge, a 2-hop path (a shared neighbour)."""
+    counts: dict[str, list[int]] = {"related": [0, 0, 0, 0], "other": [0, 0, 0, 0]}
+    tps = set()
+    for d in docs:
+        ents = _gold_entities(d)
+        type_of = {i: e.type for e in ents for i in e.ids}
+        tps |= {"|".join(sorted((type_of[r.id1], type_of[r.id2]))) for r in d.relations
+                if r.id1 in type_of and r.id2 in type_of}
+    for d in docs:
+        ents = _gold_entities(d)
+        related = {frozenset((r.id1, r.id2)) for r in d.relations}
+        for i in range(len(ents)):
+            for j in range(i + 1, len(ents)):
+                a, b = ents[i], ents[j]
+                if "|".join(sorted((a.type, b.type))) not in tps:
+                    continue
+                c = counts["related" if frozenset(a.ids | b.ids) in related else "other"]
+                na, nb = kg.nodes(a.type, a.ids), kg.nodes(b.type, b.ids)
+                c[0] += 1
+                if na and nb:
+                    c[1] += 1
+                    c[2] += any(y in kg.adjacency.get(x, {}) for x in na for y in nb)
+                    c[3] += bool(kg.neighbours(na) & kg.neighbours(nb))
+    return "seed KG: " + "; ".join(
+        f"{k} pairs {n}: both in KG {both} ({both / max(n, 1):.1%}), direct edge {edge} ({edge / max(n, 1):.1%}), "
+        f"2-hop path {path} ({path / max(n, 1):.1%})" for k, (n, both, edge, path) in counts.items())
 
 
 if __name__ == "__main__":

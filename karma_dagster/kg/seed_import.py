@@ -94,7 +94,7 @@ def _keep(node_filter: NodeFilter) -> Callable[[NodeIn], bool]:
     return lambda n: n.id in ids
 
 
-def _read_nodes(path: Path, hetionet: bool) -> tuple[dict[str, NodeIn], names.RejectedNames]:
+def read_nodes(path: Path, hetionet: bool) -> tuple[dict[str, NodeIn], names.RejectedNames]:
     """The nodes, names cleaned (kg/names.py: NFC, one line). A node whose id, name or kind cannot enter the KG
     stops the import naming the file and line; a synonym that cannot is left out and counted."""
     kinds = set(load_schema()[0])
@@ -124,7 +124,7 @@ def _read_nodes(path: Path, hetionet: bool) -> tuple[dict[str, NodeIn], names.Re
     return nodes, rejected
 
 
-def _read_edges(
+def read_edges(
     path: Path, all_nodes: dict[str, NodeIn], kept: set[str], seed_confidence: float
 ) -> tuple[list[tuple[str, str, str, str, float]], int]:
     by_abbrev = metaedge_by_abbrev()
@@ -174,11 +174,11 @@ def _import(
     if not 0.0 <= seed_confidence <= 1.0:
         raise SeedImportError(f"seed_confidence {seed_confidence} is outside [0, 1]")
     nodes_path, edges_path = Path(nodes_path), Path(edges_path)
-    all_nodes, rejected = _read_nodes(nodes_path, hetionet)
+    all_nodes, rejected = read_nodes(nodes_path, hetionet)
     keep = _keep(node_filter)
     nodes = [n for n in all_nodes.values() if keep(n)]
     kept = {n.id for n in nodes}
-    edges, filtered = _read_edges(edges_path, all_nodes, kept, seed_confidence)
+    edges, filtered = read_edges(edges_path, all_nodes, kept, seed_confidence)
 
     node_df = pd.DataFrame(
         {"id": [n.id for n in nodes], "name": [n.name for n in nodes], "kind": [n.kind for n in nodes],

@@ -14,8 +14,10 @@ is the entity pair, not the mention pair. A pair is described by every mention o
            around, the cues between: relations.pair_features);
 - `cue`:   relation cues (dictionary/cues.py) of every sentence holding both, and of the sentences holding one;
 - `prior`: a knowledge prior: was this id pair related in the training corpora, and how often is each id a
-           relation's argument there (a KG of known relations; the seed KG's Hetionet ids share no namespace
-           with MeSH diseases and chemicals, so its edges cannot be matched here);
+           relation's argument there (a KG of known relations);
+- `kg`:    the seed KG (kg_prior.py): how many of the two are KG nodes (genes by NCBI Gene id, diseases and
+           chemicals by name through the lexicon), a direct edge and its relation, the neighbours they share
+           (2-hop paths), their degrees;
 - `hyp`:   specificity within the document: is another entity of the document under this one in MeSH (this one
            is the broader term: BC5CDR annotates the most specific disease only), or above it;
 - `role`:  how each entity is spoken of anywhere in the document: as the agent of an adverse effect
@@ -32,11 +34,12 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from karma_dagster.backbones.local.kg_prior import KGPrior
 from karma_dagster.backbones.local.mesh_tree import hierarchy_flags
 from karma_dagster.backbones.local.relations import _bucket, _Span, coarse_type, pair_features
 from karma_dagster.dictionary.cues import relation_cues
 
-FEATURE_GROUPS: tuple[str, ...] = ("type", "dist", "cnt", "sec", "lex", "cue", "prior", "hyp", "role")
+FEATURE_GROUPS: tuple[str, ...] = ("type", "dist", "cnt", "sec", "lex", "cue", "prior", "kg", "hyp", "role")
 _ID_PREFIXES = ("MESH:", "NCBIGene:", "NCBITaxon:", "Cellosaurus:", "dbSNP:")
 
 
@@ -178,9 +181,10 @@ def best_comention(layout: Layout, a: Entity, b: Entity) -> tuple[_Span, _Span]:
 def entity_pair_features(text: str, layout: Layout, entities: Sequence[Entity], i: int, j: int,
                          prior: RelationPrior | None, salience: Sequence[int], type_rank: Sequence[int],
                          groups: frozenset[str] = frozenset(FEATURE_GROUPS),
-                         context: EntityContext | None = None) -> list[str]:
+                         context: EntityContext | None = None, kg: KGPrior | None = None) -> list[str]:
     """Feature strings of entities i and j of a document (`salience`: mentions per entity; `type_rank`: 0 for
-    the most mentioned entity of its type; `context`: what the `hyp` and `role` groups read, none without it)."""
+    the most mentioned entity of its type; `context`: what the `hyp` and `role` groups read, none without it;
+    `kg`: what the `kg` group reads, none without it)."""
     a, b = entities[i], entities[j]
     tp = "|".join(sorted((a.type, b.type)))
     sa = {layout.index(s.start) for s in a.spans}
@@ -220,6 +224,8 @@ def entity_pair_features(text: str, layout: Layout, entities: Sequence[Entity], 
         feats.append(f"cue:n_both={_bucket(len(both), (0, 1, 3))}")
     if "prior" in groups and prior is not None:
         feats += prior.features(a.ids, b.ids, tp)
+    if "kg" in groups and kg is not None:
+        feats += kg.features(a.type, a.ids, b.type, b.ids, tp)
     if context is not None:
         (x, ex), (y, ey) = sorted(((a.type, i), (b.type, j)))  # the pair in type order: Chemical before Disease
         if "hyp" in groups:

@@ -32,8 +32,22 @@ Measured and not kept: scikit-learn's HistGradientBoostingClassifier on the dens
 on this model's out-of-fold score (chemical-disease out-of-fold F1 0.563 vs 0.593, 3 minutes per fit); a
 multinomial type classifier over related pairs (BioRED dev pair+type 0.483-0.491 vs 0.501).
 
-Cached with joblib under the caller's cache directory, keyed by the training files and this code; first use
-trains in well under a minute on 2 cores (the time is logged and kept in the fitted model).
+The seed KG (data/seed_kg, kg_prior.py) is the `kg` group's prior, bridged to the corpora's ids once at training
+and kept in the fitted model; the pipeline answers with the same shipped seed, not the KG it is growing (a KG that
+holds this model's own earlier extractions would feed its answers back as evidence, and a prior the model was not
+trained with would mean something else to it). The same bridge gives an entity the pipeline names by a KG
+vocabulary id only (a Hetionet side effect's `UMLS:C0030252`) the MeSH id of its node's name, so the MeSH tree and
+the corpus prior see it as the training corpora would. Kept by the same cross-validation on train, under 4 SGD
+seeds: chemical-disease head out-of-fold F1 0.591-0.593 -> 0.598-0.599 (every seed), Positive_Correlation +0.007,
+pair+type 0.513 -> 0.515 on average (the seeds alone move it by 0.006). A weak prior, as the demo seed is small:
+a direct edge joins 2.1 % of BioRED train's related pairs and 0.4 % of the others (0.9 % / 0.5 % on dev), and
+its nodes were chosen by the names in the train texts, so train's entities are in it more often than dev's. One
+before/after on dev (bench/biored_ablation.py): from gold mentions BioRED pair+type 0.502 -> 0.492, BC5CDR CID
+0.572 -> 0.573; end to end 0.238 -> 0.229 and 0.415 -> 0.419. Edge-only variants were no better out of fold.
+
+Cached with joblib under the caller's cache directory, keyed by the training files, the seed KG, the lexicon's
+inputs and this code; first use trains in well under a minute on 2 cores (the time is logged and kept in the
+fitted model; the lexicon the KG bridge reads is built once beside it, ~20 s).
 """
 
 from __future__ import annotations
@@ -46,7 +60,7 @@ import time
 import warnings
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -56,7 +70,7 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import SGDClassifier
 from sklearn.model_selection import GroupKFold
 
-from karma_dagster.backbones.local import doc_features, relations
+from karma_dagster.backbones.local import doc_features, kg_prior, relations
 from karma_dagster.backbones.local.doc_features import (
     FEATURE_GROUPS,
     Entity,
@@ -69,6 +83,7 @@ from karma_dagster.backbones.local.doc_features import (
     saliences,
     split_ids,
 )
+from karma_dagster.backbones.local.kg_prior import KGPrior
 from karma_dagster.backbones.local.relations import (
     DEFAULT_BIORED,
     DEFAULT_CDR,
@@ -91,7 +106,7 @@ from karma_dagster.schemas.records import MentionSpan
 
 log = logging.getLogger(__name__)
 
-MODEL_VERSION = "docrel-sgdlr-v3"
+MODEL_VERSION = "docrel-sgdlr-v4"  # v4: the `kg` group (seed KG prior), KG ids bridged to MeSH
 MIN_TYPE_PAIR_RELATIONS = 5  # type pairs with fewer training relations are not candidates (p = 0)
 CDR_WEIGHT = 3.0  # sample weight of BC5CDR's chemical-disease pairs (cross-validated on train, see above)
 # type-pair heads: (type, type pair) pairs with a model of their own, trained on that type pair's candidates
@@ -157,7 +172,8 @@ def build_prior(sources: Iterable[tuple[str, Sequence[PubTatorDoc]]]) -> Relatio
 
 
 def build_examples(biored: Sequence[PubTatorDoc], cdr: Sequence[PubTatorDoc], allowed: frozenset[str],
-                   prior: RelationPrior | None, groups: frozenset[str], leave_out: bool = True) -> DocExamples:
+                   prior: RelationPrior | None, groups: frozenset[str], leave_out: bool = True,
+                   kg: KGPrior | None = None) -> DocExamples:
     """One example per candidate entity pair of every document. `leave_out`: the documents are the prior's own
     training documents, so each one's relations leave the prior while it is described (they would otherwise
     be a feature of its labels)."""
@@ -182,7 +198,8 @@ def build_examples(biored: Sequence[PubTatorDoc], cdr: Sequence[PubTatorDoc], al
                     for x in ents[i].ids:
                         for y in ents[j].ids:
                             labels |= rels.get(frozenset((x, y)), set())
-                    ex.feats.append(entity_pair_features(doc.text, layout, ents, i, j, prior, n, rank, groups, ctx))
+                    ex.feats.append(entity_pair_features(doc.text, layout, ents, i, j, prior, n, rank, groups, ctx,
+                                                         kg))
                     ex.labels.append(frozenset(labels & set(RELATION_TYPES)))
                     ex.source.append(source)
                     ex.doc.append(f"{source}:{doc.pmid}")
@@ -209,6 +226,7 @@ class DocFitted:
     heads: dict[str, SGDClassifier] = field(default_factory=dict)  # "type@Chemical|Disease": a type pair's own model
     keep: float | None = None  # a second type over its threshold stays when p >= keep (None: every one stays)
     cache_key: str = ""  # what it was trained under (model_cache.load_or_train checks it on load)
+    kg: KGPrior | None = None  # the seed KG bridged to the corpora's ids: the `kg` group, and KG ids -> MeSH
 
 
 def _rows_for(ex: DocExamples, r: str) -> np.ndarray:
@@ -414,7 +432,9 @@ class DocRelationModel:
             files.append(mesh_tree.tree_path())
         g = "-".join(sorted(self.groups))
         r = "" if self.refinements else "-plain"
-        return f"{MODEL_VERSION}{r}-a{self.alpha:g}-{_digest(files, MODEL_VERSION + g + r)}"
+        # the seed KG, what its name bridge (the lexicon) is built from, and their code
+        kg = kg_prior.inputs_digest()
+        return f"{MODEL_VERSION}{r}-a{self.alpha:g}-{_digest(files, MODEL_VERSION + g + r + kg)}"
 
     @property
     def version(self) -> str:
@@ -434,9 +454,11 @@ class DocRelationModel:
             cdr = read_pubtator(self.cdr_path) if self.cdr_path else []
             allowed = related_type_pairs(biored)
             prior = build_prior([("biored", biored), ("cdr", cdr)]) if "prior" in self.groups else None
-            ex = build_examples(biored, cdr, allowed, prior, self.groups)
+            kg = kg_prior.seed_prior(self.cache_dir / "lexicon")  # also the KG id -> MeSH bridge
+            ex = build_examples(biored, cdr, allowed, prior, self.groups, kg=kg)
             plain = {} if self.refinements else {"heads": (), "keeps": (None,)}
             fitted = fit(ex, allowed, prior, self.groups, alpha=self.alpha, **plain)
+            fitted.kg = kg
             fitted.train_seconds = time.perf_counter() - t0
             log.info("document relation model trained on %d entity pairs in %.1f s", fitted.n_examples,
                      fitted.train_seconds)
@@ -460,6 +482,8 @@ class DocRelationModel:
             if not (0 <= i < len(ents) and 0 <= j < len(ents)) or i == j:
                 raise ValueError(f"entity pair {k}: ({i}, {j}) does not name two of the {len(ents)} entities")
         f = self.fitted
+        if f.kg is not None:  # an entity known by a KG vocabulary id only: by its node's MeSH id, as in training
+            ents = [replace(e, ids=f.kg.canonical_ids(e.type, e.ids)) for e in ents]
         ents, into = _merge_same_ids(ents)
         layout = layout_of(text)
         n, rank = saliences(ents)
@@ -470,7 +494,7 @@ class DocRelationModel:
             gi, gj = sorted((into[i], into[j]))
             if gi != gj and (gi, gj) not in asked and "|".join(sorted((ents[gi].type, ents[gj].type))) in f.allowed:
                 asked[(gi, gj)] = len(feats)
-                feats.append(entity_pair_features(text, layout, ents, gi, gj, f.prior, n, rank, f.groups, ctx))
+                feats.append(entity_pair_features(text, layout, ents, gi, gj, f.prior, n, rank, f.groups, ctx, f.kg))
             where.append(asked.get((gi, gj)))
         answers = predict(f, feats)
         return [dict(answers[w]) if w is not None else dict(zero) for w in where]
