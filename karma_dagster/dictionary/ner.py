@@ -1,10 +1,10 @@
 """Dictionary NER, the filter every backbone uses: matching over scispaCy tokens, abbreviations, variant patterns.
 
 Pipeline: `spacy.blank("en")` + scispaCy's `combined_rule_tokenizer` (with hyphen infixes, see `make_nlp`) ->
-scispaCy `abbreviation_detector` -> `karma_lexicon_ruler`. The ruler runs two spaCy `PhraseMatcher`s (LOWER for
-names, ORTH for case-sensitive symbols) — the engine of spaCy's `entity_ruler`, used directly because one
-entity_ruler has a single `phrase_matcher_attr` and re-tokenizes every pattern string at each build, while the
-lexicon already holds each term's tokens (80k+ patterns build in seconds from them). Sequence variants come from
+scispaCy `abbreviation_detector` -> `karma_lexicon_ruler`. The ruler looks the document's token n-grams up in two
+phrase tables (phrases.py: lower-case tokens for names, exact tokens for case-sensitive symbols), built from the
+tokens the lexicon holds for each term (200k terms in about a second; spaCy's PhraseMatcher needed a Doc per
+pattern, 7 s per process). Sequence variants come from
 HGVS/dbSNP/protein-change regexes (a dictionary cannot list them). A short form defined in the text ("type 2
 diabetes mellitus (T2DM)") takes the long form's type and id at every occurrence; a short form whose long form
 is not an entity of ours may be dropped as a dictionary hit (off by default: on BioRED train held-out it cost
@@ -23,11 +23,11 @@ from collections.abc import Iterable
 
 import scispacy.abbreviation  # noqa: F401  (registers the "abbreviation_detector" factory)
 from spacy.language import Language
-from spacy.matcher import PhraseMatcher
 from spacy.tokens import Doc, Span
 from spacy.util import filter_spans
 
 from karma_dagster.dictionary.lexicon import GENE_SYMBOL_SHAPE, HUMAN, Lexicon, make_nlp
+from karma_dagster.dictionary.phrases import PhraseTable
 from karma_dagster.dictionary.symbols import CANDIDATE, gene_symbol_keys, symbol_key
 from karma_dagster.dictionary.variants import (PROSE_VARIANT, is_amino_acid_in_change, prose_variant_id, rs_links,
                                                variant_id)
@@ -71,8 +71,8 @@ class LexiconRuler:
         self.vocab = nlp.vocab
         self.suppress = suppress_undefined_abbreviations
         self.lexicon: Lexicon | None = None
-        self._lower = PhraseMatcher(nlp.vocab, attr="LOWER")
-        self._orth = PhraseMatcher(nlp.vocab, attr="ORTH")
+        self._lower = PhraseTable()  # names: lower-case tokens
+        self._orth = PhraseTable()  # symbols: exact tokens
         self._types: list[str] = []
         self._symbols: dict[str, int] = {}
         self._ids: list[str] = []
@@ -88,19 +88,18 @@ class LexiconRuler:
             words = list(tokens)
             if not words:
                 continue
-            patterns = [Doc(self.vocab, words=words)]
+            table = self._orth if cs else self._lower
+            table.add(i, words)
             if len(words) > 1 and not any(c.isspace() for c in term):  # PI3K is PI3 K alone but one token in PI3K/Akt
-                patterns.append(Doc(self.vocab, words=["".join(words)]))
-            (self._orth if cs else self._lower).add(str(i), patterns)
+                table.add(i, ["".join(words)])
 
     def __call__(self, doc: Doc) -> Doc:
         if self.lexicon is None:
             raise RuntimeError("karma_lexicon_ruler has no lexicon: call .load(lexicon) after add_pipe")
-        strings = self.vocab.strings
         spans: list[Span] = []
-        for match_id, start, end in [*self._lower(doc), *self._orth(doc)]:
-            i = int(strings[match_id])
-            spans.append(Span(doc, start, end, label=self._types[i], kb_id=self._ids[i]))
+        for table, words in ((self._lower, [t.lower_ for t in doc]), (self._orth, [t.text for t in doc])):
+            for i, start, end in table.matches(words):
+                spans.append(Span(doc, start, end, label=self._types[i], kb_id=self._ids[i]))
         for m in VARIANT_RE.finditer(doc.text):
             span = doc.char_span(m.start(), m.end(), label="Variant", alignment_mode="expand")
             if span is not None:  # its id computed from how it is written (dictionary/variants.py)
