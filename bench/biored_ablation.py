@@ -132,8 +132,9 @@ def main(argv: list[str] | None = None) -> int:
         bp, bpt = gold_mention_scores(docs["BioRED dev"], model, params)
         cid, _ = gold_mention_scores(docs["BC5CDR dev"], model, params)
         cv = model.fitted.cv_f1  # out-of-fold on train: what the model is chosen by (dev is only scored)
-        cv_head = cv.get("Positive_Correlation@Chemical|Disease", 0.0)
-        line = (f"| {dropped} | {secs:.0f} | {cv.get('pair+type', 0.0):.3f} | {cv_head:.3f} | {bp:.3f} | {bpt:.3f} "
+        head = cv.get("Positive_Correlation@Chemical|Disease")
+        cv_head = "–" if head is None else f"{head:.3f}"  # a variant without the chemical-disease head
+        line = (f"| {dropped} | {secs:.0f} | {cv.get('pair+type', 0.0):.3f} | {cv_head} | {bp:.3f} | {bpt:.3f} "
                 f"| {cid:.3f} |")
         if rows and backbone_parts is not None:
             bb = LocalBackbone(*backbone_parts, doc_relations=model)
