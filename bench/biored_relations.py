@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from karma_dagster.backbones.local.doc_features import FEATURE_GROUPS
-from karma_dagster.backbones.local.doc_relations import DocRelationModel, _gold_entities
+from karma_dagster.backbones.local.doc_relations import DocRelationModel, gold_entities
 from karma_dagster.backbones.local.relations import (
     DEFAULT_BIORED,
     DEFAULT_CDR,
@@ -114,12 +114,12 @@ def kg_coverage(docs, kg) -> str:
     counts: dict[str, list[int]] = {"related": [0, 0, 0, 0], "other": [0, 0, 0, 0]}
     tps = set()
     for d in docs:
-        ents = _gold_entities(d)
+        ents = gold_entities(d)
         type_of = {i: e.type for e in ents for i in e.ids}
         tps |= {"|".join(sorted((type_of[r.id1], type_of[r.id2]))) for r in d.relations
                 if r.id1 in type_of and r.id2 in type_of}
     for d in docs:
-        ents = _gold_entities(d)
+        ents = gold_entities(d)
         related = {frozenset((r.id1, r.id2)) for r in d.relations}
         for i in range(len(ents)):
             for j in range(i + 1, len(ents)):

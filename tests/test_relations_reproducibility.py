@@ -29,7 +29,7 @@ N_PREDICT = 20  # the following abstracts, predicted from their gold entities
 _RUN = r"""
 import hashlib, json, sys
 from pathlib import Path
-from karma_dagster.backbones.local.doc_relations import DocRelationModel, _gold_entities
+from karma_dagster.backbones.local.doc_relations import DocRelationModel, gold_entities
 from karma_dagster.backbones.local.relations import LocalRelationModel
 from karma_dagster.ingest.pubtator import read_pubtator
 from karma_dagster.schemas.records import MentionSpan
@@ -45,7 +45,7 @@ for name, fitted in (("doc", doc_model.fitted), ("pair", pair_model.fitted)):
 out["theta"] = doc_model.fitted.theta_cv
 preds = []
 for doc in read_pubtator(held):
-    ents = _gold_entities(doc)
+    ents = gold_entities(doc)
     spans = [[MentionSpan(start=s.start, end=s.end, text=doc.text[s.start:s.end], type=e.type,
                           vocab_id=next(iter(e.ids))) for s in e.spans] for e in ents]
     pairs = [(i, j) for i in range(len(ents)) for j in range(i + 1, len(ents))]

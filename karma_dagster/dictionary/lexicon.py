@@ -476,7 +476,7 @@ def _build_table(kg_rows: list[dict[str, Any]], vocab_dir: Path, corpora_dir: Pa
         for entrez, _symbol, name, aliases, previous in hgnc:
             vid = f"NCBIGene:{entrez}"
             terms = [name] if "," not in name else []  # "adiponectin, C1Q and collagen domain containing": no paper's
-            terms += [a for a in {*aliases.split("|"), *previous.split("|")}  # one gene's alias, not another's symbol
+            terms += [a for a in sorted({*aliases.split("|"), *previous.split("|")})  # one gene's alias, not another's symbol
                       if a and owners[a] == 1 and a not in symbols and len(a) >= 3]
             for t in terms:
                 add(t, "Gene", vid, "hgnc")

@@ -135,7 +135,7 @@ class DocExamples(Examples):
     type_pair: list[str] = field(default_factory=list)
 
 
-def _gold_entities(doc: PubTatorDoc) -> list[Entity]:
+def gold_entities(doc: PubTatorDoc) -> list[Entity]:
     return document_entities((m.start, m.end, m.text, m.type, split_ids(m.identifier, coarse_type(m.type)))
                              for m in doc.mentions)
 
@@ -181,7 +181,7 @@ def build_examples(biored: Sequence[PubTatorDoc], cdr: Sequence[PubTatorDoc], al
     for source, docs in (("biored", biored), ("cdr", cdr)):
         for doc in docs:
             rels = _doc_relations(doc, source)
-            ents = _gold_entities(doc)
+            ents = gold_entities(doc)
             if len(ents) < 2:
                 continue
             layout = layout_of(doc.text)
