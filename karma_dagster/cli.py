@@ -250,6 +250,9 @@ def _store_errors(main_fn):  # noqa: ANN001, ANN202
 
 @_store_errors
 def main(argv: list[str] | None = None) -> int:
+    from karma_dagster.kg.location import install_scrubber
+
+    install_scrubber()  # no store URL's credential in any log line or traceback this command prints
     _quiet_known_noise()
     parser = argparse.ArgumentParser(prog="karma", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)

@@ -21,6 +21,7 @@ from karma_dagster.assets.exports import export_assets
 from karma_dagster.assets.questions import question_assets
 from karma_dagster.assets.seed_kg import seed_kg
 from karma_dagster.config import BackboneStatus, read_backbones
+from karma_dagster.kg.location import install_scrubber
 from karma_dagster.resources.backbones import (
     BackboneConfig,
     BackbonesResource,
@@ -57,6 +58,7 @@ def build_definitions(
     registry: Sequence[Stage] = STAGES,
 ) -> dg.Definitions:
     check(registry)
+    install_scrubber()  # every process that serves or runs these assets: no store credential in its log records
     from_file = backbones is None
     backbones = backbones if backbones is not None else backbone_configs_from_file()
     if not backbones:

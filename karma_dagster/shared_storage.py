@@ -42,12 +42,23 @@ class S3Settings(BaseModel):
 
 
 def storage_url(explicit: str = "") -> str:
-    """The configured shared-storage URL ('' = local disk), checked: a typo fails here, naming the variable."""
+    """The configured shared-storage URL ('' = local disk), checked: a typo fails here, naming the variable.
+
+    Credentials never belong in it (s3fs reads them from the AWS variables and would take `key:secret@` for part
+    of the bucket name), nor a query or fragment: such a URL is refused, and the message shows only its scheme,
+    since whatever else it holds may be a secret. A URL without any of them is echoed as it is."""
     url = (explicit or os.environ.get(STORAGE_URL_ENV, "")).strip().rstrip("/")
     if not url:
         return ""
-    scheme = urlsplit(url).scheme
-    if scheme not in SUPPORTED or (scheme == "s3" and not urlsplit(url).netloc):
+    scheme, sep, rest = url.partition("://")
+    if any(c in rest for c in "@?#") or ":" in rest.split("/")[0]:
+        shown = f"{STORAGE_URL_ENV} (a {scheme.lower()}:// URL, the rest not shown)" if sep else STORAGE_URL_ENV
+        raise ValueError(f"{shown}: holds a user name, password, query or fragment; give credentials in the AWS "
+                         f"variables (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY), never in the URL")
+    if not sep:  # not a URL at all (a pasted key?): not echoed
+        raise ValueError(f"{STORAGE_URL_ENV} (value not shown) is no URL: expected s3://bucket[/prefix] (or a local "
+                         f"path: leave it empty and set the data dir)")
+    if scheme.lower() not in SUPPORTED or (scheme.lower() == "s3" and not rest.split("/")[0]):
         raise ValueError(f"{STORAGE_URL_ENV}={url!r}: expected s3://bucket[/prefix] (or a local path: leave it empty "
                          f"and set the data dir)")
     return url

@@ -137,7 +137,7 @@ def test_kg_url_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     assert kg_url() is None
     monkeypatch.setenv(KG_URL_ENV, "postgresql://karma:s3cret@db.example:5432/kg")
     assert kg_url() == "postgresql://karma:s3cret@db.example:5432/kg"
-    assert redacted(kg_url() or "") == "postgresql://karma:***@db.example:5432/kg"
+    assert redacted(kg_url() or "") == "postgresql://***@db.example:5432/kg"  # user name and password
     for bad, problem in (("mysql://karma:s3cret@h/kg", "not a PostgreSQL URL"),
                          ("postgresql://karma:s3cret@h", "no host or no database")):
         monkeypatch.setenv(KG_URL_ENV, bad)

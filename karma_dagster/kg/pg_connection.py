@@ -17,13 +17,16 @@ DuckDB connection: a `BEGIN TRANSACTION` ... `COMMIT` issued by the caller delim
 
 from __future__ import annotations
 
+import functools
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import pandas as pd
 import psycopg
+
+from karma_dagster.kg.location import scrub_exception
 
 _TOKEN = re.compile(
     r"""(?P<lit>'(?:[^']|'')*')          # a string literal: no parameter in it
@@ -128,6 +131,24 @@ def _pg_type(series: pd.Series) -> str:
     return "TEXT"
 
 
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _scrubbed(method: _F) -> _F:
+    """A driver error leaves the method with the credentials of every store URL scrubbed from its message (same
+    exception class: callers still catch UniqueViolation, LockNotAvailable...)."""
+
+    @functools.wraps(method)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(*args, **kwargs)
+        except psycopg.Error as exc:
+            scrub_exception(exc)
+            raise
+
+    return wrapper  # type: ignore[return-value]
+
+
 class PgConnection:
     """A DuckDB-like handle on one psycopg connection (autocommit; explicit BEGIN/COMMIT for transactions)."""
 
@@ -135,6 +156,7 @@ class PgConnection:
         self.raw = raw
         self._registered: set[str] = set()
 
+    @_scrubbed
     def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] | None = None) -> PgResult:
         if params is not None and len(params) == 0:
             params = None
@@ -142,12 +164,14 @@ class PgConnection:
         cur.execute(translate(sql, params is not None), _params(params))  # type: ignore[arg-type]
         return PgResult(cur)
 
+    @_scrubbed
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         rows = [[_plain(v) for v in r] for r in rows]
         if rows:
             with self.raw.cursor() as cur:
                 cur.executemany(translate(sql, True), rows)
 
+    @_scrubbed
     def register(self, name: str, frame: pd.DataFrame) -> None:
         """Make a DataFrame queryable under `name`: a temp table filled by COPY (values are data, never SQL)."""
         if not re.fullmatch(r"[A-Za-z_]\w*", name):
@@ -167,11 +191,13 @@ class PgConnection:
                     copy.write_row([_copy_value(v) for v in row])
         self._registered.add(name)
 
+    @_scrubbed
     def unregister(self, name: str) -> None:
         if name in self._registered:
             self.raw.execute(f"DROP TABLE IF EXISTS {name}")
             self._registered.discard(name)
 
+    @_scrubbed
     def close(self) -> None:
         self.raw.close()
 

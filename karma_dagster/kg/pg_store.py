@@ -29,7 +29,7 @@ from contextlib import contextmanager
 import psycopg
 
 from karma_dagster.kg import store as kg_store
-from karma_dagster.kg.location import URL_FORM, is_pg_url, redacted
+from karma_dagster.kg.location import URL_FORM, is_pg_url, redacted, remember, scrub, scrub_exception
 from karma_dagster.kg.pg_connection import PgConnection, translate
 from karma_dagster.kg.store import (
     DEFAULT_NAMESPACE,
@@ -157,6 +157,7 @@ class PgKGStore(KGStore):
     def __init__(self, url: str, lock_timeout: float = 120.0) -> None:
         if not is_pg_url(url):
             raise KGStoreError(f"KG store URL {redacted(str(url))!r}: expected {URL_FORM}")
+        remember(url)  # from now on its credentials are scrubbed from every message and log record of the process
         self.url = url
         self.location = redacted(url)
         self.path = None  # type: ignore[assignment]  # no file: the store is a database (see exists())
@@ -176,8 +177,9 @@ class PgKGStore(KGStore):
     def _raw(self) -> psycopg.Connection:
         try:
             return psycopg.connect(self.url, autocommit=True)
-        except psycopg.OperationalError as exc:
-            raise KGStoreError(f"KG store {self.location}: cannot connect ({_first_line(exc)})") from exc
+        except psycopg.Error as exc:  # refused, absent, or a URL libpq cannot read (its message may echo a password)
+            scrub_exception(exc, self.url)
+            raise KGStoreError(f"KG store {self.location}: cannot connect ({scrub(_first_line(exc), self.url)})") from exc
 
     def _lock_writer(self, raw: psycopg.Connection) -> None:
         raw.execute(f"SET lock_timeout = {max(1, int(self.lock_timeout * 1000))}")
@@ -214,6 +216,9 @@ class PgKGStore(KGStore):
                 self._con, self._owner = None, None
             if read_only:
                 raw.execute("COMMIT")
+        except psycopg.Error as exc:  # the session's own statements (BEGIN, the lock, COMMIT) and the block's
+            scrub_exception(exc, self.url)
+            raise
         finally:
             raw.close()  # ends the session: an open transaction is rolled back, the writer lock released
 
