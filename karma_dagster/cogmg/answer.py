@@ -12,6 +12,7 @@ from typing import Any
 from karma_dagster.cogmg import decompose_local, llm
 from karma_dagster.cogmg.models import Answer, Completion, QueryPlan
 from karma_dagster.cogmg.plan import execute
+from karma_dagster.cogmg.questions import check_question
 from karma_dagster.config import BackboneSettings
 from karma_dagster.kg.backends import kg_exists, kg_store
 from karma_dagster.params import KarmaParams
@@ -47,6 +48,8 @@ def run_plan(plan: QueryPlan, *, question_id: str, backbone: str, data: DataPath
 def answer_question(question: str, *, backbone: str, settings: BackboneSettings, data: DataPaths,
                     question_id: str = "", llm_backbone: Any = None, params: KarmaParams | None = None,
                     overlay: Sequence[Completion] = ()) -> Answer:
-    """Raises NoLinkableEntity when the question names nothing the KG or its NER knows."""
+    """Raises NoLinkableEntity when the question names nothing the KG or its NER knows, QuestionRejected when it
+    is too long (or holds control characters) to be asked."""
+    check_question(question)  # before any planning: length and characters
     plan = make_plan(question, backbone, settings, data, llm_backbone, params)
     return run_plan(plan, question_id=question_id, backbone=backbone, data=data, overlay=overlay)

@@ -84,8 +84,15 @@ def cmd_ask(args: argparse.Namespace) -> int:
     from karma_dagster.cogmg.pipeline import complete_answer
     from karma_dagster.paths import DataPaths
 
+    from karma_dagster.cogmg.questions import QuestionRejected, check_question
+
     if not args.question.strip():
         print("karma ask: the question is empty", file=sys.stderr)
+        return 2
+    try:
+        check_question(args.question)
+    except QuestionRejected as exc:
+        print(f"karma ask: {exc}", file=sys.stderr)
         return 2
     from karma_dagster.kg.backends import kg_exists
 

@@ -10,12 +10,14 @@ A question's partition key is `<set>.v<N>__<id>`: ids and set names never hold a
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from pathlib import Path
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from karma_dagster.kg import names as kg_names
 from karma_dagster.paths import data_file
 
 _NAME = r"[a-z0-9]+(?:[-_][a-z0-9]+)*"
@@ -24,8 +26,39 @@ ID_RE = re.compile(rf"^{_NAME}$")
 KEY_SEP = "__"
 
 
+QUESTION_MAX_ENV = "KARMA_QUESTION_MAX_CHARS"
+QUESTION_MAX_CHARS = 2000  # a question, however detailed; planning and BM25 time grow with its length
+
+
 class QuestionFileError(ValueError):
     """A question file that cannot be used, named with the problem."""
+
+
+class QuestionRejected(ValueError):
+    """A question that cannot be asked: too long, or holding control or format characters."""
+
+
+def question_max_chars() -> int:
+    """The longest question asked or loaded: $KARMA_QUESTION_MAX_CHARS, else 2,000 characters."""
+    raw = os.environ.get(QUESTION_MAX_ENV, "").strip()
+    if not raw:
+        return QUESTION_MAX_CHARS
+    if not raw.isdigit() or int(raw) < 8:
+        raise QuestionRejected(f"{QUESTION_MAX_ENV}={raw!r}: expected a whole number of characters, at least 8")
+    return int(raw)
+
+
+def check_question(text: str, where: str = "the question") -> str:
+    """The question cleaned (one line, NFC), or QuestionRejected naming `where`, its length and the limit. Checked
+    before anything is planned: 30,000 characters took the planner minutes."""
+    limit = question_max_chars()
+    out = kg_names.clean_name(text, limit)
+    if isinstance(out, kg_names.Rejection):
+        if out.code == "too_long":
+            raise QuestionRejected(f"{where} is {len(text):,} characters long, over the limit of {limit:,} "
+                                   f"({QUESTION_MAX_ENV}): ask it shorter")
+        raise QuestionRejected(f"{where}: {out.reason}")
+    return out
 
 
 class Question(BaseModel):
@@ -104,6 +137,11 @@ def load_set(path: Path | str) -> QuestionSet:
     repeated = sorted({i for i in ids if ids.count(i) > 1})
     if repeated:
         raise QuestionFileError(f"question file {path.name}: repeats question ids {repeated}")
+    for q in qs.questions:
+        try:
+            check_question(q.question, f"question {q.id!r}")
+        except QuestionRejected as exc:
+            raise QuestionFileError(f"question file {path.name}: {exc}") from exc
     return qs
 
 

@@ -63,6 +63,24 @@ def document_key(doc: ParsedDocument, arrival_date: dt.date, text_hash: str | No
     return key
 
 
+KEY_MAX_CHARS = len("YYYY-MM-DD_pmid-") + _MAX_TAG  # the longest key document_key() forms ("pmid-", "doi-" + a slug)
+
+
+def check_document_key(doc_key: object) -> str:
+    """A key given from outside (a tool call, a command line) checked by the rule document_key() forms keys by;
+    raises ValueError naming the key (shown shortened) and what is wrong."""
+    shown = repr(doc_key[:100]) + ("..." if len(doc_key) > 100 else "") if isinstance(doc_key, str) else repr(doc_key)
+    if not isinstance(doc_key, str) or len(doc_key) > KEY_MAX_CHARS or not KEY_RE.fullmatch(doc_key):
+        raise ValueError(f"document {shown} is not a document key: it must look like 2016-02-12_pmc4737013 (the "
+                         f"date the KG increment takes it in, '_', lower-case letters, digits, '.', '-'; at most "
+                         f"{KEY_MAX_CHARS} characters)")
+    try:
+        date_of_document_key(doc_key)
+    except ValueError as exc:
+        raise ValueError(f"document {shown}: its date part is not a date ({exc})") from exc
+    return doc_key
+
+
 def date_of_document_key(doc_key: str) -> str:
     """The date a key leads with (`2016-02-12_pmc4745298` -> '2016-02-12'): the KG increment it feeds."""
     head = doc_key.split("_", 1)[0]

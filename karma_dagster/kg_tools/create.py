@@ -13,6 +13,7 @@ import duckdb
 
 from karma_dagster.kg import names as kg_names
 from karma_dagster.kg.embeddings import normalize_name
+from karma_dagster.kg_tools import bounds
 from karma_dagster.kg_tools.context import ToolContext, caller_tag
 from karma_dagster.kg_tools.ontology import ClassInfo, Ontology, PropertyInfo, label_key
 from karma_dagster.kg_tools.results import Refused, ToolResult, did_you_mean
@@ -26,24 +27,14 @@ def _hash(*parts: str) -> str:
     return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:16]
 
 
-def _name(value: object, what: str, max_chars: int = kg_names.NAME_MAX_CHARS) -> str:
-    if not isinstance(value, str):
-        raise Refused(f"{what} must be a string, got {type(value).__name__}")
-    try:
-        return kg_names.checked(value, what, max_chars)
-    except kg_names.NameRejected as exc:
-        raise Refused(str(exc)) from exc
-
-
-def _comment(value: object) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise Refused("comment is empty: say in a sentence what it is (a curator reads it)")
-    return kg_names.clean_text(value, 1000)
+_name = bounds.name
+_comment = bounds.comment
 
 
 def _class(onto: Ontology, label: object, what: str = "class") -> ClassInfo:
     if not isinstance(label, str) or not label.strip():
         raise Refused(f"{what} is empty: name a class (call search_class)")
+    bounds.identifier(label, what, kg_names.TYPE_MAX_CHARS)
     cls = onto.cls(label)
     if cls is not None:
         return cls
@@ -56,6 +47,7 @@ def _class(onto: Ontology, label: object, what: str = "class") -> ClassInfo:
 def _property(onto: Ontology, label: object, ctx: ToolContext) -> PropertyInfo:
     if not isinstance(label, str) or not label.strip():
         raise Refused("predicate is empty: name a property (call search_property)")
+    bounds.identifier(label, "predicate", kg_names.LABEL_MAX_CHARS)
     prop = onto.prop(label)
     if prop is not None:
         return prop
@@ -68,6 +60,8 @@ def _property(onto: Ontology, label: object, ctx: ToolContext) -> PropertyInfo:
 
 # ---------------------------------------------------------------- classes and properties
 def _store_extension(ctx: ToolContext, what: str, label: str, comment: str, document: str | None, **extra) -> None:
+    if document is not None:  # the document it came from: a key of the catalog's form, inside the KG's date range
+        document = bounds.document_key(document)
     row = {"namespace": ctx.namespace, "what": what, "label": label, "label_key": label_key(label), "comment": comment,
            "caller": ctx.caller, "doc_key": document, "created_at": dt.datetime.now(dt.UTC).replace(tzinfo=None),
            "super": extra.get("super"), "domain": extra.get("domain"), "range": extra.get("range")}
@@ -193,6 +187,7 @@ def _resolve(ctx: ToolContext, onto: Ontology, stage: DocumentStage, mentions: l
     """A subject or object: an instance staged in this document, or a node of the namespace's KG."""
     if not isinstance(entity, str) or not entity.strip():
         raise Refused(f"{role} is empty: give an instance id (call search_instance)")
+    bounds.identifier(entity, role)
     for m in mentions:
         if m.status == "new" and m.entity_id == entity:
             return {"id": entity, "name": m.text, "class": m.type, "kind": m.kind, "source": "staged"}
@@ -252,9 +247,7 @@ def _contradiction(ctx: ToolContext, relation: str, s: dict, o: dict, staged: li
 def create_statement(ctx: ToolContext, subject: str, predicate: str, object: str, evidence: str,
                      document: str | None = None, confidence: float | None = None,
                      segment: str | None = None) -> ToolResult:
-    if not isinstance(evidence, str) or not kg_names.clean_text(evidence):
-        raise Refused("evidence is empty: quote the sentence of the document that states it")
-    evidence = kg_names.clean_text(evidence)
+    evidence = bounds.evidence(evidence)
     score = DEFAULT_CONFIDENCE if confidence is None else confidence
     if isinstance(score, bool) or not isinstance(score, int | float) or math.isnan(score) or not 0.0 <= score <= 1.0:
         raise Refused(f"confidence {confidence!r} is not a number in [0, 1]")

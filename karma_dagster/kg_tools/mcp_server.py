@@ -14,11 +14,12 @@ from typing import Annotated, Any
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from karma_dagster.kg.backends import kg_exists
 from karma_dagster.kg_tools import MCP_NAMESPACE as DEFAULT_NAMESPACE
 from karma_dagster.kg_tools import MCP_TRANSPORTS as TRANSPORTS
+from karma_dagster.kg_tools.bounds import NEIGHBOURS_LIMIT_MAX, SEARCH_K_MAX
 from karma_dagster.kg_tools.results import ToolResult
 from karma_dagster.kg_tools.schemas import ALL_ARGS, description
 from karma_dagster.kg_tools.session import KGTools
@@ -33,6 +34,7 @@ INSTRUCTIONS = (
 )
 
 Doc = Annotated[str, Field(description="the document key the evidence comes from, e.g. 2016-02-12_pmc4737013")]
+K = Annotated[int, Field(ge=1, le=SEARCH_K_MAX, description="how many results")]
 OptDoc = Annotated[str | None, Field(description="a document key: its staged (unmerged) instances are searched too")]
 
 
@@ -47,20 +49,20 @@ def build_server(paths: DataPaths, namespace: str = DEFAULT_NAMESPACE, caller: s
     tools = KGTools(paths, namespace=namespace, caller=caller)
     server = MCPServer("karma-kg", instructions=INSTRUCTIONS)
 
-    def search_instance(text: str, type: str | None = None, k: int = 5, document: OptDoc = None) -> dict[str, Any]:
+    def search_instance(text: str, type: str | None = None, k: K = 5, document: OptDoc = None) -> dict[str, Any]:
         return _answer(tools.search_instance(text, type, k, document=document))
 
     def create_instance(label: str, comment: str, type: str, document: Doc) -> dict[str, Any]:
         return _answer(tools.create_instance(label, comment, type, document=document))
 
-    def search_class(text: str, k: int = 5) -> dict[str, Any]:
+    def search_class(text: str, k: K = 5) -> dict[str, Any]:
         return _answer(tools.search_class(text, k))
 
     def create_class(label: str, comment: str, super_class: str | None = None,
                      document: str | None = None) -> dict[str, Any]:
         return _answer(tools.create_class(label, comment, super_class, document=document))
 
-    def search_property(text: str, k: int = 5) -> dict[str, Any]:
+    def search_property(text: str, k: K = 5) -> dict[str, Any]:
         return _answer(tools.search_property(text, k))
 
     def create_property(label: str, comment: str, domain: str | None = None, range: str | None = None,
@@ -73,7 +75,7 @@ def build_server(paths: DataPaths, namespace: str = DEFAULT_NAMESPACE, caller: s
         return _answer(tools.create_statement(subject, predicate, object, evidence, confidence, segment,
                                               document=document))
 
-    def neighbours(entity: str, limit: Annotated[int, Field(ge=1, le=200)] = 25) -> dict[str, Any]:
+    def neighbours(entity: str, limit: Annotated[int, Field(ge=1, le=NEIGHBOURS_LIMIT_MAX)] = 25) -> dict[str, Any]:
         return _answer(tools.neighbours(entity, limit))
 
     def edges_between(a: str, b: str) -> dict[str, Any]:
@@ -94,7 +96,20 @@ def build_server(paths: DataPaths, namespace: str = DEFAULT_NAMESPACE, caller: s
             "with the same validation and transaction as the date increment.")
         server.add_tool(fn, description=text, annotations=ToolAnnotations(
             read_only_hint=fn.__name__ in read_only, destructive_hint=False, open_world_hint=False))
+        _forbid_unknown_arguments(server, fn.__name__)
     return server
+
+
+def _forbid_unknown_arguments(server: MCPServer, name: str) -> None:
+    """The SDK's argument model ignores an argument it does not know (a misspelt `limt` would be dropped
+    silently): refuse it instead, as the tool API's schemas do, and say so in the published schema."""
+    tool = server._tool_manager.get_tool(name)  # noqa: SLF001 - the SDK offers no hook for the argument model
+    assert tool is not None
+    base = tool.fn_metadata.arg_model
+    strict = type(base.__name__, (base,), {"model_config": ConfigDict(**base.model_config, extra="forbid"),
+                                           "__module__": base.__module__})
+    tool.fn_metadata.arg_model = strict
+    tool.parameters = strict.model_json_schema(by_alias=True)
 
 
 def serve(transport: str = "stdio", host: str = "127.0.0.1", port: int = 8765, data_dir: str = "",

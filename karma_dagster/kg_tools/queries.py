@@ -4,6 +4,8 @@ provenance of an edge. Named queries only: no tool takes SQL, so nothing reaches
 
 from __future__ import annotations
 
+from karma_dagster.kg import names as kg_names
+from karma_dagster.kg_tools import bounds
 from karma_dagster.kg_tools.context import ToolContext
 from karma_dagster.kg_tools.results import Refused, ToolResult, did_you_mean
 from karma_dagster.kg_tools.staging import TOOL_PREFIX, DocumentStage
@@ -12,6 +14,7 @@ from karma_dagster.kg_tools.staging import TOOL_PREFIX, DocumentStage
 def _node(ctx: ToolContext, entity: object, role: str = "entity") -> dict:
     if not isinstance(entity, str) or not entity.strip():
         raise Refused(f"{role} is empty: give an instance id (call search_instance)")
+    bounds.identifier(entity, role)
     node = ctx.store.nodes_by_id([entity], ctx.namespace).get(entity)
     if node is None:
         (hits,) = ctx.index().search([entity], None, k=3)
@@ -22,8 +25,9 @@ def _node(ctx: ToolContext, entity: object, role: str = "entity") -> dict:
 
 
 def neighbours(ctx: ToolContext, entity: str, limit: int = 25) -> ToolResult:
+    limit = bounds.count(limit, "limit", bounds.NEIGHBOURS_LIMIT_MAX)
     node = _node(ctx, entity)
-    rows = ctx.store.neighbours(node["id"], ctx.namespace, max(1, min(int(limit), 200)))
+    rows = ctx.store.neighbours(node["id"], ctx.namespace, limit)
     edges = [{"subject": r["head_id"], "predicate": r["relation"], "object": r["tail_id"], "direction": r["direction"],
               "other": {"id": r["other_id"], "label": r["other_name"], "type": r["other_kind"]},
               "confidence": round(float(r["confidence"]), 4), "n_evidence": int(r["n_evidence"]),
@@ -45,6 +49,7 @@ def edges_between(ctx: ToolContext, a: str, b: str) -> ToolResult:
 
 def edge_provenance(ctx: ToolContext, subject: str, predicate: str, object: str) -> ToolResult:
     s, o = _node(ctx, subject, "subject"), _node(ctx, object, "object")
+    bounds.identifier(predicate, "predicate", kg_names.LABEL_MAX_CHARS)
     found = ctx.store.edges_between([(s["id"], o["id"])], ctx.namespace)[(s["id"], o["id"])]
     edge = next((e for e in found if e.relation == predicate), None)
     if edge is None:

@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from karma_dagster.kg_tools.bounds import NEIGHBOURS_LIMIT_MAX, SEARCH_K_MAX
 from karma_dagster.kg_tools.results import Refused
 
 
@@ -22,7 +23,7 @@ class SearchInstanceArgs(_Args):
 
     text: str = Field(description="a name or a few words, e.g. 'aspirin' or 'tumor necrosis factor'")
     type: str | None = Field(None, description="restrict to a class (call search_class), e.g. 'Compound'")
-    k: int = Field(5, ge=1, le=25, description="how many results")
+    k: int = Field(5, ge=1, le=SEARCH_K_MAX, description="how many results")
 
 
 class CreateInstanceArgs(_Args):
@@ -37,7 +38,7 @@ class SearchClassArgs(_Args):
     """Find classes (node kinds) by name or description."""
 
     text: str
-    k: int = Field(5, ge=1, le=25)
+    k: int = Field(5, ge=1, le=SEARCH_K_MAX)
 
 
 class CreateClassArgs(_Args):
@@ -52,7 +53,7 @@ class SearchPropertyArgs(_Args):
     """Find properties (relations) by name or description, with the classes they join."""
 
     text: str
-    k: int = Field(5, ge=1, le=25)
+    k: int = Field(5, ge=1, le=SEARCH_K_MAX)
 
 
 class CreatePropertyArgs(_Args):
@@ -81,7 +82,7 @@ class NeighboursArgs(_Args):
     """An instance's edges in the KG, strongest first."""
 
     entity: str
-    limit: int = Field(25, ge=1, le=200)
+    limit: int = Field(25, ge=1, le=NEIGHBOURS_LIMIT_MAX)
 
 
 class EdgesBetweenArgs(_Args):

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 
 from karma_dagster.kg.entity_index import compatible_kinds
+from karma_dagster.kg import names as kg_names
+from karma_dagster.kg_tools import bounds
 from karma_dagster.kg_tools.context import ToolContext
 from karma_dagster.kg_tools.ontology import similarity
 from karma_dagster.kg_tools.results import Refused, ToolResult, did_you_mean
@@ -20,7 +22,7 @@ CLOSE = 0.35  # index distance (max of cosine and word distance) under which a h
 def _text(text: str, what: str = "text") -> str:
     if not isinstance(text, str) or not text.strip():
         raise Refused(f"{what} is empty: give the name (or a few words) to search for")
-    return text.strip()
+    return bounds.name(text, what, bounds.SEARCH_TEXT_MAX_CHARS)
 
 
 def staged_instances(stage: DocumentStage) -> list[dict]:
@@ -35,8 +37,10 @@ def staged_instances(stage: DocumentStage) -> list[dict]:
 def search_instance(ctx: ToolContext, text: str, type: str | None = None, document: str | None = None,
                     k: int = 5) -> ToolResult:
     text = _text(text)
-    k = max(1, min(int(k), 25))
+    k = bounds.count(k, "k", bounds.SEARCH_K_MAX)
     kinds = None
+    if type is not None:
+        type = bounds.name(type, "type", kg_names.TYPE_MAX_CHARS)
     if type:
         onto = ctx.ontology()
         cls = onto.cls(type) or onto.class_for_synonym(type)
@@ -77,8 +81,9 @@ def search_instance(ctx: ToolContext, text: str, type: str | None = None, docume
 
 def search_class(ctx: ToolContext, text: str, k: int = 5) -> ToolResult:
     text = _text(text)
+    k = bounds.count(k, "k", bounds.SEARCH_K_MAX)
     onto = ctx.ontology()
-    found = onto.search_classes(text, max(1, min(int(k), 25)))
+    found = onto.search_classes(text, k)
     synonym = onto.class_for_synonym(text)
     results = [{"label": c.label, "comment": c.comment, "super_class": c.super_class, "kind": c.kind,
                 "source": c.source, "score": s} for s, c in found]
@@ -97,8 +102,9 @@ def search_class(ctx: ToolContext, text: str, k: int = 5) -> ToolResult:
 
 def search_property(ctx: ToolContext, text: str, k: int = 5) -> ToolResult:
     text = _text(text)
+    k = bounds.count(k, "k", bounds.SEARCH_K_MAX)
     onto = ctx.ontology()
-    found = onto.search_properties(text, max(1, min(int(k), 25)))
+    found = onto.search_properties(text, k)
     results = [{"label": p.label, "comment": p.comment, "domain": p.domain, "range": p.range,
                 "super_property": p.super_property, "relation": p.relation, "source": p.source,
                 "allowed": [f"{s} -> {t}" for s, t, _ in p.pairs], "score": s} for s, p in found]

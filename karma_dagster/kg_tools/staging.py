@@ -24,10 +24,11 @@ from pydantic import BaseModel
 
 from karma_dagster.agents.integration import collect_document
 from karma_dagster.ingest.catalog import Catalog
-from karma_dagster.ingest.keys import KEY_RE, date_of_document_key
+from karma_dagster.ingest.keys import date_of_document_key
 from karma_dagster.kg import merge
 from karma_dagster.kg.merge import IncrementStats
 from karma_dagster.kg.backends import kg_store
+from karma_dagster.kg_tools.bounds import document_key
 from karma_dagster.kg_tools.results import Refused
 from karma_dagster.params import KarmaParams
 from karma_dagster.paths import DataPaths
@@ -60,14 +61,9 @@ class ToolCallRecord(BaseModel):
 
 
 def check_doc_key(doc_key: str) -> str:
-    if not isinstance(doc_key, str) or not KEY_RE.match(doc_key):
-        raise Refused(f"document {doc_key!r} is not a document key: it must look like 2016-02-12_pmc4737013 "
-                      "(the date the KG increment takes it in, '_', lower-case letters, digits, '.', '-')")
-    try:
-        date_of_document_key(doc_key)
-    except ValueError as exc:
-        raise Refused(f"document {doc_key!r}: its date part is not a date ({exc})") from exc
-    return doc_key
+    """The catalog's key rule and the KG's date range (kg_tools/bounds.py): a document no increment could merge
+    is refused before anything is staged for it."""
+    return document_key(doc_key)
 
 
 class DocumentStage:
