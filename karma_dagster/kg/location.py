@@ -91,7 +91,8 @@ def secret_parts(url: str) -> set[str]:
     url = str(url)
     raw: set[str] = set()
     if not _SCHEME.match(url):
-        raw = {m.group(2).strip("'") for m in _KEYWORD.finditer(url)}
+        raw = {m.group(2).strip("'") for m in _KEYWORD.finditer(url) if m.group(1).lower() not in HARMLESS_KEYS
+               and not (m.group(1).lower() == "user" and _ROLE_NAME.fullmatch(m.group(2).strip("'")))}
     else:
         _, secret, _, items = _split(url)
         if secret:
