@@ -2,7 +2,7 @@
 
 Files are written into a temporary sibling folder and renamed into place when every file is written and
 checked, so a failed export never leaves a half-written folder where a complete one was. The folder must be new,
-empty, or hold only an earlier export of the same format (export/target.py); anything else is refused before
+empty, or hold only an earlier export of the same format (kg/safe_output.py); anything else is refused before
 anything is written, and checked again right before the swap.
 """
 
@@ -20,7 +20,7 @@ from pydantic import BaseModel
 
 from karma_dagster.export import FORMATS
 from karma_dagster.export.snapshot import read_snapshot
-from karma_dagster.export.target import TargetRefused, check_output_folder
+from karma_dagster.kg.safe_output import TargetRefused, check_output_folder
 from karma_dagster.kg.schema import KGSchema
 from karma_dagster.kg.store import KGStore
 
@@ -54,7 +54,7 @@ def parse_as_of(text: str) -> dt.date:
 
 
 def check_target(out_dir: Path, fmt: str, data=None) -> Path:  # noqa: ANN001 - DataPaths
-    """The resolved export folder, or ExportError naming it: see export/target.py."""
+    """The resolved export folder, or ExportError naming it: see kg/safe_output.py."""
     try:
         return check_output_folder(out_dir, kind=fmt, data=data, report=REPORT)
     except TargetRefused as exc:

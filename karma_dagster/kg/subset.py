@@ -153,8 +153,8 @@ SUBSET_FILES = ("nodes.tsv", "edges.sif.gz")
 
 def write_subset(out: Path, nodes: list[dict[str, str]], edges: list[tuple[str, str, str]]) -> None:
     """The two files into out (other files there stay); never into the data dir, the checkout, home, / or a folder
-    containing one of them (export/target.py)."""
-    from karma_dagster.export.target import check_output_folder
+    containing one of them (kg/safe_output.py)."""
+    from karma_dagster.kg.safe_output import check_output_folder
 
     out = check_output_folder(out, kind="seed KG subset", own_files=SUBSET_FILES, others_stay=True)
     out.mkdir(parents=True, exist_ok=True)
@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--max-nodes", type=int, default=4000)
     ap.add_argument("--max-edges", type=int, default=10000)
     a = ap.parse_args(argv)
-    from karma_dagster.export.target import TargetRefused, check_output_folder
+    from karma_dagster.kg.safe_output import TargetRefused, check_output_folder
 
     try:  # before the minutes of matching
         check_output_folder(a.out, kind="seed KG subset", own_files=SUBSET_FILES, others_stay=True)

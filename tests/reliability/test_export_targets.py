@@ -155,7 +155,7 @@ def test_dagster_home_the_stores_and_home_are_refused(home: dict, capsys: pytest
 
 def test_the_checkout_the_inbox_and_root_are_never_targets(home: dict) -> None:
     """Checked on the rule itself (running an export at the checkout or / on the old code would wipe them)."""
-    from karma_dagster.export.target import TargetRefused, check_output_folder
+    from karma_dagster.kg.safe_output import TargetRefused, check_output_folder
 
     data = DataPaths(home["data"], home["inbox"])
     for out in (project_root(), project_root() / "karma_dagster" / "..", home["inbox"], "/", home["tmp"] / "..",
@@ -208,7 +208,7 @@ def test_the_export_asset_refuses_a_default_folder_holding_other_files(home: dic
 
 
 def test_the_seed_subset_writer_obeys_the_same_rule(home: dict) -> None:
-    from karma_dagster.export.target import TargetRefused
+    from karma_dagster.kg.safe_output import TargetRefused
     from karma_dagster.kg.subset import main as subset_main, write_subset
 
     nodes, edges = [{"id": "Gene::1", "name": "A1BG", "kind": "Gene"}], [("Gene::1", "GiG", "Gene::1")]

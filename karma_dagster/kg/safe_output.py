@@ -1,4 +1,5 @@
-"""Where a command may write a folder the user named: never over something it did not write.
+"""Where a command may write KG files (an export, a seed subset) into a folder the user named: never over something
+it did not write.
 
 A target is valid when it is a new folder, an empty one, or one that holds only an earlier output of the same
 kind (an export: its report file with the same format, listing every entry of the folder; another writer: only
