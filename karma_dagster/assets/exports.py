@@ -54,7 +54,7 @@ def _build(namespace: str, fmt: str) -> dg.AssetsDefinition:
         root = storage.root()
         out = export_dir(root, namespace, fmt, as_of)
         try:
-            result = export_kg(storage.kg_store(), fmt, namespace, as_of, out)
+            result = export_kg(storage.kg_store(), fmt, namespace, as_of, out, data=storage.paths())
         except ExportError as exc:
             raise dg.Failure(description=f"{fmt} export of {namespace} as of {as_of}: {exc}") from exc
         report = dict(result.report)

@@ -26,7 +26,7 @@ def known_namespaces(store) -> list[str]:  # noqa: ANN001 - KGStore
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from karma_dagster.export.run import ExportError, export_kg, parse_as_of
+    from karma_dagster.export.run import ExportError, check_target, export_kg, parse_as_of
     from karma_dagster.kg.backends import kg_store
     from karma_dagster.paths import DataPaths, display_path
 
@@ -38,12 +38,14 @@ def cmd_export(args: argparse.Namespace) -> int:
         store = kg_store(data)
         if not store.exists():
             raise ExportError("no KG in the data folder yet: `karma import-kg` (or `karma run`) imports the seed KG")
+        if args.out:  # before anything is read: a refused folder costs nothing
+            check_target(Path(args.out), args.format, data)
         known = known_namespaces(store)
         if args.backbone not in known:
             raise ExportError(f"--backbone {args.backbone!r}: unknown; backbones of backbones.yaml and the KG: "
                               f"{', '.join(known)}")
         out = Path(args.out) if args.out else export_dir(data.root, args.backbone, args.format, as_of)
-        result = export_kg(store, args.format, args.backbone, as_of, out, base_iri=args.base_iri)
+        result = export_kg(store, args.format, args.backbone, as_of, out, base_iri=args.base_iri, data=data)
     except ExportError as exc:
         print(f"karma export: {exc}", file=sys.stderr)
         return 2
@@ -60,7 +62,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--format", required=True, help=f"one of {', '.join(FORMATS)}")
     p.add_argument("--as-of", help="ISO date: the KG as merged up to and including that day (default: today)")
     p.add_argument("--backbone", default="local", help="whose KG (namespace); default: local")
-    p.add_argument("--out", help="output folder (default: <data-dir>/exports/<backbone>/<format>/<date>)")
+    p.add_argument("--out", help="output folder (default: <data-dir>/exports/<backbone>/<format>/<date>): a new "
+                   "folder, or one an earlier export of the same format wrote; anything else is refused")
     p.add_argument("--data-dir", help="run-time data folder (default: $DAGSTER_HOME/karma)")
     p.add_argument("--base-iri", help="turtle: the IRI base of classes, relations and nodes (default: a placeholder)")
     p.set_defaults(func=cmd_export)

@@ -8,7 +8,15 @@ the same source of truth (bmt over the Biolink Model): required columns (id and 
 predicate, object and Biolink 4's required association slots knowledge_level and agent_type for edges), CURIE
 ids, unique node ids, every edge end a node, categories that are Biolink classes, predicates that are Biolink
 predicates, enum values (knowledge level, agent type, qualifiers), number-typed columns. One difference: an id
-prefix Biolink does not know is an error for KGX and a warning here (see KARMA below).
+prefix Biolink does not know is an error for KGX and a warning here (see KARMA below). The files are also read
+back with kgx's own TSV source (kgx 2.6, in a venv of its own: scripts/kgx_venv.sh) by the reliability tests.
+
+Cells: KGX TSV has no quoting (kgx reads it with pandas, QUOTE_NONE, "\n" lines) and splits every value that holds a
+"|" into a list, so a tab, a line break or a "|" inside a value would shift columns, cut rows or turn a name into
+a list. Each value is escaped instead (`escape`, undone exactly by `unescape`): "\\" -> "\\\\", tab -> "\\t", LF ->
+"\\n", CR -> "\\r", "|" -> "\\u007c", other control and line-separator characters -> "\\uXXXX"; quotes, other
+Unicode (bidi marks included) stay as they are. A reader that ignores the escapes still gets every row and column
+right and only sees the escape text.
 
 Ids: a node's vocabulary CURIE (DOID:9352, NCBIGene:1000, DRUGBANK:DB00331: prefixes put in Biolink's case) when
 Biolink knows the prefix and no other node has it (seed nodes first); else KARMA:<the KG id>, this export's own
@@ -20,6 +28,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from urllib.parse import quote
 
@@ -53,15 +62,41 @@ class KGXValidation(BaseModel):
         return not self.errors
 
 
-def _cell(value: object) -> str:
-    """TSV has no quoting in KGX: tabs and line breaks inside a value become spaces."""
+_SHORT = {"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"}
+# what KGX or a line-based reader would take as structure: controls (C0, DEL, C1), "|", Unicode line separators
+_RESERVED = re.compile(r"[\\\x00-\x1f\x7f-\x9f|\u2028\u2029]")
+_ESCAPED = re.compile(r"\\(\\|t|n|r|u[0-9a-f]{4})")
+
+
+def escape(value: object) -> str:
+    """A value as one KGX TSV cell (see the module docstring); None -> ""."""
     if value is None:
         return ""
-    return re.sub(r"[\t\r\n]+", " ", str(value))
+    return _RESERVED.sub(lambda m: _SHORT.get(m.group(), f"\\u{ord(m.group()):04x}"), str(value))
+
+
+def unescape(cell: str) -> str:
+    """The value `escape` wrote, exactly."""
+    back = {"\\": "\\", "t": "\t", "n": "\n", "r": "\r"}
+    return _ESCAPED.sub(lambda m: back.get(m.group(1)) or chr(int(m.group(1)[1:], 16)), cell)
+
+
+_cell = escape
 
 
 def _multi(values: list[str]) -> str:
-    return "|".join(_cell(v).replace("|", "/") for v in values if v)
+    """A list-valued KGX cell: the escaped values joined by "|" (KGX's list separator, never inside a value)."""
+    return "|".join(escape(v) for v in values if v)
+
+
+class _TSVWriter:
+    """KGX TSV rows: cells joined by tabs, no quoting (KGX has none; every text cell is escaped already)."""
+
+    def __init__(self, fh) -> None:  # noqa: ANN001 - a text file
+        self.fh = fh
+
+    def writerow(self, cells: Iterable[object]) -> None:
+        self.fh.write("\t".join(c if isinstance(c, str) else escape(c) for c in cells) + "\n")
 
 
 def node_ids(snap: Snapshot, mapping: BiolinkMapping) -> dict[str, str]:
@@ -91,7 +126,7 @@ def write_kgx(snap: Snapshot, out_dir: Path, seed_source: str = SEED_SOURCE) -> 
     ids = node_ids(snap, mapping)
     unmapped_nodes: dict[str, int] = {}
     with open(out_dir / NODES, "w", encoding="utf-8", newline="") as fh:
-        w = csv.writer(fh, delimiter="\t", quoting=csv.QUOTE_NONE, escapechar=None, lineterminator="\n")
+        w = _TSVWriter(fh)
         w.writerow(NODE_COLUMNS)
         for n in snap.nodes:
             category = mapping.category(n.kind)
@@ -103,7 +138,7 @@ def write_kgx(snap: Snapshot, out_dir: Path, seed_source: str = SEED_SOURCE) -> 
                         _cell(n.first_seen), _cell(n.last_seen)])
     unmapped_edges: dict[str, int] = {}
     with open(out_dir / EDGES, "w", encoding="utf-8", newline="") as fh:
-        w = csv.writer(fh, delimiter="\t", quoting=csv.QUOTE_NONE, escapechar=None, lineterminator="\n")
+        w = _TSVWriter(fh)
         w.writerow(EDGE_COLUMNS)
         for e in snap.edges:
             me = snap.metaedge_of(e)
@@ -142,6 +177,8 @@ def write_kgx(snap: Snapshot, out_dir: Path, seed_source: str = SEED_SOURCE) -> 
         # with no vocabulary CURIE (or one a seed node already has) that got this export's KARMA: prefix
         "ids_with_own_prefix": sum(i.startswith(OWN_PREFIX + ":") for i in ids.values()),
         "validation_warnings": len(check.warnings),
+        "cell_escapes": "backslash, tab, LF, CR, '|' and other control characters escaped as \\\\, \\t, \\n, \\r, "
+                        "\\uXXXX (karma_dagster.export.kgx.unescape reverses them)",
     }
     counts = {"nodes": check.n_nodes, "edges": check.n_edges,
               "nodes_named_thing": sum(unmapped_nodes.values()), "edges_related_to": sum(unmapped_edges.values())}

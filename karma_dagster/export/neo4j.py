@@ -3,7 +3,16 @@
 Headers carry the import tool's field types (id:ID, :LABEL, :START_ID, :END_ID, :TYPE, confidence:double,
 first_seen:date, documents:string[]...). Labels: `Entity`, the kind in CamelCase (`SideEffect`) and `Seed` or
 `Extracted`; relationship types are the relation in upper snake case (TREATS), with the metaedge as a property.
-Arrays use "|" (the command passes --array-delimiter="|"; a "|" inside a value becomes "/"). `check_import_files`
+Arrays use "|" (the command passes --array-delimiter="|"; a "|" inside an array element becomes "/").
+
+Cells, as neo4j-admin reads them (5.x defaults plus the flags the command passes): "," separates fields, '"' quotes
+one, '""' inside quotes is one '"' (--legacy-style-quoting=false: a backslash is a plain character), and a quoted
+field may span lines (--multiline-fields=true), so every character but the array delimiter arrives as written;
+Python's csv writer quotes exactly the fields that need it. Formula guard (OWASP's CSV injection advice): a
+spreadsheet runs a cell that begins with = + - @ TAB or CR as a formula, so every text cell that begins with one of
+those, or with "'", gets one "'" in front (`guard`). neo4j-admin imports that "'" as part of the value: a value
+that begins with "'" in Neo4j had one added (the command file says how to take it off; `unguard` does it in
+Python). Number, boolean, date, label and type cells never begin with those characters. `check_import_files`
 re-reads the files as the import tool would and is run after every export, since no Neo4j is installed here.
 """
 
@@ -37,40 +46,56 @@ def rel_type(relation: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "_", relation).strip("_").upper() or "RELATED_TO"
 
 
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+GUARD = "'"
+
+
+def guard(cell: str) -> str:
+    """A text cell a spreadsheet cannot run as a formula (see the module docstring)."""
+    return GUARD + cell if cell.startswith((*FORMULA_START, GUARD)) else cell
+
+
+def unguard(value: str) -> str:
+    """The value `guard` was given (for a text property or an array's first element as Neo4j imported it)."""
+    return value[1:] if value.startswith(GUARD) else value
+
+
 def _text(value: object) -> str:
-    if value is None:
-        return ""
-    return re.sub(r"[\r\n]+", " ", str(value))
+    return "" if value is None else guard(str(value))
 
 
 def _array(values: list[str]) -> str:
-    return ARRAY.join(_text(v).replace(ARRAY, "/") for v in values if v)
+    return guard(ARRAY.join(str(v).replace(ARRAY, "/") for v in values if v))
 
 
 def write_neo4j(snap: Snapshot, out_dir: Path) -> tuple[list[str], dict[str, int]]:
     """The import CSVs and the command into out_dir, checked; (file names, counts)."""
     with open(out_dir / NODES, "w", encoding="utf-8", newline="") as fh:
-        w = csv.writer(fh, lineterminator="\n")
+        w = csv.writer(fh, lineterminator="\r\n")  # "\r\n": a lone CR in a value is quoted too
         w.writerow(NODE_HEADER)
         for n in snap.nodes:
             labels = ["Entity", label(n.kind), "Seed" if n.source == "seed" else "Extracted"]
             w.writerow([_text(n.id), _text(n.name), _text(n.kind), n.source, _text(n.vocab_id), _array(n.synonyms),
                         _text(n.first_seen), _text(n.last_seen), _text(n.created_by_doc), ARRAY.join(labels)])
     with open(out_dir / RELS, "w", encoding="utf-8", newline="") as fh:
-        w = csv.writer(fh, lineterminator="\n")
+        w = csv.writer(fh, lineterminator="\r\n")  # "\r\n": a lone CR in a value is quoted too
         w.writerow(REL_HEADER)
         for e in snap.edges:
             ev = snap.evidence_by_edge.get(e.key, [])
             me = snap.metaedge_of(e)
             w.writerow([_text(e.head_id), _text(e.tail_id), rel_type(e.relation), _text(e.relation),
-                        me.abbrev if me else "", f"{e.confidence:.6g}", e.n_evidence, e.n_docs,
+                        _text(me.abbrev if me else ""), f"{e.confidence:.6g}", e.n_evidence, e.n_docs,
                         "true" if e.in_seed else "false", _text(e.first_seen), _text(e.last_seen),
                         _array(sorted({x.doc_key for x in ev})), _array(sorted({x.backbone for x in ev})),
                         _array(sorted({x.prompt_version for x in ev if x.prompt_version}))])
     (out_dir / COMMAND).write_text(
         "# run from this folder; the target database must be empty (or add --overwrite-destination)\n"
         f'neo4j-admin database import full --nodes={NODES} --relationships={RELS} --array-delimiter="{ARRAY}" '
-        "--skip-duplicate-nodes=false --skip-bad-relationships=false neo4j\n", encoding="utf-8")
+        "--multiline-fields=true --legacy-style-quoting=false --skip-duplicate-nodes=false "
+        "--skip-bad-relationships=false neo4j\n"
+        "# a text value (or an array's first element) that begins with ' had one ' added so that no spreadsheet runs\n"
+        "# it as a formula (it began with = + - @ tab CR or '); to take it off after the import, e.g.:\n"
+        "# MATCH (n:Entity) WHERE n.name STARTS WITH \"'\" SET n.name = substring(n.name, 1)\n", encoding="utf-8")
     problems = check_import_files(out_dir / NODES, out_dir / RELS)
     if problems:
         raise ValueError(f"Neo4j export of {snap.namespace} is inconsistent: {problems[:5]}")
@@ -133,6 +158,9 @@ def check_import_files(nodes_path: Path, rels_path: Path, max_problems: int = 50
                         return problems
                     continue
                 for value, (name, typ, is_array) in zip(row, fields, strict=True):
+                    if value.startswith(FORMULA_START):
+                        if bad(f"{path.name}:{line}: {name} {value[:20]!r} would be read as a spreadsheet formula"):
+                            return problems
                     if typ == "ID":
                         if not value or value in ids:
                             if bad(f"{path.name}:{line}: node id {value!r} empty or duplicate"):

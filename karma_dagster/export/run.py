@@ -1,7 +1,9 @@
 """One export of one namespace as of one date into one folder: the entry point of the CLI and the assets.
 
 Files are written into a temporary sibling folder and renamed into place when every file is written and
-checked, so a failed export never leaves a half-written folder where a complete one was.
+checked, so a failed export never leaves a half-written folder where a complete one was. The folder must be new,
+empty, or hold only an earlier export of the same format (kg/safe_output.py); anything else is refused before
+anything is written, and checked again right before the swap.
 """
 
 from __future__ import annotations
@@ -11,12 +13,14 @@ import json
 import shutil
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 from pydantic import BaseModel
 
 from karma_dagster.export import FORMATS
 from karma_dagster.export.snapshot import read_snapshot
+from karma_dagster.kg.safe_output import TargetRefused, check_output_folder
 from karma_dagster.kg.schema import KGSchema
 from karma_dagster.kg.store import KGStore
 
@@ -49,12 +53,21 @@ def parse_as_of(text: str) -> dt.date:
         raise ExportError(f"--as-of {text!r}: not a date; give an ISO date such as 2016-02-12") from None
 
 
+def check_target(out_dir: Path, fmt: str, data=None) -> Path:  # noqa: ANN001 - DataPaths
+    """The resolved export folder, or ExportError naming it: see kg/safe_output.py."""
+    try:
+        return check_output_folder(out_dir, kind=fmt, data=data, report=REPORT)
+    except TargetRefused as exc:
+        raise ExportError(f"--out {exc}") from None
+
+
 def export_kg(store: KGStore, fmt: str, namespace: str, as_of: dt.date | None, out_dir: Path,
-              schema: KGSchema | None = None, base_iri: str | None = None) -> ExportResult:
-    """Write the `fmt` export of `namespace` as of `as_of` into out_dir (replacing what an earlier export of the
-    same folder held), plus export-report.json."""
+              schema: KGSchema | None = None, base_iri: str | None = None, data=None) -> ExportResult:  # noqa: ANN001
+    """Write the `fmt` export of `namespace` as of `as_of` into out_dir (replacing an earlier export of the same
+    format there, never anything else), plus export-report.json. data: the DataPaths whose folders are protected."""
     if fmt not in FORMATS:
         raise ExportError(f"format {fmt!r}: not one of {', '.join(FORMATS)}")
+    shown, out_dir = out_dir, check_target(out_dir, fmt, data)
     if not store.exists():
         raise ExportError("no KG in the data folder (or at $KARMA_KG_URL) yet: import the seed KG first "
                           "(`karma import-kg` or `karma run`)")
@@ -84,6 +97,7 @@ def export_kg(store: KGStore, fmt: str, namespace: str, as_of: dt.date | None, o
         result = ExportResult(format=fmt, namespace=namespace, as_of=as_of, files=[*files, REPORT], counts=counts,
                               snapshot=snap.counts(), report=report, seconds=round(time.perf_counter() - t0, 2))
         (tmp / REPORT).write_text(result.model_dump_json(indent=2), encoding="utf-8")
+        check_target(shown, fmt, data)  # still ours to replace (nothing was added meanwhile)
         _replace(tmp, out_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -92,11 +106,11 @@ def export_kg(store: KGStore, fmt: str, namespace: str, as_of: dt.date | None, o
 
 
 def _replace(tmp: Path, out_dir: Path) -> None:
-    """Swap the finished folder in; the previous export is removed only once the new one is in place."""
+    """Swap the finished folder in; the previous export (checked to hold only its own files) is removed only once
+    the new one is in place, from a fresh name: no folder that happens to be called like it is touched."""
     old = None
     if out_dir.exists():
-        old = out_dir.with_name(f".{out_dir.name}.old")
-        shutil.rmtree(old, ignore_errors=True)
+        old = out_dir.with_name(f".{out_dir.name}.old-{uuid.uuid4().hex[:12]}")
         out_dir.rename(old)
     tmp.rename(out_dir)
     if old is not None:

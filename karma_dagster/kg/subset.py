@@ -148,7 +148,15 @@ def read_hetionet(hetionet_dir: Path) -> tuple[list[dict[str, str]], list[tuple[
     return nodes, [(s, m, t) for s, m, t in rows[1:]]
 
 
+SUBSET_FILES = ("nodes.tsv", "edges.sif.gz")
+
+
 def write_subset(out: Path, nodes: list[dict[str, str]], edges: list[tuple[str, str, str]]) -> None:
+    """The two files into out (other files there stay); never into the data dir, the checkout, home, / or a folder
+    containing one of them (kg/safe_output.py)."""
+    from karma_dagster.kg.safe_output import check_output_folder
+
+    out = check_output_folder(out, kind="seed KG subset", own_files=SUBSET_FILES, others_stay=True)
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "nodes.tsv", "w", encoding="utf-8", newline="") as fh:
         w = csv.writer(fh, delimiter="\t", lineterminator="\n", quoting=csv.QUOTE_NONE)
@@ -183,6 +191,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--max-nodes", type=int, default=4000)
     ap.add_argument("--max-edges", type=int, default=10000)
     a = ap.parse_args(argv)
+    from karma_dagster.kg.safe_output import TargetRefused, check_output_folder
+
+    try:  # before the minutes of matching
+        check_output_folder(a.out, kind="seed KG subset", own_files=SUBSET_FILES, others_stay=True)
+    except TargetRefused as exc:
+        ap.exit(2, f"subset: --out {exc}\n")
     print(build(a.hetionet, a.papers, a.pubtator, a.out, a.max_nodes, a.max_edges).model_dump_json(indent=1))
 
 
