@@ -363,3 +363,18 @@ def test_the_mcp_server_answers_only_its_own_host_origin_and_token(mcp_server: t
     assert r.status_code == 200
     assert r.headers.get("x-frame-options") == "DENY" and "frame-ancestors 'none'" in r.headers.get(
         "content-security-policy", "")
+
+
+def test_allow_host_adds_exactly_the_names_given(queue: ReviewQueue, paths: DataPaths) -> None:  # noqa: F811
+    from karma_dagster.review.cli_review import main
+    from karma_dagster.web.guard import own_hosts
+
+    hosts = own_hosts("127.0.0.1", PORT, ["Review.LAN", "proxy.lan:443", "[fd00::1]"])
+    assert set(hosts) == {f"127.0.0.1:{PORT}", f"localhost:{PORT}", f"[::1]:{PORT}", f"review.lan:{PORT}",
+                          "proxy.lan:443", f"[fd00::1]:{PORT}"}
+    client = TestClient(create_app(queue, hosts=hosts), base_url=OWN)
+    assert client.get("/api/items", headers={"host": f"review.lan:{PORT}"}).status_code == 200
+    for host in ("review.lan:1", "proxy.lan", f"sub.review.lan:{PORT}", f"proxy.lan:{PORT}"):
+        assert client.get("/api/items", headers={"host": host}).status_code == 421, host
+    # the page is still served on loopback only, whatever names it answers to
+    assert main(["--data-dir", str(paths.root), "--host", "0.0.0.0", "--allow-host", "review.lan"]) == 2
