@@ -20,7 +20,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "karma_dagster"
 # Dagster section: the only modules that may import dagster.
 LAYERS: list[tuple[str, ...]] = [
     ("paths", "strict_keys", "params", "schemas", "prompts", "config", "date_range", "interrupts", "progress",
-     "integrity", "shared_storage"),
+     "integrity", "shared_storage", "web"),
     ("dictionary", "ingest", "kg", "stage_store"),
     ("backbones",),
     ("agents",),

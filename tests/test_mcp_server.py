@@ -16,6 +16,8 @@ from pathlib import Path
 import anyio
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 from karma_dagster import services
 from karma_dagster.kg.store import KGStore
@@ -138,13 +140,25 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def http_server(data_dir: Path) -> Iterator[str]:
+def start_http_server(data_dir: Path) -> tuple[subprocess.Popen, int]:
     port = _free_port()
     proc = subprocess.Popen([sys.executable, *_server_command(data_dir, "--transport", "streamable-http",
                                                                "--port", str(port))],
-                            env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             cwd=str(Path(__file__).resolve().parents[1]))
+    return proc, port
+
+
+def printed_token(proc: subprocess.Popen) -> str:
+    """The bearer token `karma mcp --transport streamable-http` prints at start (its second line)."""
+    assert proc.stdout is not None
+    proc.stdout.readline()  # MCP endpoint: http://127.0.0.1:<port>/mcp
+    return proc.stdout.readline().rsplit(" ", 1)[-1].strip()
+
+
+@pytest.fixture
+def http_server(data_dir: Path) -> Iterator[tuple[str, str]]:
+    proc, port = start_http_server(data_dir)
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -157,7 +171,7 @@ def http_server(data_dir: Path) -> Iterator[str]:
                 time.sleep(0.2)
         else:
             pytest.fail("the server did not listen within 60 s")
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield f"http://127.0.0.1:{port}/mcp", printed_token(proc)
     finally:
         proc.terminate()
         try:
@@ -167,10 +181,13 @@ def http_server(data_dir: Path) -> Iterator[str]:
             proc.wait()
 
 
-def test_streamable_http_client_lists_and_runs_the_tools(http_server: str, data_dir: Path):
+def test_streamable_http_client_lists_and_runs_the_tools(http_server: tuple[str, str], data_dir: Path):
+    url, token = http_server
+
     async def main() -> None:
-        async with Client(http_server, read_timeout_seconds=120) as client:
-            await _session(client, data_dir)
+        async with create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http:
+            async with Client(streamable_http_client(url, http_client=http), read_timeout_seconds=120) as client:
+                await _session(client, data_dir)
 
     anyio.run(main)
 

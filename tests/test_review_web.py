@@ -19,6 +19,7 @@ from karma_dagster.review.changes import with_changes
 from karma_dagster.review.cogmg_items import items_from_completions
 from karma_dagster.review.models import DecisionIn
 from karma_dagster.review.queue import ReviewQueue
+from karma_dagster.web.guard import TOKEN_HEADER
 from test_review_queue import DOC, METFORMIN, T2DM, by_source, completion, filled_queue, paths, seed_kg  # noqa: F401
 
 CHROMIUM = "/usr/bin/chromium"
@@ -34,7 +35,9 @@ def queue(paths: DataPaths) -> ReviewQueue:  # noqa: F811
 
 @pytest.fixture
 def client(queue: ReviewQueue) -> TestClient:
-    return TestClient(create_app(queue, dagster_url="http://127.0.0.1:3999/"), follow_redirects=False)
+    app = create_app(queue, dagster_url="http://127.0.0.1:3999/")  # the page's own Host and session token
+    return TestClient(app, base_url="http://127.0.0.1:8766", headers={TOKEN_HEADER: app.state.token},
+                      follow_redirects=False)
 
 
 def test_queue_page_shows_items_with_marked_evidence_and_dagster_links(client: TestClient, queue: ReviewQueue) -> None:
@@ -133,6 +136,8 @@ def test_accept_shortcut_in_a_real_browser(queue: ReviewQueue, paths: DataPaths)
                 "--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
                 "--disable-component-update", "--disable-sync", "--no-first-run"])
             page = browser.new_page(viewport={"width": 1100, "height": 900})
+            console: list[str] = []  # a Content-Security-Policy violation shows here: it must not break the page
+            page.on("console", lambda msg: console.append(msg.text))
             page.goto(base + "/")
             assert page.locator("article.item.selected").get_attribute("data-id") == first.item_id
             page.keyboard.press("a")  # no reviewer name yet: nothing is sent, the name field asks for one
@@ -152,6 +157,7 @@ def test_accept_shortcut_in_a_real_browser(queue: ReviewQueue, paths: DataPaths)
             assert f"accepted {first.triple_text} (alice)" in page.inner_text("p.message")
             assert page.locator("article.item").count() == 3
             page.screenshot(path=str(SCREENSHOT), full_page=True)
+            assert not [m for m in console if "Content Security Policy" in m], console
             browser.close()
         stored = queue.decision(first.item_id)
         assert stored is not None and (stored.action, stored.reviewer) == ("accept", "alice")
@@ -205,7 +211,9 @@ def test_a_missed_question_hits_after_its_completion_is_accepted_in_the_page(pat
         passages=[Passage(passage_id="p3", doc_key="2016-02-12_pmc1", text=text, score=9.1)])
     queue = ReviewQueue.for_data(paths)
     queue.add_items(with_changes(items_from_completions([filled]), paths.kg))
-    client = TestClient(create_app(queue), follow_redirects=False)
+    app = create_app(queue)
+    client = TestClient(app, base_url="http://127.0.0.1:8766", headers={TOKEN_HEADER: app.state.token},
+                        follow_redirects=False)
     (item,) = [i for i, _ in queue.items(source="cogmg")]
     assert item.change == "new edge (score 0.81); new entity 'pirfenidone' (Compound)"
     assert "new entity &#39;pirfenidone&#39; (Compound)" in client.get("/?source=cogmg").text

@@ -11,12 +11,16 @@ from karma_dagster.kg_tools import MCP_TRANSPORTS as TRANSPORTS  # the server (a
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser("mcp", help="serve the KG tools (search, create, read-only queries) to an MCP client",
-                       description="Serve the KG tools over MCP. Writes are validated, staged per document in the "
-                                   "namespace's stage tables and merged into the KG by merge_document (or the date "
-                                   "increment). No raw query tool.")
+                       description="Serve the KG tools over MCP (streamable-http prints its URL and the bearer "
+                                   "token every request must send; $KARMA_MCP_TOKEN fixes the token). Writes are "
+                                   "validated, staged per document in the namespace's stage tables and merged into "
+                                   "the KG by merge_document (or the date increment). No raw query tool.")
     p.add_argument("--transport", choices=TRANSPORTS, default="stdio")
     p.add_argument("--host", default="127.0.0.1", help="streamable-http: a loopback address (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8765, help="streamable-http port (default 8765)")
+    p.add_argument("--allow-host", action="append", default=[], metavar="NAME[:PORT]",
+                   help="streamable-http: also answer to this Host name; by default only 127.0.0.1, localhost and "
+                        "[::1] with --port (a DNS-rebinding page's requests name another host and are refused)")
     p.add_argument("--data-dir", default="", help="the pipeline's data dir (default $DAGSTER_HOME/karma)")
     p.add_argument("--namespace", default=DEFAULT_NAMESPACE,
                    help=f"the KG namespace the tools read and write (default {DEFAULT_NAMESPACE!r}; not a chain's)")
@@ -29,7 +33,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     from karma_dagster.kg_tools.mcp_server import serve
 
     try:
-        serve(args.transport, args.host, args.port, args.data_dir, args.namespace, args.caller)
+        serve(args.transport, args.host, args.port, args.data_dir, args.namespace, args.caller,
+              allow_hosts=args.allow_host)
     except (ValueError, FileNotFoundError) as exc:
         print(f"karma mcp: {exc}", file=sys.stderr)
         return 2

@@ -4,15 +4,21 @@ An external agent searches and curates the KG under the same validation as the t
 server only adapts it. Writes name their document; `merge_document` merges that document's date through
 merge_increment, as the KG asset would. There is no raw query tool: only named read-only queries. A refusal is a
 tool error (is_error) whose text is the refusal's message, so the client's model reads why and calls again.
-The server has no authentication, so it binds loopback addresses only.
+Streamable HTTP binds loopback addresses only and answers only its own Host names and Origin (the SDK's
+TransportSecuritySettings, and web.guard.LocalGuard in front of every path), so a DNS-rebinding page is refused
+before any KG is opened; every request needs the bearer token printed at start (random per start, or
+$KARMA_MCP_TOKEN), so neither a web page nor another user of the machine can call the tools.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterable
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import ToolAnnotations
 from pydantic import ConfigDict, Field
 
@@ -24,8 +30,12 @@ from karma_dagster.kg_tools.results import ToolResult
 from karma_dagster.kg_tools.schemas import ALL_ARGS, description
 from karma_dagster.kg_tools.session import KGTools
 from karma_dagster.paths import DataPaths
+from karma_dagster.web.guard import LocalGuard, host_name, new_token, own_hosts, own_origins
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+TOKEN_ENV = "KARMA_MCP_TOKEN"  # a fixed bearer token for a client's config; unset: a random one per start
+MIN_TOKEN_CHARS = 24
+MAX_BODY_BYTES = 1024 * 1024  # one JSON-RPC message; the longest argument (an evidence text) is ~4,000 characters
 INSTRUCTIONS = (
     "Tools over a biomedical knowledge graph. Search before you create: search_instance for entities (ids), "
     "search_class for classes, search_property for relations and the classes they join. Writes are staged per "
@@ -112,14 +122,37 @@ def _forbid_unknown_arguments(server: MCPServer, name: str) -> None:
     tool.parameters = strict.model_json_schema(by_alias=True)
 
 
+def session_token() -> str:
+    """$KARMA_MCP_TOKEN when set (it must be long enough to guess never), else a new random token."""
+    token = os.environ.get(TOKEN_ENV, "").strip()
+    if token and len(token) < MIN_TOKEN_CHARS:
+        raise ValueError(f"${TOKEN_ENV} is {len(token)} characters: use at least {MIN_TOKEN_CHARS} "
+                         "(python -c 'import secrets; print(secrets.token_urlsafe(32))')")
+    return token or new_token()
+
+
+def http_app(server: MCPServer, *, host: str, port: int, token: str, path: str = "/mcp",
+             allow_hosts: Iterable[str] = ()) -> LocalGuard:
+    """The streamable-HTTP app: the SDK's, with its Host/Origin checks set to this server's own names and port
+    (the SDK's default admits every localhost port), behind LocalGuard (Host, Origin, bearer token, headers)."""
+    hosts = own_hosts(host, port, allow_hosts)
+    security = TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts,
+                                         allowed_origins=own_origins(hosts))
+    app = server.streamable_http_app(streamable_http_path=path, transport_security=security, host=host,
+                                     max_request_body_size=MAX_BODY_BYTES)
+    return LocalGuard(app, hosts=hosts, token=token, token_mode="bearer", max_body=None)
+
+
 def serve(transport: str = "stdio", host: str = "127.0.0.1", port: int = 8765, data_dir: str = "",
-          namespace: str = DEFAULT_NAMESPACE, caller: str = "mcp-client", path: str = "/mcp") -> None:
+          namespace: str = DEFAULT_NAMESPACE, caller: str = "mcp-client", path: str = "/mcp",
+          allow_hosts: Iterable[str] = ()) -> None:
     """Run the server until it is stopped (stdio: until the client closes the pipe)."""
     if transport not in TRANSPORTS:
         raise ValueError(f"transport {transport!r}: use one of {', '.join(TRANSPORTS)}")
     if transport != "stdio" and host not in LOOPBACK:
         raise ValueError(f"host {host!r}: the KG tools server has no authentication and listens on loopback only "
                          f"({', '.join(LOOPBACK)})")
+    token = session_token() if transport != "stdio" else ""
     paths = DataPaths(data_dir)
     if not kg_exists(paths):
         raise FileNotFoundError("the data dir has no KG yet: run `karma import-kg` (or `karma run`) first")
@@ -127,4 +160,9 @@ def serve(transport: str = "stdio", host: str = "127.0.0.1", port: int = 8765, d
     if transport == "stdio":
         server.run("stdio")
     else:
-        server.run("streamable-http", host=host, port=int(port), streamable_http_path=path)
+        import uvicorn
+
+        app = http_app(server, host=host, port=int(port), token=token, path=path, allow_hosts=allow_hosts)
+        print(f"MCP endpoint: http://{host_name(host)}:{int(port)}{path}\n"
+              f"send the header  Authorization: Bearer {token}", flush=True)
+        uvicorn.run(app, host=host, port=int(port), log_level="warning")

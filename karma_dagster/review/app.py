@@ -1,7 +1,9 @@
 """The review page: a server-rendered queue (Starlette + Jinja2) with accept / edit / reject forms and a JSON API.
 
 Served on the loopback only, without accounts: a reviewer types their name once (kept in the browser), and every
-decision carries it. A POST from another site's page is refused (its Origin is not this server).
+decision carries it. web.guard.LocalGuard stands in front of every route: only this server's Host names, only its
+own Origin, bounded bodies, and a decision only with the session token the page embeds (a hidden field in every
+form, a <meta> for JSON callers), so another site's page, framed or DNS-rebound, cannot decide for the reviewer.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from urllib.parse import quote, urlencode
 
 from pydantic import ValidationError
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
@@ -20,6 +23,7 @@ from starlette.templating import Jinja2Templates
 from karma_dagster.review.marks import marked_html
 from karma_dagster.review.models import DEFAULT_DAGSTER_URL, EDITABLE, SOURCES, DecisionIn, ReviewItem
 from karma_dagster.review.queue import AlreadyDecided, ReviewError, ReviewQueue, UnknownItem
+from karma_dagster.web.guard import TOKEN_FIELD, LocalGuard, new_token, own_hosts
 
 HERE = Path(__file__).resolve().parent
 FILTERS = ("source", "relation", "backbone", "min_score", "status")
@@ -39,10 +43,15 @@ def _validation_text(exc: ValidationError) -> str:
     return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'decision'}: {e['msg']}" for e in exc.errors())
 
 
-def create_app(queue: ReviewQueue, *, dagster_url: str = DEFAULT_DAGSTER_URL) -> Starlette:
+def create_app(queue: ReviewQueue, *, dagster_url: str = DEFAULT_DAGSTER_URL, hosts: list[str] | None = None,
+               token: str | None = None, port: int = 8766) -> Starlette:
+    """The page; `hosts` are the Host header values it answers to (default: the loopback names with `port`),
+    `token` the session's (default: a new random one, in `app.state.token`)."""
+    token = token or new_token()
     templates = Jinja2Templates(directory=str(HERE / "templates"))
     templates.env.filters["marked"] = lambda ev: marked_html(ev.text, ev.spans)
     templates.env.globals["dagster_link"] = lambda item: dagster_link(dagster_url, item)
+    templates.env.globals.update(session_token=token, token_field=TOKEN_FIELD)
 
     def filters_of(request: Request) -> dict[str, str]:
         return {k: request.query_params[k] for k in FILTERS if request.query_params.get(k)}
@@ -69,13 +78,7 @@ def create_app(queue: ReviewQueue, *, dagster_url: str = DEFAULT_DAGSTER_URL) ->
     async def index(request: Request) -> Response:
         return page(request)
 
-    def foreign(request: Request) -> bool:
-        origin = request.headers.get("origin")
-        return origin is not None and origin.rstrip("/") != f"{request.url.scheme}://{request.url.netloc}"
-
     async def decide_form(request: Request) -> Response:
-        if foreign(request):
-            return Response("cross-site decision refused", status_code=403)
         form = await request.form()
         item_id = request.path_params["item_id"]
         action = str(form.get("action", ""))
@@ -100,8 +103,6 @@ def create_app(queue: ReviewQueue, *, dagster_url: str = DEFAULT_DAGSTER_URL) ->
                               "dagster": dagster_link(dagster_url, i)} for i, d in rows])
 
     async def api_decide(request: Request) -> Response:
-        if foreign(request):
-            return JSONResponse({"error": "cross-site decision refused"}, status_code=403)
         try:
             decision_in = DecisionIn.model_validate_json(await request.body())
             decision = queue.decide(request.path_params["item_id"], decision_in)
@@ -111,10 +112,12 @@ def create_app(queue: ReviewQueue, *, dagster_url: str = DEFAULT_DAGSTER_URL) ->
             return JSONResponse({"error": str(exc)}, status_code=_status(exc))
         return JSONResponse(decision.model_dump(mode="json"), status_code=201)
 
-    return Starlette(routes=[
+    app = Starlette(routes=[
         Route("/", index),
         Route("/items/{item_id}/decision", decide_form, methods=["POST"]),
         Route("/api/items", api_items),
         Route("/api/items/{item_id}/decision", api_decide, methods=["POST"]),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
-    ])
+    ], middleware=[Middleware(LocalGuard, hosts=hosts or own_hosts("127.0.0.1", port), token=token)])
+    app.state.token = token
+    return app

@@ -32,6 +32,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--data-dir", default="", help="run-time data folder (default: $DAGSTER_HOME/karma)")
     p.add_argument("--host", default="127.0.0.1", help="a loopback address (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
+    p.add_argument("--allow-host", action="append", default=[], metavar="NAME[:PORT]",
+                   help="also answer to this Host name (e.g. a reverse proxy's); by default only 127.0.0.1, "
+                        "localhost and [::1] with --port: a page on any other name (DNS rebinding) is refused")
     p.add_argument("--dagster-url", default=os.environ.get("KARMA_DAGSTER_URL", DEFAULT_DAGSTER_URL),
                    help="the Dagster UI items link to (default $KARMA_DAGSTER_URL or %(default)s)")
     p.add_argument("--backbone", action="append", default=None, help="collect only this backbone's stage tables")
@@ -110,10 +113,12 @@ def cmd_review(args: argparse.Namespace) -> int:
         return 2
     import uvicorn
 
-    print(f"review page: http://{args.host}:{args.port}/  (Ctrl-C stops it)")
+    from karma_dagster.web.guard import host_name, own_hosts
+
+    app = create_app(queue, dagster_url=args.dagster_url, hosts=own_hosts(args.host, args.port, args.allow_host))
+    print(f"review page: http://{host_name(args.host)}:{args.port}/  (Ctrl-C stops it)", flush=True)
     try:
-        uvicorn.run(create_app(queue, dagster_url=args.dagster_url), host=args.host, port=args.port,
-                    log_level="warning")
+        uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     except KeyboardInterrupt:
         return 130
     return 0

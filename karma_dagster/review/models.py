@@ -12,12 +12,15 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from karma_dagster.kg import names as kg_names
+
 DEFAULT_DAGSTER_URL = "http://127.0.0.1:3000"  # where the page's links to asset partitions point by default
 
 Source = Literal["cogmg", "schema_review", "unresolved_conflict", "new_relation_type"]
 SOURCES: tuple[str, ...] = ("cogmg", "schema_review", "unresolved_conflict", "new_relation_type")
 Action = Literal["accept", "edit", "reject"]  # edit = edit then accept
 EDITABLE = ("head_id", "head_name", "relation", "tail_id", "tail_name")
+REVIEWER_MAX_CHARS = 80
 
 
 class Span(BaseModel):
@@ -82,12 +85,13 @@ class DecisionIn(BaseModel):
     @field_validator("reviewer")
     @classmethod
     def _reviewer(cls, value: str) -> str:
-        value = " ".join(value.split())
-        if not value:
-            raise ValueError("reviewer name is empty: say who decides")
-        if len(value) > 80:
-            raise ValueError(f"reviewer name is too long ({len(value)} > 80 chars)")
-        return value
+        """Like a KG name (it enters the KG's provenance): NFC, one line, no control, format or bidi character."""
+        clean = kg_names.clean_name(value, REVIEWER_MAX_CHARS)
+        if isinstance(clean, kg_names.Rejection):
+            if clean.code == "empty":
+                raise ValueError("reviewer name is empty: say who decides")
+            raise ValueError(f"reviewer name: {clean.reason} in {kg_names.preview(value)}")
+        return clean
 
     @field_validator("edits")
     @classmethod
@@ -95,7 +99,17 @@ class DecisionIn(BaseModel):
         unknown = sorted(set(value) - set(EDITABLE))
         if unknown:
             raise ValueError(f"cannot edit {unknown}: editable fields are {list(EDITABLE)}")
-        return {k: " ".join(str(v).split()) for k, v in value.items()}
+        out = {}
+        for field, raw in value.items():  # the chain's rules: ids exact, names and relation labels clean and bounded
+            try:
+                if field.endswith("_id"):
+                    out[field] = kg_names.exact(" ".join(str(raw).split()), f"edited {field}")
+                else:
+                    out[field] = kg_names.checked(str(raw), f"edited {field}", kg_names.LABEL_MAX_CHARS
+                                                  if field == "relation" else kg_names.NAME_MAX_CHARS)
+            except kg_names.NameRejected as exc:
+                raise ValueError(str(exc)) from None
+        return out
 
 
 class Decision(BaseModel):
