@@ -157,7 +157,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
 
 def cmd_ledger(args: argparse.Namespace) -> int:
     """Totals of the cost ledger; only the data dir is needed (no definitions, no Dagster instance)."""
-    from karma_dagster.ledger import Ledger, format_totals, ledger_path
+    from karma_dagster.ledger import Ledger, format_failed, format_totals, ledger_path
     from karma_dagster.resources.storage import KarmaStorageResource
 
     path = ledger_path(KarmaStorageResource(data_dir=args.data_dir or "").root())
@@ -165,7 +165,11 @@ def cmd_ledger(args: argparse.Namespace) -> int:
         print(f"no ledger yet at {path} (it is written when a stage is materialized)")
         return 0
     by = [c.strip() for c in args.by.split(",") if c.strip()]
-    print(format_totals(Ledger(path).totals(by, run_id=args.run, backbone=args.backbone)))
+    ledger = Ledger(path)
+    print(format_totals(ledger.totals(by, run_id=args.run, backbone=args.backbone)))
+    if "status" not in by and (failed := format_failed(ledger.totals(["status"], run_id=args.run,
+                                                                     backbone=args.backbone))):
+        print(failed)
     return 0
 
 
