@@ -28,6 +28,10 @@ LOCK_URL_ENV = "KARMA_LOCK_URL"
 SUPPORTED = ("s3", "file", "memory")  # memory: fsspec's in-process store, for tests of one process
 
 
+class StorageURLError(ValueError):
+    """KARMA_STORAGE_URL is not a URL this project can store in (the CLI: one line, exit 2)."""
+
+
 class S3Settings(BaseModel):
     """What the S3 clients need beyond the URL, from the standard AWS variables (never written anywhere)."""
 
@@ -48,7 +52,7 @@ def storage_url(explicit: str = "") -> str:
         return ""
     scheme = urlsplit(url).scheme
     if scheme not in SUPPORTED or (scheme == "s3" and not urlsplit(url).netloc):
-        raise ValueError(f"{STORAGE_URL_ENV}={url!r}: expected s3://bucket[/prefix] (or a local path: leave it empty "
+        raise StorageURLError(f"{STORAGE_URL_ENV}={url!r}: expected s3://bucket[/prefix] (or a local path: leave it empty "
                          f"and set the data dir)")
     return url
 
