@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import functools
 import sys
+from pathlib import Path
+from typing import NoReturn
 
 
 def _defs(args: argparse.Namespace):
@@ -22,7 +23,8 @@ def _defs(args: argparse.Namespace):
     if getattr(args, "backbone", None):
         missing = [b for b in args.backbone if b not in configs]
         if missing:
-            raise SystemExit(f"unknown or disabled backbone(s) {missing}; enabled in backbones.yaml: {sorted(configs)}")
+            raise UsageError(f"--backbone {', '.join(missing)}: unknown or disabled; enabled in backbones.yaml: "
+                             f"{', '.join(sorted(configs))}")
         configs = {b: configs[b] for b in args.backbone}
     storage = KarmaStorageResource(inbox=getattr(args, "inbox", "") or "", data_dir=getattr(args, "data_dir", "") or "")
     # every backbone of the file, so backbones_status lists the disabled and NOT CONFIGURED ones too
@@ -85,7 +87,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_gold_eval(args: argparse.Namespace) -> int:
-    from pathlib import Path
 
     from karma_dagster import services
     from karma_dagster.metrics.gold_run import evaluate_file, summary_table
@@ -95,7 +96,7 @@ def cmd_gold_eval(args: argparse.Namespace) -> int:
     files = [Path(f) for f in args.pubtator]
     missing = [str(f) for f in files if not f.is_file()]
     if missing:  # before the seed import and the model: a typo should not cost a minute
-        raise SystemExit(f"gold-eval: no PubTator file at {', '.join(missing)}")
+        raise UsageError(f"--pubtator {', '.join(missing)}: no such file (or a folder)")
     defs = _defs(args)
     storage = defs.resources["storage"]  # type: ignore[index]
     data = storage.paths()  # type: ignore[union-attr]
@@ -127,6 +128,9 @@ def cmd_gold_eval(args: argparse.Namespace) -> int:
 def cmd_import_kg(args: argparse.Namespace) -> int:
     from karma_dagster import runner
 
+    for option, given in (("--nodes", args.nodes), ("--edges", args.edges)):
+        if given and not Path(given).is_file():  # before a Dagster run is launched for it
+            raise UsageError(f"{option} {given}: " + ("a folder, not a file" if Path(given).is_dir() else "no such file"))
     ok = runner.import_kg(_defs(args), runner.instance(), args.nodes or "", args.edges or "", args.format, reimport=True)
     print("seed KG imported and indexed" if ok else "seed KG import FAILED (see the import_kg run in the UI)")
     return 0 if ok else 1
@@ -157,15 +161,23 @@ def cmd_backfill(args: argparse.Namespace) -> int:
 
 def cmd_ledger(args: argparse.Namespace) -> int:
     """Totals of the cost ledger; only the data dir is needed (no definitions, no Dagster instance)."""
-    from karma_dagster.ledger import Ledger, format_totals, ledger_path
+    from karma_dagster.ledger import GROUPS, Ledger, format_failed, format_totals, ledger_path
     from karma_dagster.resources.storage import KarmaStorageResource
 
+    by = [c.strip() for c in args.by.split(",") if c.strip()]
+    if not by or set(by) - set(GROUPS):
+        raise UsageError(f"--by {args.by!r}: group by columns among {', '.join(GROUPS)}")
     path = ledger_path(KarmaStorageResource(data_dir=args.data_dir or "").root())
+    if path.parent.exists() and not path.parent.is_dir():
+        raise UsageError(f"--data-dir {path.parent}: a file, not a folder")
     if not path.exists():
         print(f"no ledger yet at {path} (it is written when a stage is materialized)")
         return 0
-    by = [c.strip() for c in args.by.split(",") if c.strip()]
-    print(format_totals(Ledger(path).totals(by, run_id=args.run, backbone=args.backbone)))
+    ledger = Ledger(path)
+    print(format_totals(ledger.totals(by, run_id=args.run, backbone=args.backbone)))
+    if "status" not in by and (failed := format_failed(ledger.totals(["status"], run_id=args.run,
+                                                                     backbone=args.backbone))):
+        print(failed)
     return 0
 
 
@@ -228,33 +240,137 @@ def _quiet_known_noise() -> None:
     warnings.filterwarnings("ignore", message=r".*is currently in (beta|preview).*")
 
 
-STORE_CORRUPT_EXIT = 3
+EXIT_FAILURE, EXIT_USAGE, STORE_CORRUPT_EXIT = 1, 2, 3
 
 
-def _store_errors(main_fn):  # noqa: ANN001, ANN202
-    """Any command that meets a corrupt store ends with its message (which store, which file, what to do) on
-    stderr and exit status 3, not a traceback; the file is left as it is."""
-
-    @functools.wraps(main_fn)
-    def wrapper(argv: list[str] | None = None) -> int:
-        from karma_dagster.integrity import StoreCorrupt
-
-        try:
-            return main_fn(argv)
-        except StoreCorrupt as exc:
-            print(f"karma: {exc}", file=sys.stderr)
-            return STORE_CORRUPT_EXIT
-
-    return wrapper
+class UsageError(Exception):
+    """Input a user can fix (a path, a name, a date): one line `karma <command>: <message>`, exit 2."""
 
 
-@_store_errors
+# Exceptions that mean "the input is wrong", by qualified name: a raised exception's module is loaded already,
+# so the check imports nothing (and `karma` stays fast). Each names its input in its message.
+USAGE_ERRORS = frozenset({
+    "karma_dagster.config.ConfigError", "karma_dagster.export.run.ExportError",
+    "karma_dagster.kg.location.KGLocationError", "karma_dagster.ingest.errors.IngestError",
+    "karma_dagster.date_range.DateRangeError", "karma_dagster.kg.seed_import.SeedImportError",
+    "karma_dagster.ingest.pubtator.PubTatorError", "karma_dagster.review.queue.ReviewError",
+    "karma_dagster.cogmg.questions.QuestionFileError", "karma_dagster.kg.schema.SchemaError",
+    "karma_dagster.prompts.PromptError", "karma_dagster.kg.names.NameRejected",
+    "karma_dagster.cogmg.decompose_local.NoLinkableEntity", "karma_dagster.removal.UnknownDocument",
+    "karma_dagster.shared_storage.StorageURLError", "karma_dagster.cli.UsageError", "pydantic_core._pydantic_core.ValidationError",
+})
+DISK_FULL = ("no space left on device", "database or disk is full", "disk is full", "disk full")
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line naming the command and the problem (the usage is in --help)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} (`{self.prog} --help` shows the usage)\n")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split()) or "(no message)"
+
+
+def _free_bytes(path: Path) -> int | None:
+    import shutil
+
+    for folder in (path, *path.parents):
+        if folder.is_dir():
+            return shutil.disk_usage(folder).free
+    return None
+
+
+def explain(command: str, exc: BaseException, data_dir: Path | None = None) -> tuple[str, int]:
+    """The one line a user sees for `exc` and the exit status: 2 bad input, 1 a failure, 3 a corrupt store.
+    `data_dir`: where the command stores; an I/O error of a store there with no space left is a full disk."""
+    import errno
+    import sqlite3
+
+    names = {f"{c.__module__}.{c.__qualname__}" for c in type(exc).__mro__}
+    prefix = f"karma {command}: " if command else "karma: "
+    message = _one_line(str(exc))
+    if "karma_dagster.integrity.StoreCorrupt" in names:
+        return prefix + message, STORE_CORRUPT_EXIT
+    if isinstance(exc, OSError) and (exc.errno == errno.ENOSPC or message.lower().startswith("[errno 28]")):
+        where = exc.filename or "the data folder"
+        return f"{prefix}disk full at {where} (free some space, then run it again)", EXIT_FAILURE
+    full = any(m in message.lower() for m in DISK_FULL) or (
+        "i/o error" in message.lower() and data_dir is not None and (_free_bytes(data_dir) or 0) < 1 << 20)
+    if isinstance(exc, (sqlite3.Error, RuntimeError)) and full:  # sqlite's, DuckDB's (RuntimeError subclasses)
+        return (f"{prefix}disk full at {data_dir or 'the data folder'} ({message}; free some space, then run it "
+                "again)"), EXIT_FAILURE
+    if isinstance(exc, OSError) and exc.filename is not None:
+        where = f"{exc.filename} -> {exc.filename2}" if exc.filename2 else str(exc.filename)
+        problem = _one_line(exc.strerror or message)
+        if isinstance(exc, FileExistsError) and not Path(exc.filename).is_dir():
+            problem = "is a file where a folder is expected"
+        elif isinstance(exc, NotADirectoryError):
+            problem = "a file is where a folder is expected on that path"
+        if isinstance(exc, PermissionError):
+            return f"{prefix}{where}: permission denied ({problem})", EXIT_FAILURE
+        bad_path = isinstance(exc, (FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError))
+        return f"{prefix}{where}: {problem}", EXIT_USAGE if bad_path else EXIT_FAILURE
+    if names & USAGE_ERRORS:
+        return prefix + message.removeprefix(prefix), EXIT_USAGE
+    if isinstance(exc, TimeoutError):  # a lock another process holds (home.py, the KG's lock): it names the lock
+        return prefix + message, EXIT_FAILURE
+    return (f"{prefix}unexpected error: {type(exc).__name__}: {message} (run `karma --debug {command}` for the "
+            "traceback)"), EXIT_FAILURE
+
+
+def _data_dir(argv: list[str]) -> Path:
+    given = next((a.split("=", 1)[1] for a in argv if a.startswith("--data-dir=")), None)
+    if given is None and "--data-dir" in argv[:-1]:
+        given = argv[argv.index("--data-dir") + 1]
+    if given:
+        return Path(given)
+    from karma_dagster.paths import default_data_dir
+
+    return default_data_dir()
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Every error ends in one line on stderr naming the input and the problem (see `explain`); `--debug` prints
+    the traceback too."""
     from karma_dagster.kg.location import install_scrubber
 
+    import traceback
+
     install_scrubber()  # no store URL's credential in any log line or traceback this command prints
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv  # a global flag, taken wherever it is typed
+    argv = [a for a in argv if a != "--debug"]
+    command = next((a for a in argv if not a.startswith("-")), "")
+    try:
+        return _main(argv)
+    except SystemExit as exc:
+        if exc.code is None or isinstance(exc.code, int):
+            raise
+        if debug:
+            traceback.print_exc()
+        text = _one_line(str(exc.code))  # a message given to SystemExit: bad input a command refused
+        print(text if text.startswith("karma") else f"karma {command}: {text}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        if debug:
+            traceback.print_exc()
+        print(f"karma {command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the one place exceptions become a message and an exit status
+        if debug:
+            traceback.print_exc()
+        line, code = explain(command, exc, _data_dir(argv))
+        print(line, file=sys.stderr)
+        return code
+
+
+def _main(argv: list[str]) -> int:
     _quiet_known_noise()
-    parser = argparse.ArgumentParser(prog="karma", description=__doc__)
+    parser = OneLineParser(prog="karma", description=__doc__)
+    parser.add_argument("--debug", action="store_true", help="print the traceback of an error, then its one line")
     sub = parser.add_subparsers(dest="command", required=True)
 
     def common(p: argparse.ArgumentParser) -> None:
@@ -363,5 +479,7 @@ def _run_interruptible(args: argparse.Namespace) -> int:
             return exc.exit_code
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # `python -m karma_dagster.cli`: the package's module, so its exception classes are one
+    from karma_dagster.cli import main as package_main
+
+    sys.exit(package_main())

@@ -187,6 +187,17 @@ class Ledger:
         return (" WHERE " + " AND ".join(clauses) if clauses else "", args)
 
 
+def format_failed(totals: Sequence[LedgerTotal]) -> str:
+    """One line of what failed stages spent (from totals grouped by status); '' when none failed."""
+    failed = [t for t in totals if t.group.get("status") == "failed"]
+    if not failed:
+        return ""
+    t = failed[0]
+    cost = "unpriced" if t.cost_usd is None else f"{t.cost_usd:.6f}" + (" +?" if t.unpriced_rows else "")
+    return (f"of which spent on failed stages: {t.rows} rows, {t.calls} calls, {t.tokens_in} tokens in, "
+            f"{t.tokens_out} tokens out, cost_usd {cost} (`--by ...,status` shows them)")
+
+
 def format_totals(totals: Sequence[LedgerTotal]) -> str:
     """A plain-text table; cost shows 'unpriced' where no row had a price and '+?' where some rows lacked one."""
     if not totals:

@@ -28,6 +28,10 @@ LOCK_URL_ENV = "KARMA_LOCK_URL"
 SUPPORTED = ("s3", "file", "memory")  # memory: fsspec's in-process store, for tests of one process
 
 
+class StorageURLError(ValueError):
+    """KARMA_STORAGE_URL is not a URL this project can store in (the CLI: one line, exit 2)."""
+
+
 class S3Settings(BaseModel):
     """What the S3 clients need beyond the URL, from the standard AWS variables (never written anywhere)."""
 
@@ -53,14 +57,14 @@ def storage_url(explicit: str = "") -> str:
     scheme, sep, rest = url.partition("://")
     if any(c in rest for c in "@?#") or ":" in rest.split("/")[0]:
         shown = f"{STORAGE_URL_ENV} (a {scheme.lower()}:// URL, the rest not shown)" if sep else STORAGE_URL_ENV
-        raise ValueError(f"{shown}: holds a user name, password, query or fragment; give credentials in the AWS "
-                         f"variables (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY), never in the URL")
+        raise StorageURLError(f"{shown}: holds a user name, password, query or fragment; give credentials in "
+                              f"the AWS variables (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY), never in the URL")
     if not sep:  # not a URL at all (a pasted key?): not echoed
-        raise ValueError(f"{STORAGE_URL_ENV} (value not shown) is no URL: expected s3://bucket[/prefix] (or a local "
-                         f"path: leave it empty and set the data dir)")
+        raise StorageURLError(f"{STORAGE_URL_ENV} (value not shown) is no URL: expected s3://bucket[/prefix] "
+                              f"(or a local path: leave it empty and set the data dir)")
     if scheme.lower() not in SUPPORTED or (scheme.lower() == "s3" and not rest.split("/")[0]):
-        raise ValueError(f"{STORAGE_URL_ENV}={url!r}: expected s3://bucket[/prefix] (or a local path: leave it empty "
-                         f"and set the data dir)")
+        raise StorageURLError(f"{STORAGE_URL_ENV}={url!r}: expected s3://bucket[/prefix] (or a local path: leave "
+                              f"it empty and set the data dir)")
     return url
 
 

@@ -55,6 +55,9 @@ class FakeOpenAIServer:
         self.responder: Responder = responder or karma_responder
         self.model_name = model_name
         self.requests: list[dict[str, Any]] = []
+        # (request, usage) of every plain reply sent in full at once: what a client was billed for (a delayed,
+        # dripped or faulted reply is left out: the client may have hung up before it arrived)
+        self.answered: list[tuple[dict[str, Any], dict[str, int]]] = []
         self._queue: deque[Reply] = deque()
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -72,6 +75,7 @@ class FakeOpenAIServer:
         with self._lock:
             self._queue.clear()
             self.requests.clear()
+            self.answered.clear()
 
     @property
     def url(self) -> str:
@@ -133,7 +137,10 @@ class FakeOpenAIServer:
                                        "code": str(reply.status)}}
                     self._send(reply.status, error, reply.headers)
                     return
-                self._send(200, owner._completion(request, reply))
+                completion = owner._completion(request, reply)
+                self._send(200, completion)
+                with owner._lock:
+                    owner.answered.append((request, completion["usage"]))
 
             def _drip(self, payload: dict[str, Any], every: float) -> None:
                 """Headers now, then one byte of the body per `every` seconds: each read is quick, the reply is not."""

@@ -1,5 +1,6 @@
 """`karma gold-eval` over several PubTator files ends with one table of issue 15's figures per corpus."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -50,8 +51,8 @@ def test_the_summary_has_a_row_per_corpus_and_na_where_no_relation_is_annotated(
     assert ncbi[2] != "n/a" and ncbi[4:] == ["n/a", "n/a"]
 
 
-def test_a_missing_pubtator_file_is_named_before_anything_is_loaded(tmp_path):
+def test_a_missing_pubtator_file_is_named_before_anything_is_loaded(tmp_path, capsys):
     real = tmp_path / "real.PubTator"
     real.write_text("1|t|A title\n1|a|An abstract.\n\n", encoding="utf-8")
-    with pytest.raises(SystemExit, match=r"no PubTator file at .*missing\.PubTator"):
-        main(["gold-eval", "--backbone", "local", "--pubtator", str(real), str(tmp_path / "missing.PubTator")])
+    assert main(["gold-eval", "--backbone", "local", "--pubtator", str(real), str(tmp_path / "missing.PubTator")]) == 2
+    assert re.search(r"karma gold-eval: --pubtator .*missing\.PubTator: no such file", capsys.readouterr().err)

@@ -129,11 +129,14 @@ class StageError(RuntimeError):
 @contextmanager
 def agent_errors(context: dg.AssetExecutionContext, store: StageStore, stage: Stage, backbone: Backbone) -> Iterator[None]:
     """Re-raise a failure of the agent as StageError naming backbone, agent and partition (the client already
-    names backbone and agent; only the asset knows the partition), after recording what it spent."""
+    names backbone and agent; only the asset knows the partition), after recording what it spent. An interrupt
+    (SIGINT/SIGTERM reach the step as BaseException) is booked as a failure too and re-raised as it is."""
     try:
         yield
-    except Exception as exc:
+    except BaseException as exc:
         record_ledger(context, store, stage, backbone, status="failed")
+        if not isinstance(exc, Exception):
+            raise
         raise StageError(
             f"backbone {backbone.name!r}, agent {stage.agent!r}, partition {context.partition_key!r}: "
             f"{type(exc).__name__}: {exc}"

@@ -135,9 +135,8 @@ class SingleAgentBackbone(Backbone):
         rendered = llm._render(  # type: ignore[attr-defined]
             "single_agent", entity_types=llm.entity_types, relation_types=llm.relation_types,  # type: ignore[attr-defined]
             text=text)
-        out, usage = llm.client.complete_json(  # type: ignore[attr-defined]
+        out, _booked = llm.client.complete_json(  # type: ignore[attr-defined]  # booked by the client's sink
             rendered, SingleAgentOutput, temperature=temperature, sample=sample)
-        llm._record(usage)  # type: ignore[attr-defined]
         with self._lock:
             self._memo[key] = out.triples
             while len(self._memo) > MEMO_SIZE:

@@ -23,7 +23,6 @@ from typing import Any, Protocol
 from pydantic import BaseModel
 
 from karma_dagster import services
-from karma_dagster.backbones.base import Usage
 from karma_dagster.kg_tools.loop import run_tool_loop
 from karma_dagster.kg_tools.session import KGTools
 from karma_dagster.kg_tools.staging import DocumentStage
@@ -92,11 +91,10 @@ def entities(x: _Inputs) -> tuple[list[BaseModel], dict[str, object]]:
         stage.reset()
     tools = KGTools(x.paths, namespace=x.namespace, caller=x.backbone.name, document=x.document,
                     staging=(STATEMENTS, ENTITIES))
-    result = run_tool_loop(tools, _openings(x, segments), max_steps=STEP_LIMIT, **_llm_params(x.backbone))
-    record = getattr(_llm(x.backbone), "_record", None)
-    if record is not None:  # the stage's usage: the cost ledger and the asset's token figures count the tool loop
-        record(Usage(calls=result.rounds, prompt_tokens=result.prompt_tokens,
-                     completion_tokens=result.completion_tokens, cost_usd=result.cost_usd))
+    # the stage's usage, booked request by request (a loop that fails half-way keeps what it spent): the cost
+    # ledger and the asset's token figures count the tool loop
+    result = run_tool_loop(tools, _openings(x, segments), max_steps=STEP_LIMIT,
+                           on_usage=getattr(_llm(x.backbone), "_record", None), **_llm_params(x.backbone))
     transcript = tools.transcript()
     rows = stage.mentions()
     return rows, {

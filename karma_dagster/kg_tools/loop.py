@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from karma_dagster.backbones.base import Usage
 from karma_dagster.kg_tools.schemas import tool_schemas
 from karma_dagster.kg_tools.session import KGTools
 
@@ -51,9 +52,11 @@ def _message_dict(message: Any) -> dict[str, Any]:
 
 
 def run_tool_loop(tools: KGTools, openings: Sequence[list[dict[str, str]]], *, model: str, max_steps: int = 30,
-                  completion: Callable[..., Any] | None = None, **llm_kwargs: Any) -> ToolLoopResult:
+                  completion: Callable[..., Any] | None = None, on_usage: Callable[[Usage], None] | None = None,
+                  **llm_kwargs: Any) -> ToolLoopResult:
     """For each segment's opening messages (the rendered prompt: system + the segment), run the tool calls the
-    model asks for until it answers without one (next segment) or `max_steps` tool calls have been made in all."""
+    model asks for until it answers without one (next segment) or `max_steps` tool calls have been made in all.
+    `on_usage` is told of each answered request at once, so a loop that fails half-way has still booked it."""
     if tools.document is None:
         raise ValueError("run_tool_loop: the KGTools session needs a document (its writes are staged per document)")
     if max_steps < 1:
@@ -79,6 +82,9 @@ def run_tool_loop(tools: KGTools, openings: Sequence[list[dict[str, str]]], *, m
             completion_tokens += int(getattr(usage, "completion_tokens", 0) or 0)
             price = _cost(response)
             cost = None if cost is None or price is None else cost + price
+            if on_usage is not None:
+                on_usage(Usage(calls=1, prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+                               completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0), cost_usd=price))
             message = response.choices[0].message
             turn = _message_dict(message)
             if "tool_calls" not in turn:

@@ -164,8 +164,7 @@ def test_a_removal_that_stops_midway_is_completed_by_its_rerun(make_pipeline, mo
         raise KeyboardInterrupt
 
     monkeypatch.setattr(Catalog, "remove_document", crash)
-    with pytest.raises(KeyboardInterrupt):
-        cli.main(["remove", OLD_KEY, *where])
+    assert cli.main(["remove", OLD_KEY, *where]) == 130  # `karma` says "interrupted" in one line
     kg = p.storage.kg_path()
     assert kg_query(kg, "SELECT count(*) FROM evidence WHERE doc_key = ?", [OLD_KEY])[0][0] == 0
     assert Catalog(p.storage.catalog_path()).lookup(OLD_KEY) is not None

@@ -369,7 +369,7 @@ def test_karma_run_and_status_name_the_corrupt_store_and_exit_3(data, tmp_path, 
     done = _karma([command, "--inbox", str(tmp_path / "inbox")], home, data)
 
     assert done.returncode == 3, (done.returncode, done.stdout[-2000:], done.stderr[-3000:])
-    assert f"karma: corrupt {store.kind}: {target.name}" in done.stderr, done.stderr[-3000:]
+    assert f"karma {command}: corrupt {store.kind}: {target.name}" in done.stderr, done.stderr[-3000:]
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
     assert _digest(target) == before
 

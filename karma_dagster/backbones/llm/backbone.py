@@ -158,6 +158,9 @@ class LLMBackbone(Backbone):
         self.max_ingest_chars = max_ingest_chars
         self._usage = Usage()
         self._lock = threading.Lock()
+        # every answered request is booked as it arrives (not when its caller returns): a stage that fails after
+        # calling the model still reports what it spent (the cost ledger's `failed` rows)
+        client.on_usage = self._record
         for agent in required_prompts:  # the stage registry's prompts: fail at construction, not mid-run
             prompts.get(agent, self.prompt_versions.get(agent))
 
@@ -191,8 +194,7 @@ class LLMBackbone(Backbone):
         return self.prompts.render(agent, self.prompt_versions.get(agent), domain=self.domain, **variables)
 
     def _ask(self, agent: str, output_model: type, **variables: Any) -> Any:
-        parsed, delta = self.client.complete_json(self._render(agent, **variables), output_model)
-        self._record(delta)
+        parsed, _booked = self.client.complete_json(self._render(agent, **variables), output_model)
         return parsed
 
     # ------------------------------------------------------------------ IA
@@ -263,8 +265,7 @@ class LLMBackbone(Backbone):
         requests = [(self._render("reader", kg_context=list(kg_context), sections=b), ReaderOutput) for b in batches]
         scores: dict[int, float] = {}
         invalid = 0
-        for (parsed, delta), batch in zip(self.client.complete_many(requests), batches):
-            self._record(delta)
+        for (parsed, _booked), batch in zip(self.client.complete_many(requests), batches):
             wanted = {item["index"] for item in batch}
             for s in parsed.scores:
                 if s.index in wanted and s.index not in scores:
@@ -369,8 +370,7 @@ class LLMBackbone(Backbone):
         result: dict[int, dict[str, float]] = {}
         invalid = 0
         answers = self.client.complete_many(requests, temperature=temperature, sample=sample)
-        for (parsed, delta), batch in zip(answers, batches):
-            self._record(delta)
+        for (parsed, _booked), batch in zip(answers, batches):
             wanted = {p["pair"] for p in batch}
             for answer in parsed.pairs:
                 if answer.pair not in wanted or answer.pair in result:

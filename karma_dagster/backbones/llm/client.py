@@ -31,6 +31,7 @@ from karma_dagster.prompts import RenderedPrompt
 
 PROMPT_HEADER = "X-Karma-Prompt"
 UsageDelta = Usage  # what one call adds to a backbone's running Usage
+UsageSink = Callable[[Usage], None]
 M = TypeVar("M", bound=BaseModel)
 ResponseFormatMode = Literal["auto", "json_schema", "json_object", "none"]
 
@@ -213,7 +214,12 @@ class LLMClient:
         backoff_base: float = 1.0,
         backoff_max: float = 60.0,
         extra_params: dict[str, Any] | None = None,
+        on_usage: UsageSink | None = None,
     ) -> None:
+        """`on_usage`: told of every answered request and cache hit the moment it happens (thread-safe callers
+        only), so what a call spent is counted even when it then fails: an invalid reply after its corrective
+        retry, a refusal or a deadline on a later attempt, a sibling request of `complete_many` failing. A caller
+        that sets it must not add the usage `complete_json` returns again (LLMBackbone books through it)."""
         if not model or not model.strip():
             raise ValueError("model: give a litellm model string, e.g. 'openai/gpt-4o' or 'ollama/qwen2.5'")
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) \
@@ -236,6 +242,7 @@ class LLMClient:
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
         self.extra_params = dict(extra_params or {})
+        self.on_usage = on_usage
         self._sleep: Callable[[float], None] = time.sleep  # tests may replace it
         # the per-backbone limit on requests in flight, shared by every thread and nested map of this client:
         # held only around the HTTP request, never across a backoff sleep or a cache lookup
@@ -269,13 +276,15 @@ class LLMClient:
             stored = self.cache.get(key)
             if stored is not None:
                 try:
-                    return output_model.model_validate_json(stored), Usage(cache_hits=1)
+                    hit = output_model.model_validate_json(stored)
                 except ValidationError:
                     pass  # the output model changed since: ask again
+                else:
+                    return hit, self._spent(Usage(cache_hits=1))
 
         messages = [dict(m) for m in rendered.messages]
         text, delta = self._call(messages, rendered.agent, fmt, temp, rendered.versioned_id)
-        usage = usage.add(delta)
+        usage = usage.add(self._spent(delta))
         try:
             parsed = output_model.model_validate(parse_json_reply(text))
         except (ValidationError, ValueError) as first:
@@ -288,7 +297,7 @@ class LLMClient:
                 )},
             ]
             text, delta = self._call(messages, rendered.agent, fmt, temp, rendered.versioned_id)
-            usage = usage.add(delta)
+            usage = usage.add(self._spent(delta))
             try:
                 parsed = output_model.model_validate(parse_json_reply(text))
             except (ValidationError, ValueError) as second:
@@ -327,6 +336,11 @@ class LLMClient:
             pool.shutdown(wait=True, cancel_futures=True)
 
     # ------------------------------------------------------------------ internals
+    def _spent(self, delta: Usage) -> Usage:
+        if self.on_usage is not None:
+            self.on_usage(delta)
+        return delta
+
     def _response_format(self, output_model: type[BaseModel]) -> dict[str, Any] | None:
         # litellm's capability lookup and the JSON schema cost milliseconds per call: worked out once per model
         cached = self._formats.get(output_model)
