@@ -33,6 +33,7 @@ def pristine(make_module_pipeline) -> Path:  # noqa: ANN001
     p = make_module_pipeline(inbox_files=JATS)
     outcome = runner.run_main(p.defs, p.instance, log=lambda _m: None)
     assert not outcome.failed, outcome.failed
+    services.linkable_index(p.storage.paths(), NS)  # what the next document's linking does: the merged entities in
     services.clear()
     root = p.storage.paths().root
     assert index_rows(root, EXTRACTED), "the paper's merge added entities to the index (what a rebuild must restore)"
