@@ -518,6 +518,7 @@ def backfill_dates(
 ) -> dict[str, str]:
     """`wait(backfill_id) -> status` defaults to polling for the daemon (tests drive daemon passes themselves)."""
     wait = wait or (lambda backfill_id: wait_for_backfill(inst, backfill_id, timeout_s))
+    services.check_kg(_resources(defs)[0].paths())  # a damaged KG: exit 3 before any backfill is launched
     keys = documents_in_range(defs, start, end)
     if not keys:
         log(f"no registered documents dated {start}..{end}")
