@@ -434,11 +434,14 @@ def run_main(defs: dg.Definitions, inst: dg.DagsterInstance, log: Callable[[str]
     if released := setup_pools(inst, backbones):
         log(f"{len(released)} run(s) of a karma process that died marked failed and their pool slots freed: "
             + ", ".join(r[:8] for r in released))
-    if not services.seed_present(storage.paths()):
+    data = storage.paths()
+    services.check_kg(data)  # a KG damaged anywhere: exit 3 now, before any chain
+    if not services.seed_present(data):
         log("importing the seed KG ...")
         if not import_kg(defs, inst):
             interrupts.active().check(during="importing the seed KG", timeout_s=2.0)
             raise RuntimeError("importing the seed KG failed; see the import_kg run in the Dagster UI")
+    services.entity_index(data)  # checked against the KG; rebuilt from it after an import cut short or damage
     new_keys, failed_files = register_inbox(defs, inst)
     states = document_states(defs)  # one read of the stores: unfinished chains and unmerged increments
     unfinished = {key for st in states.values() for key in st.pending}
@@ -515,6 +518,7 @@ def backfill_dates(
 ) -> dict[str, str]:
     """`wait(backfill_id) -> status` defaults to polling for the daemon (tests drive daemon passes themselves)."""
     wait = wait or (lambda backfill_id: wait_for_backfill(inst, backfill_id, timeout_s))
+    services.check_kg(_resources(defs)[0].paths())  # a damaged KG: exit 3 before any backfill is launched
     keys = documents_in_range(defs, start, end)
     if not keys:
         log(f"no registered documents dated {start}..{end}")

@@ -81,8 +81,13 @@ def kg_schema() -> KGSchema:
 
 # ---------------------------------------------------------------- the existing KG
 def import_seed_kg(data: DataPaths, nodes: Path | str, edges: Path | str, fmt: str, seed_confidence: float):
-    """Import node/edge tables into the KG store and (re)build the entity index from the seed's names."""
-    from karma_dagster.kg.entity_index import EntityIndex, KGEntity
+    """Import node/edge tables into the KG store and (re)build the entity index from the seed's names.
+
+    Two stores, each written in one commit: the KG first, then the index, which records the KG seed it was built
+    from. Stopped between or inside them (a kill, a full disk), the next open of the index sees the mismatch and
+    rebuilds it from the KG (`entity_index`, kg/index_health.py)."""
+    from karma_dagster.kg.entity_index import EntityIndex
+    from karma_dagster.kg.index_health import build_lock, build_seed
     from karma_dagster.kg.seed_import import import_generic, import_hetionet
 
     if fmt not in ("hetionet", "generic"):
@@ -91,16 +96,23 @@ def import_seed_kg(data: DataPaths, nodes: Path | str, edges: Path | str, fmt: s
     store = kg_store(data)
     importer = import_hetionet if fmt == "hetionet" else import_generic
     stats = importer(store, nodes, edges, seed_confidence)
-    rows = store.lexicon_rows(namespace=None)
-    n_index = EntityIndex(data.index).build(
-        KGEntity(id=r.id, name=r.name, kind=r.kind, synonyms=r.synonyms) for r in rows
-    )
+    clear()  # the KG changed: forget the old seed's caches (and fingerprint) even if the index build fails
+    with build_lock(data.index):
+        n_index = build_seed(EntityIndex(data.index), store, seed_fingerprint(data))
     clear()
     return stats, n_index
 
 
 def seed_present(data: DataPaths) -> bool:
     return kg_exists(data) and kg_store(data).seed_counts().n_nodes > 0
+
+
+def check_kg(data: DataPaths) -> None:
+    """The KG file read through once (every column of every table: DuckDB checks each block's checksum), so damage
+    anywhere in it is StoreCorrupt now, before any chain runs, not when a merge meets it. A Postgres KG is the
+    server's to check."""
+    if not kg_url() and data.kg.exists():
+        KGStore(data.kg).check_integrity()
 
 
 def seed_lexicon_rows(data: DataPaths) -> list[dict]:
@@ -125,11 +137,18 @@ def dictionary(data: DataPaths):
 
 
 def entity_index(data: DataPaths):
-    """The process's handle on the LanceDB entity index (seed names + every namespace's merged entities).
+    """The process's handle on the LanceDB entity index (seed names + every namespace's merged entities), checked
+    against the KG when opened and rebuilt from it when it is not the KG's index (kg/index_health.py).
     A namespace's entities in it are only as fresh as its last sync: link through `linkable_index`."""
     from karma_dagster.kg.entity_index import EntityIndex
+    from karma_dagster.kg.index_health import checked_index
 
-    return cached(("index", str(data.index)), lambda: EntityIndex(data.index))
+    def build() -> EntityIndex:
+        if not seed_present(data):  # before the first import: nothing to check it against
+            return EntityIndex(data.index)
+        return checked_index(data.index, kg_store(data), lambda: seed_fingerprint(data), data.root)
+
+    return cached(("index", str(data.index), seed_fingerprint(data)), build)
 
 
 def linkable_index(data: DataPaths, namespace: str, before: dt.date | None = None):

@@ -12,12 +12,19 @@ documents of D are merged together, after their chains ran), and another namespa
 That table is state-driven: `sync_namespace` makes a namespace's rows equal to the KG's extracted nodes, so a
 merge in another process, a re-merge that removed an entity, or a crash between a merge and the index update
 is repaired by the next sync; the KG is the truth, the table its vector view.
+
+The seed table carries, in the same commit as its rows, what it was built from (`SEED_BUILD_KEY`: the KG's seed
+fingerprint and the number of name rows written). `check` compares that record, the row count and (when the
+search layer loads) every vector with what they must be, so a build that a kill or a full disk stopped, an index
+of another seed, or damaged data is seen before it is searched; services.entity_index rebuilds it from the KG.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
+import shutil
 import threading
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
@@ -42,6 +49,8 @@ from karma_dagster.kg.name_vectors import IVFParams, NameVectors, sparse_rows
 TABLE = "entities"
 IVF_TABLE = "entities_ivf"  # the seed table's IVF centroids (kg/name_vectors.py); rows carry their `partition`
 IVF_BUILD_KEY = b"karma_ivf_build"  # the build token both tables carry: a crash between their writes is seen
+SEED_BUILD_KEY = b"karma_seed_build"  # JSON {"fingerprint", "rows"}: the KG seed the table was built from
+NORM_TOLERANCE = 1e-3  # stored vectors are L2-normalized (or zero): anything else is damaged data
 BUILD_CHUNK = 50_000  # entities embedded and written per batch: a 1M-name build holds ~1.7 GB, not 2 GB per copy
 EXTRACTED_TABLE = "extracted_entities"
 INDEX_KIND = "entity index"
@@ -68,6 +77,21 @@ COMPATIBLE_KINDS |= {
     "OrganismTaxon": COMPATIBLE_KINDS["Species"],
     "SequenceVariant": COMPATIBLE_KINDS["Variant"],
 }
+
+
+class IndexCorrupt(StoreCorrupt):
+    """A damaged table of the entity index; `table` says which (the index is derived: it can be rebuilt)."""
+
+    def __init__(self, uri: str, table: str, detail: str, base: Path | None = None) -> None:
+        self.table = table
+        super().__init__(INDEX_KIND, uri, detail, INDEX_REMEDY, base)
+
+
+class SeedBuild(BaseModel):
+    """What a seed table was built from, stored in its schema (one commit with its rows)."""
+
+    fingerprint: str
+    rows: int
 
 
 class KGEntity(BaseModel):
@@ -187,13 +211,12 @@ class EntityIndex:
             schema = table.schema
             missing = [c for c in REQUIRED_COLUMNS[name] if c not in schema.names]
             if missing:
-                raise StoreCorrupt(INDEX_KIND, self.uri, f"table {name} lacks the column(s) {missing}", INDEX_REMEDY,
-                                   self._base)
+                raise IndexCorrupt(self.uri, name, f"table {name} lacks the column(s) {missing}", self._base)
             vector = schema.field("vector").type
             if getattr(vector, "list_size", None) != self.embedder.dim:
-                raise StoreCorrupt(INDEX_KIND, self.uri,
+                raise IndexCorrupt(self.uri, name,
                                    f"table {name} has {vector} vectors, this index embeds {self.embedder.dim} floats",
-                                   INDEX_REMEDY, self._base)
+                                   self._base)
             table.search().select(["entity_id"]).limit(None).to_arrow()
         return table
 
@@ -214,7 +237,7 @@ class EntityIndex:
             raise
         except Exception as exc:  # Lance raises ValueError, RuntimeError or a Rust panic (an Exception)
             if lance_is_corruption(exc):
-                raise StoreCorrupt(INDEX_KIND, self.uri, f"table {name}: {exc}", INDEX_REMEDY, self._base) from exc
+                raise IndexCorrupt(self.uri, name, f"table {name}: {exc}", self._base) from exc
             raise
 
     def __len__(self) -> int:
@@ -258,12 +281,15 @@ class EntityIndex:
             if len(names) else pa.array([], vec_type))
         return pa.table(columns)
 
-    def build(self, entities: Iterable[KGEntity | Mapping[str, Any]], replace: bool = True) -> int:
+    def build(self, entities: Iterable[KGEntity | Mapping[str, Any]], replace: bool = True,
+              fingerprint: str | None = None) -> int:
         """(Re)create the table from the KG's entities; returns the number of name rows.
 
         Embeds in chunks of BUILD_CHUNK entities keeping only the sparse vectors, trains the IVF lists on them
         (kg/name_vectors.py), then writes the rows with their list in one commit: 1M names in 3-5 minutes
-        under 3 GB on 2 shared cores (bench/entity_index.py)."""
+        under 3 GB on 2 shared cores (bench/entity_index.py). `fingerprint` (the KG's seed fingerprint) is
+        recorded with the rows, in that commit (`SeedBuild`): a build cut short leaves the previous version or
+        no table, never rows that claim to be this seed's."""
         if self._table is not None and not replace:
             return self.add(entities, replace_ids=False)
         ids: list[str] = []
@@ -282,7 +308,8 @@ class EntityIndex:
         token = uuid.uuid4().hex
         if centroids is not None:  # first the centroids, then the rows: rows of another build are never trusted
             self._db.create_table(IVF_TABLE, data=self._centroid_rows(centroids, token), mode="overwrite")
-        schema = self._seed_schema(token)
+        record = SeedBuild(fingerprint=fingerprint, rows=len(ids)) if fingerprint is not None else None
+        schema = self._seed_schema(token, record)
 
         def batches() -> Iterator[pa.RecordBatch]:
             for i in range(0, len(ids), BUILD_CHUNK):
@@ -300,10 +327,70 @@ class EntityIndex:
             self._vectors = layer
         return len(ids)
 
-    def _seed_schema(self, token: str) -> pa.Schema:
+    def _seed_schema(self, token: str, record: SeedBuild | None = None) -> pa.Schema:
+        metadata = {IVF_BUILD_KEY: token.encode()}
+        if record is not None:
+            metadata[SEED_BUILD_KEY] = record.model_dump_json().encode()
         return pa.schema([("entity_id", pa.string()), ("name", pa.string()), ("kind", pa.string()),
                           ("partition", pa.int32()), ("vector", pa.list_(pa.float32(), self.embedder.dim))],
-                         metadata={IVF_BUILD_KEY: token.encode()})
+                         metadata=metadata)
+
+    def seed_build(self) -> SeedBuild | None:
+        """What the seed table was built from (None: no table, or one built without a record)."""
+        if self._table is None:
+            return None
+        with self._corruption(TABLE):
+            raw = (self._table.schema.metadata or {}).get(SEED_BUILD_KEY)
+        if raw is None:
+            return None
+        try:
+            return SeedBuild.model_validate(json.loads(raw))
+        except ValueError as exc:
+            raise IndexCorrupt(self.uri, TABLE, f"table {TABLE}: unreadable build record ({exc})", self._base) from exc
+
+    def check(self, fingerprint: str, full: bool = True) -> str | None:
+        """Why this is not the index the KG's seed `fingerprint` builds (None: it is).
+
+        Per open, O(metadata): the seed table exists, its build record names this seed, its row count is the
+        build's. `full` also loads the search layer (what the first search loads anyway), which checks every
+        stored vector, and reads the extracted table's vectors: damage raises IndexCorrupt naming the table."""
+        if self._table is None:
+            return "it has no seed table (never built, or its build did not finish)"
+        record = self.seed_build()
+        if record is None:
+            return "its seed table carries no record of the KG seed it was built from"
+        if record.fingerprint != fingerprint:
+            return f"it was built from another seed (fingerprint {record.fingerprint}; the KG's is {fingerprint})"
+        with self._corruption(TABLE):
+            rows = self._table.count_rows()
+        if rows != record.rows:
+            return f"its seed table holds {rows} name rows, its build wrote {record.rows}"
+        if full:
+            self.seed_vectors()
+            self._check_extracted()
+        return None
+
+    def _check_extracted(self) -> None:
+        """Every vector of the namespaces' table is finite and unit length (IndexCorrupt otherwise)."""
+        table = self._latest_extracted()
+        if table is None:
+            return
+        with self._corruption(EXTRACTED_TABLE):
+            for batch in table.search().select(["entity_id", "vector"]).limit(None).to_batches(BUILD_CHUNK):
+                self._check_vectors(EXTRACTED_TABLE, batch.column("entity_id").to_pylist(),
+                                    sparse_rows(_vectors(batch, self.embedder.dim)))
+
+    def _check_vectors(self, table: str, ids: list[str], vectors: sp.csr_matrix) -> None:
+        """Stored vectors are the embedder's: finite and L2-normalized (or zero). Random bytes in a data file decode
+        to NaN or to other lengths; searching them would link nothing to the damaged names."""
+        finite = np.isfinite(vectors.data)
+        norms = np.sqrt(np.asarray(vectors.multiply(vectors).sum(axis=1)).ravel()) if finite.all() else None
+        bad = (np.unique(np.repeat(np.arange(vectors.shape[0]), np.diff(vectors.indptr))[~finite])
+               if norms is None else np.flatnonzero((np.abs(norms - 1.0) > NORM_TOLERANCE) & (norms != 0)))
+        if len(bad):
+            what = "not finite" if norms is None else "not of unit length"
+            raise IndexCorrupt(self.uri, table, f"table {table}: {len(bad)} vector(s) {what} (first: entity "
+                               f"{ids[bad[0]]!r})", self._base)
 
     def _centroid_rows(self, centroids: np.ndarray, token: str) -> pa.Table:
         table = pa.table({"partition": pa.array(np.arange(len(centroids), dtype=np.int32)),
@@ -357,6 +444,8 @@ class EntityIndex:
                     if (ivf.schema.metadata or {}).get(IVF_BUILD_KEY) == token:
                         rows = ivf.to_arrow().sort_by("partition")
                         centroids = _vectors(rows, self.embedder.dim)
+                        self._check_vectors(IVF_TABLE, [str(i) for i in rows.column("partition").to_pylist()],
+                                            sparse_rows(centroids))
             columns = ["entity_id", "name", "kind", "vector"] + (["partition"] if centroids is not None else [])
             ids: list[str] = []
             names: list[str] = []
@@ -370,6 +459,7 @@ class EntityIndex:
                 if centroids is not None:
                     lists.append(batch.column("partition").to_numpy(zero_copy_only=False))
         vectors = sp.vstack(chunks, format="csr") if chunks else sparse_rows(np.zeros((0, self.embedder.dim)))
+        self._check_vectors(TABLE, ids, vectors)
         layer.load(ids, names, kinds, vectors, np.concatenate(lists).astype(np.int32) if lists else None, centroids)
         return layer
 
@@ -506,6 +596,28 @@ class EntityIndex:
         with self._corruption(EXTRACTED_TABLE):
             rows = self._extracted.search().where(where).select(["entity_id"]).limit(None).to_arrow()
         return len(set(rows.column("entity_id").to_pylist()))
+
+
+def set_aside(uri: str | Path, table: str) -> str:
+    """Moves a damaged table out of the index, so it is rebuilt: beside it as `<table>.lance.corrupt` (kept for
+    inspection, never read; an older one is replaced) or, under a URL, deleted. The seed table and its IVF
+    centroids go together (one build). Returns what was done, for the warning."""
+    tables = (TABLE, IVF_TABLE) if table in (TABLE, IVF_TABLE) else (table,)
+    root = storage_root(str(uri))
+    done = []
+    for name in tables:
+        path = root / f"{name}.lance"
+        if not path.exists():
+            continue
+        if isinstance(path, Path):
+            aside = path.with_name(path.name + ".corrupt")
+            shutil.rmtree(aside, ignore_errors=True)
+            os.replace(path, aside)
+            done.append(f"{name}.lance moved to {aside.name}")
+        else:
+            path.fs.rm(path.path, recursive=True)
+            done.append(f"{name}.lance deleted")
+    return ", ".join(done) or "nothing to move"
 
 
 def _batched(items: Iterable[Any], n: int) -> Iterator[list[Any]]:

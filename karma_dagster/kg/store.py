@@ -243,6 +243,10 @@ CREATE OR REPLACE VIEW edges AS SELECT * FROM kg_edges_all(NULL);
 """
 
 
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
 class KGStore:
     """Handle on one DuckDB KG file; cheap to create, opens the file only inside `connect()`."""
 
@@ -335,6 +339,17 @@ class KGStore:
         finally:
             con.close()
         self._ready = True
+
+    def check_integrity(self) -> None:
+        """Every column of every table read once (DuckDB verifies each block's checksum as it reads it): a block
+        damaged anywhere raises StoreCorrupt here, not in the merge that would meet it. ~20 ms on the sample seed
+        KG (2 MB), it reads the file once: run it where a command starts, not at every connect."""
+        with self.connect(read_only=True) as con:
+            tables = con.execute("SELECT table_name FROM duckdb_tables() WHERE NOT internal ORDER BY 1").fetchall()
+            for (table,) in tables:
+                columns = [r[0] for r in con.execute(f"DESCRIBE {_ident(table)}").fetchall()]
+                sums = ", ".join(f"sum(hash({_ident(c)}))" for c in columns)
+                con.execute(f"SELECT count(*){', ' + sums if sums else ''} FROM {_ident(table)}").fetchall()
 
     # ------------------------------------------------------------ reads
     def snapshot_counts(self, as_of: dt.date | None = None, namespace: str = DEFAULT_NAMESPACE) -> SnapshotCounts:

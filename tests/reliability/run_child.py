@@ -92,7 +92,7 @@ def main(spec: dict) -> int:
 
 
 # ------------------------------------------------------------------ `karma run` in a child, paused at a named point
-PAUSE_POINTS = ("scan", "stage", "merge")
+PAUSE_POINTS = ("scan", "stage", "merge", "seed-index", "seed-index-mid")
 
 
 def _pause(spec: dict, where: str) -> None:
@@ -113,10 +113,34 @@ def install_pause(spec: dict) -> None:
     """Test-only monkeypatches in this child process (the product has no hook):
     scan: after the first file's documents are registered in the catalog (before its file record is written);
     stage: before the `stage` table of the `nth` document to reach it is written (inside the asset's step);
-    merge: inside the first KG increment, after its first document's rows are inserted (transaction open)."""
+    merge: inside the first KG increment, after its first document's rows are inserted (transaction open);
+    seed-index: in the seed import, the KG's seed tables committed, before the entity index is built;
+    seed-index-mid: inside the index build, rows streaming into LanceDB (500-entity batches, at the 5th)."""
     where = spec["pause"]
     assert where in PAUSE_POINTS, where
-    if where == "scan":
+    if where.startswith("seed-index"):
+        from karma_dagster.kg import entity_index
+
+        if where == "seed-index":
+            build = entity_index.EntityIndex.build
+
+            def pausing_build(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+                _pause(spec, where)
+                return build(self, *args, **kwargs)
+
+            entity_index.EntityIndex.build = pausing_build
+        else:
+            entity_index.BUILD_CHUNK = 500
+            vector_array, calls = entity_index._vector_array, []
+
+            def pausing_vector_array(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+                calls.append(1)
+                if len(calls) == 5:
+                    _pause(spec, where)
+                return vector_array(*args, **kwargs)
+
+            entity_index._vector_array = pausing_vector_array
+    elif where == "scan":
         from karma_dagster.ingest.catalog import Catalog
 
         register = Catalog.register
@@ -155,6 +179,28 @@ def install_pause(spec: dict) -> None:
         merge.merge_increment = stalling
 
 
+def install_full_disk(spec: dict) -> None:
+    """A full disk during the entity index build (test-only): while EntityIndex.build runs, no file of this process
+    may grow past `index_fsize_limit` bytes (RLIMIT_FSIZE; writes past it fail with EFBIG as on a full disk)."""
+    import resource
+    import signal
+
+    from karma_dagster.kg import entity_index
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails instead of killing the process
+    build = entity_index.EntityIndex.build
+
+    def full_disk_build(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        before = resource.getrlimit(resource.RLIMIT_FSIZE)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (spec["index_fsize_limit"], before[1]))
+        try:
+            return build(self, *args, **kwargs)
+        finally:
+            resource.setrlimit(resource.RLIMIT_FSIZE, before)
+
+    entity_index.EntityIndex.build = full_disk_build
+
+
 def run_cli(spec: dict) -> int:
     """`karma <argv>` against the spec's folders (its cache, so nothing is rebuilt), after `install_pause`."""
     from karma_dagster import cli
@@ -165,6 +211,8 @@ def run_cli(spec: dict) -> int:
     os.environ["DAGSTER_HOME"] = spec["dagster_home"]
     if spec.get("pause"):
         install_pause(spec)
+    if spec.get("index_fsize_limit"):
+        install_full_disk(spec)
     storage = KarmaStorageResource(data_dir=spec["data_dir"], inbox=spec["inbox"], cache_dir=spec["cache_dir"])
     defs = build_definitions(backbones={ns: BackboneConfig() for ns in spec["namespaces"]}, storage=storage)
     cli._defs = lambda _args: defs
