@@ -3,7 +3,7 @@
 A whole-file fault (truncated, garbage) fails DuckDB's open; a block overwritten inside an otherwise valid file is
 met only by the query that reads it: a merge, hours of chains later. `karma run` now reads every column of every
 table once where it starts (DuckDB checks each block's checksum), so such a file ends it at once with
-`karma: corrupt KG: kg.duckdb (...)`, exit 3, no document run started and the file left as it was."""
+`karma run: corrupt KG: kg.duckdb (...)`, exit 3, no document run started and the file left as it was."""
 
 from __future__ import annotations
 
@@ -72,7 +72,7 @@ def test_a_kg_damaged_in_the_middle_stops_karma_run_before_any_chain(pristine: P
                            "--data-dir", str(data)], capture_output=True, text=True, env=env, timeout=600)
 
     assert done.returncode == 3, (done.returncode, done.stdout[-2000:], done.stderr[-3000:])
-    assert "karma: corrupt KG: kg.duckdb (" in done.stderr, done.stderr[-3000:]
+    assert "karma run: corrupt KG: kg.duckdb (" in done.stderr, done.stderr[-3000:]
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
     runs = [r for r in dagster_instance(home).get_runs() if r.job_name == DOCUMENT_JOB]
     assert runs == [], f"{len(runs)} document run(s) started over a damaged KG"
