@@ -26,7 +26,7 @@ def known_namespaces(store) -> list[str]:  # noqa: ANN001 - KGStore
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from karma_dagster.export.run import ExportError, check_target, export_kg, parse_as_of
+    from karma_dagster.export.run import ExportError, check_base_iri, check_target, export_kg, parse_as_of
     from karma_dagster.kg.backends import kg_store
     from karma_dagster.paths import DataPaths, display_path
 
@@ -34,6 +34,8 @@ def cmd_export(args: argparse.Namespace) -> int:
         as_of = parse_as_of(args.as_of) if args.as_of else dt.date.today()
         if args.format not in FORMATS:
             raise ExportError(f"--format {args.format!r}: not one of {', '.join(FORMATS)}")
+        if args.base_iri:
+            check_base_iri(args.base_iri)  # before the KG is read: a typo costs nothing
         data = DataPaths(args.data_dir or "")
         store = kg_store(data)
         if not store.exists():

@@ -61,12 +61,40 @@ def check_target(out_dir: Path, fmt: str, data=None) -> Path:  # noqa: ANN001 - 
         raise ExportError(f"--out {exc}") from None
 
 
+# What RDF serialisers refuse inside an IRI (RFC 3987's excluded characters; rdflib's own check), plus whitespace.
+IRI_FORBIDDEN = frozenset('<>"{}|\\^`')
+BASE_IRI_SCHEMES = ("http", "https")
+
+
+def check_base_iri(text: str) -> str:
+    """The base IRI of a Turtle export, refused before anything is read or written when no reader could parse the
+    IRIs built on it (rdflib would warn once per triple and then fail half-way through the file)."""
+    from urllib.parse import urlsplit
+
+    bad = sorted({c for c in text if c in IRI_FORBIDDEN or c.isspace() or not c.isprintable()})
+    if bad:
+        raise ExportError(f"--base-iri {text!r}: not an IRI, it holds {' '.join(repr(c) for c in bad)}; give an "
+                          "absolute http(s) IRI such as https://kg.example.org/karma/")
+    try:
+        parts = urlsplit(text)
+    except ValueError as exc:
+        raise ExportError(f"--base-iri {text!r}: not an IRI ({exc})") from None
+    if parts.scheme.lower() not in BASE_IRI_SCHEMES or not parts.netloc:
+        raise ExportError(f"--base-iri {text!r}: not an absolute http(s) IRI; give one such as "
+                          "https://kg.example.org/karma/")
+    if parts.query or (parts.fragment and not text.endswith("#")):
+        raise ExportError(f"--base-iri {text!r}: a base IRI has no query, and a fragment only as its final '#'")
+    return text
+
+
 def export_kg(store: KGStore, fmt: str, namespace: str, as_of: dt.date | None, out_dir: Path,
               schema: KGSchema | None = None, base_iri: str | None = None, data=None) -> ExportResult:  # noqa: ANN001
     """Write the `fmt` export of `namespace` as of `as_of` into out_dir (replacing an earlier export of the same
     format there, never anything else), plus export-report.json. data: the DataPaths whose folders are protected."""
     if fmt not in FORMATS:
         raise ExportError(f"format {fmt!r}: not one of {', '.join(FORMATS)}")
+    if base_iri:
+        check_base_iri(base_iri)
     shown, out_dir = out_dir, check_target(out_dir, fmt, data)
     if not store.exists():
         raise ExportError("no KG in the data folder (or at $KARMA_KG_URL) yet: import the seed KG first "

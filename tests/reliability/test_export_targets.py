@@ -230,3 +230,32 @@ def test_the_seed_subset_writer_obeys_the_same_rule(home: dict) -> None:
     write_subset(kept, nodes, edges)  # its own two files, the rest left alone
     assert sorted(os.listdir(kept)) == ["SOURCE.txt", "edges.sif.gz", "nodes.tsv"]
     assert (kept / "SOURCE.txt").read_text() == "where it came from"
+
+
+@pytest.mark.parametrize("iri", ["not an iri", "http://ex.org/a b/", "javascript:alert(1)", 'http://ex.org/"><x/',
+                                 "https://ex.org/kg?x=1", "ftp://ex.org/kg/", "https:///no-host/", "http://ex.org/\x1b[2J/"])
+def test_a_bad_base_iri_is_one_line_before_anything_is_read(home: dict, capsys: pytest.CaptureFixture,
+                                                            iri: str) -> None:
+    """rdflib used to warn once per triple (250,000 lines on the sample KG) and then fail half-way, exit 1 as an
+    unexpected error; 'javascript:alert(1)' was written as the base of every IRI."""
+    out = home["tmp"] / "ttl"
+    parser = argparse.ArgumentParser(prog="karma")
+    cli_export.add_parser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["export", "--format", "turtle", "--as-of", DAY, "--data-dir", str(home["data"]),
+                              "--out", str(out), "--base-iri", iri])
+    capsys.readouterr()
+    code = args.func(args)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.startswith("karma export: --base-iri ") and err.count("\n") == 1, err
+    assert not out.exists()
+
+
+def test_a_good_base_iri_is_the_base_of_every_iri(home: dict, capsys: pytest.CaptureFixture) -> None:
+    out = home["tmp"] / "ttl"
+    parser = argparse.ArgumentParser(prog="karma")
+    cli_export.add_parser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["export", "--format", "turtle", "--as-of", DAY, "--data-dir", str(home["data"]),
+                              "--out", str(out), "--base-iri", "https://kg.example.org/karma#"])
+    assert args.func(args) == 0, capsys.readouterr().err
+    assert "https://kg.example.org/karma#" in (out / "kg.ttl").read_text(encoding="utf-8")[:5000]
