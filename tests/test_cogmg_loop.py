@@ -260,8 +260,11 @@ def test_the_loop_miss_completion_review_page_kg_increment_hit(data, tmp_path):
     queue = ReviewQueue.for_data(data)
     queue.add_items(with_changes(items_from_completions(good[:1], key), data.kg))
     (item,) = [i for i, _ in queue.items(source="cogmg")]
-    page = TestClient(create_app(queue), follow_redirects=False)
-    assert page.post(f"/items/{item.item_id}/decision", data={"action": "accept", "reviewer": "alice"}).status_code == 303
+    app = create_app(queue)
+    page = TestClient(app, base_url="http://127.0.0.1:8766", follow_redirects=False)
+    assert page.get("/", params={"key": app.state.token}).status_code == 303  # the printed address: the cookie
+    decision = {"action": "accept", "reviewer": "alice", "_token": app.state.token}  # the page's forms carry it
+    assert page.post(f"/items/{item.item_id}/decision", data=decision).status_code == 303
 
     storage = KarmaStorageResource(data_dir=str(data.root), inbox=str(data.inbox))
     p = SimpleNamespace(defs=build_definitions(backbones={"local": BackboneConfig()}, storage=storage))

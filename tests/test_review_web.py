@@ -122,14 +122,22 @@ def test_accept_shortcut_in_a_real_browser(queue: ReviewQueue, paths: DataPaths)
          "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ})
     try:
         base = f"http://127.0.0.1:{port}"
+        printed = ""  # the address the server prints: it carries the session's key, which sets the page's cookie
+        while server.stdout and not printed:
+            line = server.stdout.readline().decode()
+            if not line:
+                pytest.fail("the review server stopped before printing its address")
+            if line.startswith("review page: "):
+                printed = line.removeprefix("review page: ").split()[0]
+        assert printed.startswith(base + "/?key=")
         for _ in range(100):
             try:
-                if httpx.get(base + "/", timeout=1).status_code == 200:
+                if httpx.get(base + "/", timeout=1).status_code == 401:  # up, and closed to who lacks the key
                     break
             except httpx.HTTPError:
                 time.sleep(0.2)
         else:
-            pytest.fail(f"the review server did not answer: {server.stdout.read1().decode() if server.stdout else ''}")
+            pytest.fail("the review server did not answer")
         first = queue.items()[0][0]  # best score first: what the page selects on load
         with sync_api.sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=[
@@ -138,7 +146,8 @@ def test_accept_shortcut_in_a_real_browser(queue: ReviewQueue, paths: DataPaths)
             page = browser.new_page(viewport={"width": 1100, "height": 900})
             console: list[str] = []  # a Content-Security-Policy violation shows here: it must not break the page
             page.on("console", lambda msg: console.append(msg.text))
-            page.goto(base + "/")
+            page.goto(printed)
+            assert page.url == base + "/", "the key left the address bar"
             assert page.locator("article.item.selected").get_attribute("data-id") == first.item_id
             page.keyboard.press("a")  # no reviewer name yet: nothing is sent, the name field asks for one
             assert page.evaluate("document.activeElement.id") == "reviewer"

@@ -118,6 +118,7 @@ def create_app(queue: ReviewQueue, *, dagster_url: str = DEFAULT_DAGSTER_URL, ho
         Route("/api/items", api_items),
         Route("/api/items/{item_id}/decision", api_decide, methods=["POST"]),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
-    ], middleware=[Middleware(LocalGuard, hosts=hosts or own_hosts("127.0.0.1", port), token=token)])
+    ], middleware=[Middleware(LocalGuard, hosts=hosts or own_hosts("127.0.0.1", port), token=token,
+                              read_key=f"karma_review_{port}")])
     app.state.token = token
     return app

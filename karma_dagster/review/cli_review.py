@@ -113,10 +113,13 @@ def cmd_review(args: argparse.Namespace) -> int:
         return 2
     import uvicorn
 
-    from karma_dagster.web.guard import host_name, own_hosts
+    from karma_dagster.web.guard import KEY_PARAM, host_name, own_hosts
 
-    app = create_app(queue, dagster_url=args.dagster_url, hosts=own_hosts(args.host, args.port, args.allow_host))
-    print(f"review page: http://{host_name(args.host)}:{args.port}/  (Ctrl-C stops it)", flush=True)
+    app = create_app(queue, dagster_url=args.dagster_url, hosts=own_hosts(args.host, args.port, args.allow_host),
+                     port=args.port)
+    # the key in the address is the session's token: only whoever reads this line can open the page
+    print(f"review page: http://{host_name(args.host)}:{args.port}/?{KEY_PARAM}={app.state.token}  "
+          "(Ctrl-C stops it)", flush=True)
     try:
         uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     except KeyboardInterrupt:

@@ -8,6 +8,10 @@ app does any work. An Origin header, when present, must be exactly this server's
 carry the session's token (random at start, in the server-rendered page or printed for the MCP client): a page of
 another origin can send a form but never read the token. Request bodies are bounded (413) and read in chunks, so
 a huge body is never held whole. Every response forbids framing and inline script (CSP) and sniffing.
+
+Loopback does not tell the machine's users apart either: with `read_key`, every request (reads too) must prove it
+comes from whoever started the server: the session cookie, set when the address the server printed (which carries
+`?key=<token>`) is first opened, or the token header. Another local user, who never saw that address, reads nothing.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 TOKEN_FIELD = "_token"  # the hidden form field the page's forms carry
 TOKEN_HEADER = "x-karma-token"  # what a same-origin JSON caller sends
+KEY_PARAM = "key"  # the query parameter of the address the server prints: it sets the session cookie
 MAX_BODY_BYTES = 64 * 1024  # a decision is a few hundred bytes; an edit form a few kilobytes
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 SECURITY_HEADERS = {
@@ -71,8 +76,11 @@ class LocalGuard:
     max_body None leaves the body to the app (the MCP SDK bounds its own)."""
 
     def __init__(self, app: ASGIApp, *, hosts: Iterable[str], token: str,
-                 token_mode: Literal["unsafe", "bearer"] = "unsafe", max_body: int | None = MAX_BODY_BYTES) -> None:
+                 token_mode: Literal["unsafe", "bearer"] = "unsafe", max_body: int | None = MAX_BODY_BYTES,
+                 read_key: str | None = None) -> None:
+        """read_key: the session cookie's name; set, every request needs the cookie or the token header."""
         self.app = app
+        self.read_key = read_key
         self.hosts = frozenset(h.lower() for h in hosts)
         self.origins = frozenset(own_origins(self.hosts))
         self.token = token
@@ -107,6 +115,13 @@ class LocalGuard:
         origin = headers.get("origin")
         if origin is not None and origin.lower() not in self.origins:
             return await refuse(403, f"origin {origin!r} is not this server's: cross-site request refused")
+        if self.read_key is not None:
+            given = parse_qs(scope.get("query_string", b"").decode("latin-1")).get(KEY_PARAM, [])
+            if scope["method"] == "GET" and len(given) == 1 and self._same(given[0]):
+                return await self._set_cookie(scope, receive, send_with_headers)  # and the key out of the address
+        if self.read_key is not None and not self._token_given(headers, scope):
+            return await refuse(401, "this page answers only whoever started it: open the address `karma review` "
+                                     "printed (it carries the session's key)")
         if self.token_mode == "bearer":
             scheme, _, given = headers.get("authorization", "").partition(" ")
             if scheme.lower() != "bearer" or not secrets.compare_digest(given.strip().encode(), self.token.encode()):
@@ -124,6 +139,31 @@ class LocalGuard:
             if not self._token_in(headers, b""):
                 return await refuse(403, "missing or wrong session token: reload the review page")
         await self.app(scope, receive, send_with_headers)
+
+    def _same(self, given: str) -> bool:
+        return secrets.compare_digest(given.encode("utf-8", "replace"), self.token.encode())
+
+    def _token_given(self, headers: Headers, scope: Scope) -> bool:
+        """The session cookie or the token header: proof of having seen the printed address or the page."""
+        assert self.read_key is not None
+        header = headers.get(TOKEN_HEADER)
+        if header is not None and self._same(header):
+            return True
+        cookies = [c.strip().partition("=") for c in headers.get("cookie", "").split(";")]
+        return any(name == self.read_key and self._same(value) for name, _, value in cookies)
+
+    async def _set_cookie(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The printed address opened: the cookie (HttpOnly, SameSite=Strict: no other site's request carries
+        it), then the same page without the key in its address (so it stays out of history and referrers)."""
+        from urllib.parse import urlencode
+
+        rest = [(k, v) for k, v in parse_qs(scope.get("query_string", b"").decode("latin-1")).items()
+                if k != KEY_PARAM]
+        query = urlencode([(k, v) for k, vs in rest for v in vs])
+        location = scope.get("path", "/") + (f"?{query}" if query else "")
+        cookie = f"{self.read_key}={self.token}; HttpOnly; SameSite=Strict; Path=/"
+        await PlainTextResponse("", status_code=303, headers={"location": location, "set-cookie": cookie})(
+            scope, receive, send)
 
     async def _bounded_body(self, headers: Headers, receive: Receive) -> bytes | None:
         """The whole body, or None as soon as it is known to exceed max_body (declared or received)."""

@@ -67,6 +67,15 @@ class CountingQueue(ReviewQueue):
         return super().facets()
 
 
+def opened(app) -> TestClient:  # noqa: ANN001 - the review page's Starlette app
+    """A client that opened the address `karma review` prints (`/?key=<token>`), as its user's browser does: it
+    holds the session cookie, so it may read; it has not read the page, so it has no token for a decision yet."""
+    client = TestClient(app, base_url=OWN, follow_redirects=False)
+    r = client.get("/", params={"key": app.state.token})
+    assert r.status_code == 303 and r.headers["location"] == "/", (r.status_code, r.text)
+    return client
+
+
 def page_token(client: TestClient) -> str:
     """The token the server-rendered page embeds (what the page's own forms and JS send)."""
     html = client.get("/").text
@@ -98,11 +107,11 @@ def test_a_foreign_host_is_refused_before_the_queue_is_read(queue: ReviewQueue) 
     assert queue.decision(target) is None
     # the own names are answered: the three loopback names with the port, case aside
     for host in (f"127.0.0.1:{PORT}", f"localhost:{PORT}", f"[::1]:{PORT}", f"LOCALHOST:{PORT}"):
-        assert TestClient(app, base_url=OWN).get("/api/items", headers={"host": host}).status_code == 200, host
+        assert opened(app).get("/api/items", headers={"host": host}).status_code == 200, host
 
 
 def test_a_decision_needs_the_pages_token_and_the_own_origin(queue: ReviewQueue) -> None:
-    client = TestClient(create_app(queue), base_url=OWN, follow_redirects=False)
+    client = opened(create_app(queue))
     items = by_source(queue)
     target = items["cogmg"].item_id
     token = page_token(client)
@@ -142,7 +151,7 @@ def test_a_decision_needs_the_pages_token_and_the_own_origin(queue: ReviewQueue)
                     headers={TOKEN_HEADER: token})
     assert r.status_code == 201 and queue.decision(other).reviewer == "bob"
     # a new server start is a new session: the old page's token no longer decides
-    restarted = TestClient(create_app(queue), base_url=OWN, follow_redirects=False)
+    restarted = opened(create_app(queue))
     last = items["schema_review"].item_id
     assert restarted.post(f"/api/items/{last}/decision", json={"action": "accept", "reviewer": "bob"},
                           headers={TOKEN_HEADER: token}).status_code == 403
@@ -150,7 +159,7 @@ def test_a_decision_needs_the_pages_token_and_the_own_origin(queue: ReviewQueue)
 
 
 def test_every_response_forbids_framing_inline_script_and_sniffing(queue: ReviewQueue) -> None:
-    client = TestClient(create_app(queue), base_url=OWN, follow_redirects=False)
+    client = opened(create_app(queue))
     target = by_source(queue)["cogmg"].item_id
     responses = {"page": client.get("/"), "api": client.get("/api/items"), "static": client.get("/static/review.js"),
                  "404": client.get("/nope"), "refused host": client.get("/", headers={"host": "evil.example"}),
@@ -171,7 +180,7 @@ def test_every_response_forbids_framing_inline_script_and_sniffing(queue: Review
 
 
 def test_request_bodies_are_bounded(queue: ReviewQueue) -> None:
-    client = TestClient(create_app(queue), base_url=OWN, follow_redirects=False)
+    client = opened(create_app(queue))
     target = by_source(queue)["cogmg"].item_id
     token = page_token(client)
     big = {"action": "edit", "reviewer": "alice", "_token": token, "head_name": "x" * (1 << 20)}
@@ -205,7 +214,7 @@ def test_reviewer_names_and_edited_names_follow_the_kg_name_rules(queue: ReviewQ
         with pytest.raises(ValueError, match=f"edited {field}"):
             DecisionIn(action="edit", reviewer="alice", edits={field: raw})
 
-    client = TestClient(create_app(queue), base_url=OWN, follow_redirects=False)
+    client = opened(create_app(queue))
     token = page_token(client)
     target = by_source(queue)["cogmg"].item_id
     for raw in HOSTILE_NAMES.values():
@@ -259,22 +268,24 @@ def _raw(port: int, request: bytes) -> tuple[int, bytes]:
 
 
 @pytest.fixture
-def review_server(queue: ReviewQueue, paths: DataPaths) -> Iterator[int]:  # noqa: F811
+def review_server(queue: ReviewQueue, paths: DataPaths) -> Iterator[tuple[int, str]]:  # noqa: F811
+    """The real `karma review` process: its port and the address it printed (with the session's key)."""
     port = _free_port()
     proc = subprocess.Popen([sys.executable, "-m", "karma_dagster.review.cli_review", "--data-dir", str(paths.root),
                              "--no-collect", "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             env={**os.environ}, cwd=str(REPO))
     try:
+        line = _wait_for_line(proc, "review page: ")
         _wait_listening(port)
-        yield port
+        yield port, line.removeprefix("review page: ").split()[0]
     finally:
         proc.terminate()
         proc.wait(10)
 
 
-def test_a_dns_rebinding_page_over_a_real_socket_reads_and_decides_nothing(review_server: int,
+def test_a_dns_rebinding_page_over_a_real_socket_reads_and_decides_nothing(review_server: tuple[int, str],
                                                                           queue: ReviewQueue) -> None:
-    port = review_server
+    port, address = review_server
     target = by_source(queue)["cogmg"].item_id
     evil = f"rebind.attacker.example:{port}"
     status, data = _raw(port, f"GET /api/items HTTP/1.1\r\nHost: {evil}\r\nConnection: close\r\n\r\n".encode())
@@ -294,14 +305,15 @@ def test_a_dns_rebinding_page_over_a_real_socket_reads_and_decides_nothing(revie
     status, _ = _raw(port, (f"POST /items/{target}/decision HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
                             f"Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {len(form)}\r\n"
                             f"Connection: close\r\n\r\n{form}").encode())
-    assert status == 403  # no Origin (a clumsy script, an old client) and no token
+    assert status == 401  # no Origin (a clumsy script, an old client), no session cookie and no token
     assert queue.decision(target) is None
     # the server's own page still works over the socket: it embeds the token and the form posts it
-    html = httpx.get(f"http://127.0.0.1:{port}/").text
+    browser = httpx.Client(follow_redirects=True)  # the user's browser, opening the address the server printed
+    html = browser.get(address).text
     token = re.search(r'<meta name="karma-token" content="([^"]+)">', html).group(1)
-    r = httpx.post(f"http://127.0.0.1:{port}/items/{target}/decision", follow_redirects=False,
-                   data={"action": "accept", "reviewer": "alice", "_token": token},
-                   headers={"origin": f"http://127.0.0.1:{port}"})
+    r = browser.post(f"http://127.0.0.1:{port}/items/{target}/decision", follow_redirects=False,
+                     data={"action": "accept", "reviewer": "alice", "_token": token},
+                     headers={"origin": f"http://127.0.0.1:{port}"})
     assert r.status_code == 303 and queue.decision(target).reviewer == "alice"
 
 
@@ -372,9 +384,34 @@ def test_allow_host_adds_exactly_the_names_given(queue: ReviewQueue, paths: Data
     hosts = own_hosts("127.0.0.1", PORT, ["Review.LAN", "proxy.lan:443", "[fd00::1]"])
     assert set(hosts) == {f"127.0.0.1:{PORT}", f"localhost:{PORT}", f"[::1]:{PORT}", f"review.lan:{PORT}",
                           "proxy.lan:443", f"[fd00::1]:{PORT}"}
-    client = TestClient(create_app(queue, hosts=hosts), base_url=OWN)
+    client = opened(create_app(queue, hosts=hosts))
     assert client.get("/api/items", headers={"host": f"review.lan:{PORT}"}).status_code == 200
     for host in ("review.lan:1", "proxy.lan", f"sub.review.lan:{PORT}", f"proxy.lan:{PORT}"):
         assert client.get("/api/items", headers={"host": host}).status_code == 421, host
     # the page is still served on loopback only, whatever names it answers to
     assert main(["--data-dir", str(paths.root), "--host", "0.0.0.0", "--allow-host", "review.lan"]) == 2
+
+
+def test_another_local_user_reads_nothing_without_the_printed_address(review_server: tuple[int, str],
+                                                                      queue: ReviewQueue) -> None:
+    """Loopback does not tell a machine's users apart: whoever did not see the address `karma review` printed
+    (it carries the session's key) gets 401 for every page, the API and the static files, with or without a guess."""
+    port, address = review_server
+    base = f"http://127.0.0.1:{port}"
+    assert address.startswith(base + "/?key=")
+    stranger = httpx.Client()
+    for path in ("/", "/api/items", "/static/review.js", "/?key=guess", "/?key=", f"/?key={address[-8:]}"):
+        r = stranger.get(base + path, follow_redirects=False)
+        assert r.status_code == 401, (path, r.status_code)
+        assert "karma-token" not in r.text and "item" not in r.text.lower().split("printed")[0], path
+        assert r.headers.get("x-frame-options") == "DENY"
+    # the user's browser: the printed address sets an HttpOnly, SameSite=Strict cookie and drops the key
+    user = httpx.Client()
+    r = user.get(address, follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] == "/", r.headers
+    cookie = r.headers["set-cookie"]
+    assert cookie.startswith(f"karma_review_{port}=") and "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    assert user.get(base + "/").status_code == 200 and user.get(base + "/api/items").status_code == 200
+    # other query parameters survive the redirect
+    r = user.get(address + "&status=pending", follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] == "/?status=pending"
