@@ -167,6 +167,33 @@ def linkable_index(data: DataPaths, namespace: str, before: dt.date | None = Non
     return index.view(namespace, before)
 
 
+def identity_index(data: DataPaths, namespace: str | None = None, before: dt.date | None = None):
+    """Who a mention is (kg/identity.py): the seed's nodes by id, cross-reference and exact name (cached per seed),
+    plus, for `namespace`, the entities its increments merged before `before` (read when the KG changed)."""
+    from karma_dagster.kg.identity import Crosswalk, IdentityIndex, Node
+
+    def seed() -> IdentityIndex:
+        rows = seed_lexicon_rows(data)
+        return IdentityIndex((Node(r["id"], r["name"], r["kind"], tuple(r["synonyms"])) for r in rows),
+                             Crosswalk.load())
+
+    base = cached(("identity", kg_display(data), seed_fingerprint(data)), seed)
+    if namespace is None or not kg_exists(data):
+        return base
+    store = kg_store(data)
+    key = ("identity_extracted", kg_display(data), namespace)
+    with _LOCK:
+        known = _CACHE.get(key)
+    fingerprint, entities = store.extracted_entities(namespace, known=known[0] if known else None)
+    if entities is None and known is not None:
+        entities = known[1]
+    with _LOCK:
+        _CACHE[key] = (fingerprint, entities)
+    return base.with_nodes(
+        Node(e["id"], e["name"], e["kind"], tuple(e["synonyms"]), source="extracted") for e in entities or []
+        if before is None or e["first_seen"] < before)
+
+
 def kg_kind_lookup(data: DataPaths) -> Callable[[str], str | None]:
     """id -> KG node kind, loaded once per call site (one query instead of one per triple)."""
     return kg_store(data).node_kinds().get

@@ -167,9 +167,11 @@ def _summaries(x: StageInputs) -> tuple[list[BaseModel], Figures]:
 
 def _entities(x: StageInputs) -> tuple[list[BaseModel], Figures]:
     # the seed's names + what this backbone's increments merged before the paper's date (the index grows)
-    index = services.linkable_index(x.paths, x.namespace, before=dt.date.fromisoformat(date_of_document_key(x.document)))
+    before = dt.date.fromisoformat(date_of_document_key(x.document))
+    index = services.linkable_index(x.paths, x.namespace, before=before)
     found = extract_entities_counted(x.records("summaries", SummaryRow), x.backbone, services.dictionary(x.paths),
-                                     index, x.params, services.kg_schema())
+                                     index, x.params, services.kg_schema(),
+                                     identity=services.identity_index(x.paths, x.namespace, before=before))
     rows, counts = found.rows, found.counts
     return rows, {"mentions": len(rows), "linked": counts.linked, "new": counts.new, "rho": x.params.rho,
                   **counts.figures(), "index_namespace_entities": index.count_extracted()}

@@ -8,7 +8,9 @@ For the local backbone the proposals are the dictionary's own, so all are listed
 
 Normalization, first over the whole document (dictionary/normalization.py): a gene takes the id of the document's
 species (or, known only for another species, no id and no link to the KG's human gene node), a short form its long
-form's id in every summary, and one name one id. Then each mention: nearest KG name of a compatible kind (by the
+form's id in every summary, and one name one id. Then each mention: identity before similarity (kg/identity.py) — a
+mention whose vocabulary id, a cross-reference of it, or its exact name names a KG node is that node (distance 0);
+only the others ask the vector index for the nearest KG name of a compatible kind (by the
 long form when an abbreviation was resolved) in the index view the caller passes — the seed's names, plus, for a
 pipeline document, the entities its namespace's earlier increments merged (kg/entity_index.py); linked when the
 distance <= rho, else a new entity whose id is the lexicon's vocab id or `NEW:{type}:{normalized name}`.
@@ -40,7 +42,8 @@ from karma_dagster.backbones.base import Backbone, backbone_map
 from karma_dagster.dictionary.ner import DictionaryNER
 from karma_dagster.dictionary.normalization import NormalizationConfig, normalize_document
 from karma_dagster.kg.embeddings import normalize_name
-from karma_dagster.kg.entity_index import Hit
+from karma_dagster.kg.entity_index import Hit, compatible_kinds
+from karma_dagster.kg.identity import IdentityIndex
 from karma_dagster.kg.names import ID_MAX_CHARS, TYPE_MAX_CHARS, RejectedNames, Rejection, clean_name
 from karma_dagster.kg.schema import KGSchema
 from karma_dagster.params import KarmaParams
@@ -88,6 +91,9 @@ class EntityCounts(BaseModel):
     linked_seed: int = 0
     linked_extracted: int = 0  # to an entity an earlier increment of this namespace merged (the index grew)
     linked_unlisted: int = 0  # the dictionary did not know the span, the KG index did
+    linked_by_id: int = 0  # identity before similarity: its vocabulary id is a KG node's id ...
+    linked_by_xref: int = 0  # ... or one of its cross-references (MeSH D000082 = DrugBank DB00316)
+    linked_by_name: int = 0  # ... or its exact name is a KG node's name or synonym
     new: int = 0
     new_from_dictionary: int = 0  # the lexicon knows it (vocab id), the KG does not
     new_unlisted: int = 0  # neither the lexicon nor the KG: kept, typed by Eq. 14
@@ -99,7 +105,9 @@ class EntityCounts(BaseModel):
         """The stage metadata: flat counts, plus the per-kind and per-reason tables."""
         return {
             "proposed": self.proposed, "linked_seed": self.linked_seed, "linked_extracted": self.linked_extracted,
-            "linked_unlisted": self.linked_unlisted, "new_from_dictionary": self.new_from_dictionary,
+            "linked_unlisted": self.linked_unlisted, "linked_by_id": self.linked_by_id,
+            "linked_by_xref": self.linked_by_xref, "linked_by_name": self.linked_by_name,
+            "new_from_dictionary": self.new_from_dictionary,
             "new_unlisted": self.new_unlisted, "dropped": sum(self.dropped.values()),
             "dropped_by_reason": {r: self.dropped.get(r, 0) for r in DROP_REASONS},
             "new_by_kind": dict(sorted(self.new_by_kind.items())),
@@ -211,14 +219,19 @@ def extract_entities_counted(
     params: KarmaParams,
     schema: KGSchema | None = None,
     normalization: NormalizationConfig = NormalizationConfig(),
+    identity: IdentityIndex | None = None,
 ) -> EntityExtraction:
-    """The EEA over a document's summaries: mention rows plus where every proposal went (EntityCounts)."""
+    """The EEA over a document's summaries: mention rows plus where every proposal went (EntityCounts).
+
+    `identity` (kg/identity.py) is asked first who a mention is (its vocabulary id, a cross-reference, an exact KG
+    name): such a mention is that node at distance 0, whatever the vector index would say of its name."""
     schema = schema or KGSchema.load()
     for s in summaries:
         if not isinstance(s, SummaryRow):
             raise TypeError(f"extract_entities_counted: expected SummaryRow, got {type(s).__name__}")
     rows: dict[str, MentionRow] = {}
     dropped: Counter[str] = Counter()
+    by_identity: Counter[str] = Counter()
     rejected = RejectedNames()
     proposed = 0
     # the backbone's NER calls overlap (up to its concurrency limit); screening and index stay in this thread
@@ -239,9 +252,15 @@ def extract_entities_counted(
     for s, screened_taxa in zip(summaries, per_summary, strict=True):
         if not screened_taxa:
             continue
-        screened = [c for c, _ in screened_taxa]
-        hits = index.search([c.span.long_form or c.span.text for c in screened], [c.span.type for c in screened], k=1)
-        for (c, other_taxon), h in zip(screened_taxa, hits, strict=True):
+        known = [None if other_taxon is not None or identity is None else
+                 identity.identify(c.span.vocab_id, c.span.long_form or c.span.text, compatible_kinds(c.span.type))
+                 for c, other_taxon in screened_taxa]
+        ask = [c for (c, _), k in zip(screened_taxa, known, strict=True) if k is None]
+        found = iter(index.search([c.span.long_form or c.span.text for c in ask], [c.span.type for c in ask], k=1)
+                     if ask else [])
+        hits = [next(found) if k is None else [Hit(entity_id=k.node.id, name=k.node.name, kind=k.node.kind,
+                                                   distance=0.0, source=k.node.source)] for k in known]
+        for (c, other_taxon), h, k in zip(screened_taxa, hits, known, strict=True):
             m = c.span
             if other_taxon is not None:
                 h = []  # another species' gene than the KG's (human) one: a new entity, not the human node
@@ -249,6 +268,8 @@ def extract_entities_counted(
             if mid in rows:
                 dropped["duplicate"] += 1  # the same span proposed twice (e.g. under two types): the first stays
                 continue
+            if k is not None and other_taxon is None:
+                by_identity[k.by] += 1
             best = h[0] if h else None
             distance = best.distance if best else NO_HIT_DISTANCE
             if best is not None and distance <= params.rho:
@@ -266,7 +287,9 @@ def extract_entities_counted(
             rows[mid] = _row(s, mid, m, c.in_dictionary, entity_id=m.vocab_id or new_id,
                              kg_id=None, kg_name=None, distance=distance, status="new", kind=kind, linked_to=None)
     out = list(rows.values())
-    return EntityExtraction(rows=out, counts=_counts(out, proposed, dropped, rejected))
+    counts = _counts(out, proposed, dropped, rejected).model_copy(update={
+        "linked_by_id": by_identity["id"], "linked_by_xref": by_identity["xref"], "linked_by_name": by_identity["name"]})
+    return EntityExtraction(rows=out, counts=counts)
 
 
 def _row(s: SummaryRow, mid: str, m: MentionSpan, in_dictionary: bool, **fields: object) -> MentionRow:

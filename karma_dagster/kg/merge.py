@@ -34,7 +34,9 @@ from pydantic import BaseModel
 from karma_dagster.kg import adjudication as adj
 from karma_dagster.kg import keyed
 from karma_dagster.kg import names as kg_names
+from karma_dagster.kg import same_entity
 from karma_dagster.kg import sizes as kg_sizes
+from karma_dagster.kg.identity import Crosswalk
 from karma_dagster.kg.schema import KGSchema
 from karma_dagster.kg.store import (
     KGStore,
@@ -247,6 +249,7 @@ def merge_increment(
         live_start = keyed.live_edges(con, dropped, stamp.ns)
         _delete_previous(con, stamp, list(prepared))
         nodes_before = keyed.count_nodes(con, stamp.ns)
+        prepared = _one_node_per_entity(con, stamp.ns, prepared)
         new_ids = {n.id for _, nodes in prepared.values() for n in nodes}
         known, seed_ids = _known_ids(con, stamp.ns, prepared, new_ids)
         _check_endpoints(prepared, known | new_ids, prompt_version)
@@ -369,6 +372,26 @@ def _known_ids(con: Any, ns: str, prepared: Prepared, new_ids: set[str]) -> tupl
     ref_ids = {row[e] for rows, _ in prepared.values() for row in rows for e in ("head_id", "tail_id")}
     kinds, seed = keyed.known_nodes(con, ref_ids | new_ids, ns)
     return set(kinds), seed
+
+
+def _one_node_per_entity(con: Any, ns: str, prepared: Prepared) -> Prepared:
+    """The documents with each new entity that already is a node (kg/same_entity.py) re-pointed to that node: its
+    triples name the node, and it is stored only as another name of an extracted node, never as a second node."""
+    nodes = list({n.id: n for _, ns_nodes in prepared.values() for n in ns_nodes}.values())
+    same = same_entity.existing_nodes(con, ns, nodes, Crosswalk.load())
+    if not same:
+        return prepared
+    out: Prepared = {}
+    for doc_key, (rows, doc_nodes) in prepared.items():
+        rows = [{**r, "head_id": same.get(r["head_id"], r["head_id"]), "tail_id": same.get(r["tail_id"], r["tail_id"])}
+                for r in rows]
+        kept = {}
+        for n in doc_nodes:
+            target = same.get(n.id, n.id)
+            node = n if target == n.id else n.model_copy(update={"id": target})
+            kept.setdefault(target, node)
+        out[doc_key] = (rows, list(kept.values()))
+    return out
 
 
 def _check_endpoints(prepared: Prepared, allowed: set[str], prompt_version: str) -> None:

