@@ -175,6 +175,27 @@ def test_extract_entities_on_real_abstract(ner, index, train_docs):
     assert [r.mention_id for r in again] == [r.mention_id for r in rows]  # content-hash ids, stable
 
 
+def test_identity_before_similarity_links_a_mention_by_its_id(ner, index, train_docs):
+    """Issue 27: insulin's vocabulary id NCBIGene:3630 is the KG's Gene::3630 (INS), however far the names are."""
+    from karma_dagster.kg.identity import Crosswalk, IdentityIndex, Node
+
+    doc = next(d for d in train_docs if d.pmid == "10491763")
+    summary = SummaryRow(doc_key="2000-01-01_pmid10491763", summary_id="s1", segment_id="g1", section="abstract",
+                         text=doc.text, n_sentences_in=10, n_sentences_out=10)
+    with gzip.open(ROOT / "data" / "vocab" / "hetionet-nodes.tsv.gz", "rt", encoding="utf-8") as fh:
+        next(fh)
+        nodes = [Node(*line.rstrip("\n").split("\t")) for line in fh]
+    identity = IdentityIndex(nodes, Crosswalk.load())
+    found = extract_entities_counted([summary], _Proposer(ner, extra=[]), ner, index, KarmaParams(), identity=identity)
+    insulin = next(r for r in found.rows if r.text == "insulin")
+    assert (insulin.status, insulin.kg_id, insulin.distance, insulin.linked_to) == ("linked", "Gene::3630", 0.0, "seed")
+    assert insulin.vocab_id == "NCBIGene:3630"  # the vocabulary id stays: gold scoring reads it
+    assert found.counts.linked_by_id >= 1
+    assert found.counts.linked == found.counts.linked_seed == sum(r.status == "linked" for r in found.rows)
+    # every new entity is one no KG node is: none carries an id the KG has
+    assert all(identity.by_id(r.vocab_id) is None for r in found.rows if r.status == "new")
+
+
 def test_unlisted_name_guards():
     assert unlisted_name_problem("  ") == "empty_name"
     assert unlisted_name_problem("10 mg/kg") == "measurement" and unlisted_name_problem("12 weeks") == "measurement"

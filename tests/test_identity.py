@@ -153,3 +153,35 @@ def test_dedupe_repairs_a_kg_grown_before_the_rule(base) -> None:
     with store.connect(read_only=True) as con:
         log = con.execute("SELECT old_id, new_id, n_evidence FROM dedupe_log ORDER BY old_id").fetchall()
     assert [tuple(r) for r in log] == [("NCBIGene:2099", ESR1, 1), ("NEW:Chemical:paracetamol", ACETAMINOPHEN, 1)]
+
+
+def test_karma_dedupe_command_and_the_repair_due_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    from karma_dagster import cli, services
+    from karma_dagster.paths import DataPaths
+
+    data = DataPaths(str(tmp_path / "karma"))
+    services.import_seed_kg(data, SEED / "nodes.tsv", SEED / "edges.sif.gz", "hetionet", 0.9)
+    store = open_store(data)
+    now = dt.datetime(2016, 1, 5, 12)
+    with store.connect() as con:  # a node a merge before issue 27 created beside the seed's ESR1
+        con.execute("INSERT INTO extracted_nodes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    ["local", "NCBIGene:2099", "ERα", "Gene", "NCBIGene:2099", [], "old", D1, "r0", now])
+    cli._say_if_dedupe_due(argparse.Namespace(data_dir=str(data.root)))
+    assert "repair due: local 1 extracted node(s)" in capsys.readouterr().err
+    assert cli.main(["dedupe", "--dry-run", "--data-dir", str(data.root)]) == 0
+    out = capsys.readouterr().out
+    assert "local: would fold 1 extracted node(s)" in out and "NCBIGene:2099 ('ERα', Gene) -> Gene::2099 [seed]" in out
+    assert [f.old_id for f in dedupe.find(store, "local")] == ["NCBIGene:2099"]  # the dry run changed nothing
+    assert cli.main(["dedupe", "--data-dir", str(data.root)]) == 0
+    assert "local: folded 1" in capsys.readouterr().out
+    cli._say_if_dedupe_due(argparse.Namespace(data_dir=str(data.root)))
+    assert "repair due" not in capsys.readouterr().err
+    assert cli.main(["dedupe", "--backbone", "nope", "--data-dir", str(data.root)]) == 2
+
+
+def open_store(data) -> KGStore:  # noqa: ANN001 - DataPaths
+    from karma_dagster.kg.backends import kg_store
+
+    return kg_store(data)

@@ -137,6 +137,9 @@ def test_create_instance_validates_type_and_duplicates_and_stages_an_entity_row(
     assert not synonym.ok and "means class 'Gene'" in synonym.message
     dup = tools.create_instance("lisinopril", "the ACE inhibitor", "Compound")
     assert not dup.ok and LISINOPRIL in dup.message
+    # another name of an existing instance (a MeSH entry term of the same drug): that instance, not a new one
+    para = tools.create_instance("Paracetamol", "the analgesic", "Compound")
+    assert not para.ok and "Compound::DB00316 (Acetaminophen" in para.message
     assert _files(paths) == before  # refused: nothing staged, nothing stored
     ok = tools.create_instance("FRB1", "a made-up gene", "Gene")
     assert ok.ok and ok.data["id"] == "NEW:Gene:frb1"

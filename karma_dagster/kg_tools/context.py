@@ -66,3 +66,9 @@ class ToolContext:
         if not kg_exists(self.paths):
             raise Refused("the KG has no seed yet: run `karma import-kg` (or `karma run`) first")
         return services.linkable_index(self.paths, self.namespace)
+
+    def identity(self):
+        """Who an entity is (kg/identity.py): the namespace's KG nodes by id, cross-reference and exact name."""
+        if not kg_exists(self.paths):
+            raise Refused("the KG has no seed yet: run `karma import-kg` (or `karma run`) first")
+        return services.identity_index(self.paths, self.namespace)

@@ -156,6 +156,12 @@ def create_instance(ctx: ToolContext, label: str, comment: str, type: str, docum
     if cls.kind is None:
         raise Refused(f"class {cls.label!r} has no schema node kind among its super classes, so the KG cannot store "
                       "its instances; use a class under one of: " + ", ".join(ctx.schema.node_kinds))
+    # one node per entity (issue 27): a name, synonym or entry term of an existing instance is that instance
+    known = ctx.identity().by_name(label, [cls.kind])
+    if known is not None:
+        how = "is its name" if known.by == "name" else "names it (a synonym or entry term of the same vocabulary id)"
+        raise Refused(f"{label!r} {how}: instance {known.node.id} ({known.node.name}, {known.node.kind}) exists; "
+                      "use that id in create_statement")
     (hits,) = ctx.index().search([label], [cls.kind], k=5)
     same = [h for h in hits if h.distance == 0.0 and h.kind == cls.kind]
     if same:
