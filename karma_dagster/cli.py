@@ -40,6 +40,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     print("\n# karma-dagster run report\n")
     print(outcome.markdown())
     _print_comparison(defs_, inst)
+    _say_if_dedupe_due(args)
     if outcome.failed:  # scripts and schedulers must be able to tell: non-zero, and what failed
         print(f"\nFAILED: {len(outcome.failed)} item(s); `karma run` again retries them:", file=sys.stderr)
         for what, why in sorted(outcome.failed.items()):
@@ -48,8 +49,25 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _say_if_dedupe_due(args: argparse.Namespace) -> None:
+    """A KG grown before one-node-per-entity (issue 27) holds extracted nodes that are seed nodes: say so once."""
+    from karma_dagster.kg import dedupe
+    from karma_dagster.kg.backends import kg_store
+    from karma_dagster.paths import DataPaths
+
+    store = kg_store(DataPaths(getattr(args, "data_dir", "") or ""))
+    if not store.exists():
+        return
+    due = {ns: len(dedupe.find(store, ns)) for ns in dedupe.namespaces(store)}
+    if any(due.values()):
+        print("\nrepair due: " + ", ".join(f"{ns} {n}" for ns, n in due.items() if n) + " extracted node(s) are nodes "
+              "the KG already has (merged before one node per entity); `karma dedupe --dry-run` lists them, "
+              "`karma dedupe` folds them into those nodes", file=sys.stderr)
+
+
 def cmd_status(args: argparse.Namespace) -> int:
-    """Per backbone: documents registered, evaluated, merged, unmerged, failed, pending (read-only)."""
+    """Per backbone: documents registered, evaluated, merged, unmerged, failed, pending (read-only). Accepted review
+    items not in the KG as their date's merge takes them (never merged, or that merge failed) count as unmerged."""
     from karma_dagster import runner
 
     states = runner.document_states(_defs(args), runner.instance())
@@ -61,7 +79,11 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"| {ns} | " + " | ".join(str(counts[n]) for n in names) + " |")
     for ns, state in states.items():
         if state.unmerged:
-            print(f"\n{ns}: unmerged (the next `karma run` merges them): {', '.join(state.unmerged)}")
+            keys = [f"{k} (accepted review item, KG date {state.dates[k]})" if k in state.dates else k
+                    for k in state.unmerged]
+            print(f"\n{ns}: unmerged (the next `karma run` merges them): {', '.join(keys)}")
+        if state.reviewed:
+            print(f"{ns}: {len(state.reviewed)} accepted review item(s) merged")
         for key, why in sorted(state.failed.items()):
             print(f"{ns}: failed {key}: {why}")
     return 0
@@ -435,10 +457,11 @@ def _main(argv: list[str]) -> int:
     # Commands whose bodies live with what they serve (Dagster-free): questions, review page, MCP server, exports.
     from karma_dagster.cogmg.cli_ask import add_parser as add_ask_parser
     from karma_dagster.export.cli_export import add_parser as add_export_parser
+    from karma_dagster.kg.cli_dedupe import add_parser as add_dedupe_parser
     from karma_dagster.kg_tools.cli_mcp import add_parser as add_mcp_parser
     from karma_dagster.review.cli_review import add_parser as add_review_parser
 
-    for add in (add_ask_parser, add_review_parser, add_mcp_parser, add_export_parser):
+    for add in (add_ask_parser, add_review_parser, add_mcp_parser, add_export_parser, add_dedupe_parser):
         add(sub)
 
     args = parser.parse_args(argv)

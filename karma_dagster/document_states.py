@@ -27,6 +27,11 @@ class DocumentStates(BaseModel):
     merged: its evaluated table's accepted triples are in the KG as they are now (same fingerprint);
     unmerged: evaluated, but not merged or merged from a different table; pending: registered, not evaluated;
     failed: known failures (an evaluated table the merge cannot take, or a pending document whose last run failed).
+
+    Accepted review items are documents too (`review_<item_id>`, of their decision's date; added by
+    review/merge_inputs.with_review_documents, not by states_in_stores): `reviewed` when the KG holds them as a
+    merge of their date takes them now, else in `unmerged` (their date's merge never ran or failed) or `failed`
+    (the KG cannot take the item as it is). They are not registered, evaluated nor counted in `merged`.
     """
 
     backbone: str
@@ -36,6 +41,8 @@ class DocumentStates(BaseModel):
     unmerged: list[str] = []
     pending: list[str] = []
     failed: dict[str, str] = {}
+    reviewed: list[str] = []  # accepted review documents merged as they are
+    dates: dict[str, str] = {}  # the KG date of an unmerged document whose key does not lead with it (review items)
 
     def counts(self) -> dict[str, int]:
         return {name: len(getattr(self, name))
@@ -80,7 +87,7 @@ def states_in_stores(
 
 def unmerged_dates(states: dict[str, DocumentStates]) -> dict[str, set[str]]:
     """{namespace: dates of its unmerged documents}: the increments the next run must (re-)merge."""
-    return {ns: {date_of_document_key(k) for k in st.unmerged} for ns, st in states.items()}
+    return {ns: {st.dates.get(k) or date_of_document_key(k) for k in st.unmerged} for ns, st in states.items()}
 
 
 _FINGERPRINTS: dict[tuple[str, str, str], tuple[tuple, str]] = {}

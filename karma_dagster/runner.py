@@ -49,6 +49,7 @@ from karma_dagster.progress import Progress
 from karma_dagster.report import RunReport
 from karma_dagster.resources.backbones import BackbonesResource
 from karma_dagster.resources.storage import KarmaStorageResource
+from karma_dagster.review.merge_inputs import with_review_documents
 from karma_dagster.scheduling.plan import decide
 from karma_dagster.scheduling.tiers import CCA_TIERS, controller_tiers
 
@@ -331,12 +332,13 @@ def run_dates(
 
 
 def document_states(defs: dg.Definitions, inst: dg.DagsterInstance | None = None) -> dict[str, DocumentStates]:
-    """Every backbone's DocumentStates (document_states.py) and, when `inst` is given, why a pending document's
-    latest run did not finish (interrupted by a signal, or failed)."""
+    """Every backbone's DocumentStates (document_states.py), its accepted review items included (a date whose
+    merge failed after an item was accepted is unmerged, and the next `karma run` merges it), and, when `inst` is
+    given, why a pending document's latest run did not finish (interrupted by a signal, or failed)."""
     storage, backbones = _resources(defs)
     latest = _latest_document_runs(inst) if inst else {}
     known = {**_failed(latest), **_interrupted(latest)}  # an interrupted run is also a failed one: say interrupted
-    return states_in_stores(storage.paths(), backbones.names(), known)
+    return with_review_documents(storage.paths(), states_in_stores(storage.paths(), backbones.names(), known))
 
 
 def _failed(latest: dict[str, dg.DagsterRun]) -> dict[str, str]:

@@ -15,12 +15,14 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 
 from karma_dagster.agents.integration import collect_document
+from karma_dagster.document_states import DocumentStates
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.kg import merge
 from karma_dagster.kg.backends import kg_store, open_kg_store
@@ -29,7 +31,7 @@ from karma_dagster.kg.store import KGStore, NodeIn, load_schema, metaedge_for, s
 from karma_dagster.params import KarmaParams
 from karma_dagster.paths import DataPaths
 from karma_dagster.review.models import Decision, ReviewItem
-from karma_dagster.review.queue import ReviewError, ReviewQueue
+from karma_dagster.review.queue import ReviewError, ReviewQueue, default_path
 from karma_dagster.stage_store import StageStore
 
 DOC_PREFIX = "review_"
@@ -59,8 +61,17 @@ def provenance(item: ReviewItem, decision: Decision) -> str:
     return f"reviewed by {decision.reviewer} via {item.source}"
 
 
-def merge_input(item: ReviewItem, decision: Decision, known_ids: set[str]) -> DocInput:
-    """One accepted item as (triples, new nodes); NotMergeable says why it cannot enter the KG as it is."""
+def merge_input(item: ReviewItem, decision: Decision, kg_nodes: Mapping[str, Mapping[str, Any]]) -> DocInput:
+    """One accepted item as (triples, nodes); NotMergeable says why it cannot enter the KG as it is.
+
+    `kg_nodes`: KGStore.nodes_by_id of the item's ends. The document carries a node for every end that is not a
+    seed node, also one the KG already holds: an end this document introduced is a KG node only through its own
+    extracted_nodes row, which a re-merge of its date deletes first (merge._delete_previous), and an end another
+    document introduced must outlive that document's re-merge without it (as integration.collect_document carries
+    a chain's). A node stored again under this document keeps its name and kind (kg_nodes takes them from its
+    earliest row; another name becomes a synonym); a seed end is left out, as merge_increment would leave it. So
+    what the document holds depends on the item and the seed only (and on the KG's node for an end the item
+    gives no kind): every merge of its date takes, and fingerprints, it the same."""
     if not decision.accepted:
         raise NotMergeable(f"item {item.item_id} was {decision.action}ed, not accepted")
     if item.relation not in schema_relations():
@@ -71,12 +82,16 @@ def merge_input(item: ReviewItem, decision: Decision, known_ids: set[str]) -> Do
     nodes = []
     for end in ("head", "tail"):
         node_id, name, kind = getattr(item, f"{end}_id"), getattr(item, f"{end}_name"), getattr(item, f"{end}_kind")
-        if node_id in known_ids:
+        known = kg_nodes.get(node_id)
+        if known is not None and known["source"] == "seed":
             continue
-        if kind not in kinds:
+        if kind in kinds:
+            nodes.append(NodeIn(id=node_id, name=name, kind=kind))
+        elif known is not None:  # an extracted node, the item without a kind: carried as the KG names it
+            nodes.append(NodeIn(id=node_id, name=known["name"], kind=known["kind"]))
+        else:
             raise NotMergeable(f"item {item.item_id}: {end} {node_id!r} is not a KG node and has no node kind "
                                f"({kind!r}); edit it to a KG node id")
-        nodes.append(NodeIn(id=node_id, name=name, kind=kind))
     me = metaedge_for(item.head_kind, item.relation, item.tail_kind) if item.head_kind and item.tail_kind else None
     text = next((e.text for e in item.evidence if e.text.strip()), "") or item.triple_text
     row = {
@@ -95,7 +110,7 @@ def review_docs(queue: ReviewQueue, kg: KGStore, namespace: str, day: dt.date) -
     """Every mergeable accepted item of (namespace, day), merged before or not: what that date's merge adds
     to the chain's documents (the KG increment asset calls this too). Items that cannot enter get a note."""
     chosen = [(i, d) for i, d in queue.accepted() if i.backbone == namespace and merge_date(d) == day]
-    known = set(kg.nodes_by_id({x for i, _ in chosen for x in (i.head_id, i.tail_id)}, namespace))
+    known = kg.nodes_by_id({x for i, _ in chosen for x in (i.head_id, i.tail_id)}, namespace)
     docs: dict[str, DocInput] = {}
     for item, decision in chosen:
         try:
@@ -105,6 +120,42 @@ def review_docs(queue: ReviewQueue, kg: KGStore, namespace: str, day: dt.date) -
             docs.pop(doc_key(item.item_id), None)
             queue.note(item.item_id, str(exc))
     return docs
+
+
+def with_review_documents(paths: DataPaths, states: dict[str, DocumentStates]) -> dict[str, DocumentStates]:
+    """`states` (document_states.states_in_stores) plus each backbone's accepted review items, as documents
+    `review_<item_id>` of their decision's date told apart like the chain's: merged (`reviewed`) when the KG
+    recorded the document with the fingerprint of what a merge of its date takes now, else unmerged (that merge
+    never ran, or it failed: a re-merge that raised leaves the KG and merged_documents as they were) with its date;
+    `failed` with the reason when the KG cannot take the item as it is. The queue is read only when it exists:
+    a status creates no file."""
+    if not default_path(paths).exists():
+        return states
+    accepted = ReviewQueue(default_path(paths)).accepted()
+    kg = kg_store(paths)
+    out: dict[str, DocumentStates] = {}
+    for ns, state in states.items():
+        mine = [(i, d) for i, d in accepted if i.backbone == ns]
+        if not mine:
+            out[ns] = state
+            continue
+        state = state.model_copy(deep=True)
+        recorded = kg.merged_documents(ns)
+        nodes = kg.nodes_by_id({x for i, _ in mine for x in (i.head_id, i.tail_id)}, ns)
+        for item, decision in mine:
+            key = doc_key(item.item_id)
+            try:
+                fingerprint = merge.document_fingerprint(key, *merge_input(item, decision, nodes))
+            except (NotMergeable, TripleValidationError) as exc:
+                state.failed[key] = f"accepted review item cannot be merged: {exc}"
+                continue
+            if recorded.get(key) == fingerprint:
+                state.reviewed.append(key)
+            else:
+                state.unmerged.append(key)
+                state.dates[key] = merge_date(decision).isoformat()
+        out[ns] = state
+    return out
 
 
 def record_merged(queue: ReviewQueue, docs: dict[str, DocInput], day: dt.date) -> list[str]:
