@@ -169,7 +169,8 @@ def linkable_index(data: DataPaths, namespace: str, before: dt.date | None = Non
 
 def identity_index(data: DataPaths, namespace: str | None = None, before: dt.date | None = None):
     """Who a mention is (kg/identity.py): the seed's nodes by id, cross-reference and exact name (cached per seed),
-    plus, for `namespace`, the entities its increments merged before `before` (read when the KG changed)."""
+    plus, for `namespace`, the entities its increments merged (cached per KG state of them, one small query per
+    call), as a document dated `before` sees them (merged before that date)."""
     from karma_dagster.kg.identity import Crosswalk, IdentityIndex, Node
 
     def seed() -> IdentityIndex:
@@ -179,19 +180,18 @@ def identity_index(data: DataPaths, namespace: str | None = None, before: dt.dat
 
     base = cached(("identity", kg_display(data), seed_fingerprint(data)), seed)
     if namespace is None or not kg_exists(data):
-        return base
-    store = kg_store(data)
-    key = ("identity_extracted", kg_display(data), namespace)
+        return base.as_of(before)
+    key = ("identity_extracted", kg_display(data), seed_fingerprint(data), namespace)
     with _LOCK:
         known = _CACHE.get(key)
-    fingerprint, entities = store.extracted_entities(namespace, known=known[0] if known else None)
-    if entities is None and known is not None:
-        entities = known[1]
-    with _LOCK:
-        _CACHE[key] = (fingerprint, entities)
-    return base.with_nodes(
-        Node(e["id"], e["name"], e["kind"], tuple(e["synonyms"]), source="extracted") for e in entities or []
-        if before is None or e["first_seen"] < before)
+    fingerprint, entities = kg_store(data).extracted_entities(namespace, known=known[0] if known else None)
+    if entities is not None or known is None:
+        layer = base.with_nodes(Node(e["id"], e["name"], e["kind"], tuple(e["synonyms"]), source="extracted",
+                                     first_seen=e["first_seen"]) for e in entities or [])
+        known = (fingerprint, layer)
+        with _LOCK:
+            _CACHE[key] = known
+    return known[1].as_of(before)
 
 
 def kg_kind_lookup(data: DataPaths) -> Callable[[str], str | None]:

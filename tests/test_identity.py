@@ -73,6 +73,11 @@ def test_extracted_layer_and_seed_priority(seed_index: IdentityIndex) -> None:
     assert ns.identify("NCBIGene:5243", "MDR1", GENE).node.source == "extracted"
     assert ns.identify(None, "ESR1", GENE).node.id == ESR1  # the seed wins over a namespace's own node
     assert seed_index.identify("NCBIGene:5243", "MDR1", GENE) is None  # the layer left the seed index as it was
+    dated = seed_index.with_nodes([Node("NCBIGene:5243", "P-glycoprotein", "Gene", source="extracted",
+                                        first_seen=D1)])
+    assert dated.as_of(D1).identify("NCBIGene:5243", "MDR1", GENE) is None  # merged that day: not yet linkable
+    assert dated.as_of(D2).identify("NCBIGene:5243", "MDR1", GENE).node.first_seen == D1
+    assert dated.as_of(D1).identify("NCBIGene:2099", "ERα", GENE).node.id == ESR1  # seed nodes have no date
 
 
 # ---------------------------------------------------------------- the merge keeps one node per entity
@@ -133,10 +138,13 @@ def test_dedupe_repairs_a_kg_grown_before_the_rule(base) -> None:
         for node_id, name, kind, vocab in [("NCBIGene:2099", "ERα", "Gene", "NCBIGene:2099"),
                                            ("NEW:Chemical:paracetamol", "Paracetamol", "Compound", None),
                                            ("NEW:Gene:kept", "an entity of its own", "Gene", None)]:
-            con.execute("INSERT INTO extracted_nodes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            con.execute("INSERT INTO extracted_nodes (namespace, id, name, kind, vocab_id, synonyms, doc_key, date, "
+                        "run_id, merged_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         ["local", node_id, name, kind, vocab, [], "old", D1, "r0", now])
         for tid, head in [("t1", "NCBIGene:2099"), ("t2", "NEW:Chemical:paracetamol"), ("t3", "NEW:Gene:kept")]:
-            con.execute("INSERT INTO evidence VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            con.execute("INSERT INTO evidence (namespace, doc_key, date, triple_id, head_id, relation, tail_id, "
+                        "metaedge, score, segment_id, evidence, backbone, prompt_version, run_id, merged_at) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         ["local", "old", D1, tid, head, "associates", T2DM, None, 0.6, "old#s1", "text", "local",
                          "v1", "r0", now])
     before = nodes_and_evidence(store)
@@ -166,7 +174,8 @@ def test_karma_dedupe_command_and_the_repair_due_line(tmp_path: Path, capsys: py
     store = open_store(data)
     now = dt.datetime(2016, 1, 5, 12)
     with store.connect() as con:  # a node a merge before issue 27 created beside the seed's ESR1
-        con.execute("INSERT INTO extracted_nodes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        con.execute("INSERT INTO extracted_nodes (namespace, id, name, kind, vocab_id, synonyms, doc_key, date, "
+                    "run_id, merged_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     ["local", "NCBIGene:2099", "ERα", "Gene", "NCBIGene:2099", [], "old", D1, "r0", now])
     cli._say_if_dedupe_due(argparse.Namespace(data_dir=str(data.root)))
     assert "repair due: local 1 extracted node(s)" in capsys.readouterr().err

@@ -18,6 +18,8 @@ Ids compare by `curie_key`: one spelling per id (the prefix upper-cased: DrugBan
 
 from __future__ import annotations
 
+import copy
+import datetime as dt
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -134,6 +136,7 @@ class Node:
     synonyms: tuple[str, ...] = ()
     vocab_id: str | None = None
     source: str = "seed"  # or "extracted": an entity a namespace's merges added
+    first_seen: dt.date | None = None  # an extracted node: the date of the first increment that merged it
 
 
 @dataclass(frozen=True)
@@ -152,11 +155,19 @@ class IdentityIndex:
                  base: "IdentityIndex | None" = None) -> None:
         self.crosswalk = crosswalk or (base.crosswalk if base else Crosswalk())
         self._base = base  # a layer under this one (the seed's, shared and cached, under a namespace's own nodes)
+        self._before: dt.date | None = None  # as_of: only nodes first seen before this date answer
         self._by_id: dict[str, list[tuple[Node, str]]] = defaultdict(list)
         self._by_name: dict[str, list[Node]] = defaultdict(list)
         self._nodes: dict[str, Node] = {}
         for n in nodes:
             self.add(n)
+
+    def as_of(self, before: dt.date | None) -> "IdentityIndex":
+        """The same index as a document dated `before` sees it: extracted nodes first merged before that date only
+        (what the EEA may link to, as the vector index's view). Shares every table; costs nothing to make."""
+        view = copy.copy(self)
+        view._before = before
+        return view
 
     def with_nodes(self, nodes: Iterable[Node]) -> "IdentityIndex":
         """This index plus more nodes (a namespace's extracted ones), leaving this one as it is."""
@@ -191,7 +202,7 @@ class IdentityIndex:
         key = curie_key(vocab_id)
         if key is None:
             return None
-        found = _one([(n, by) for n, by in self._ids(key) if _fits(n.kind, kinds)])
+        found = _one([(n, by) for n, by in self._ids(key) if self._fits(n, kinds)])
         return Identified(found[0], found[1]) if found else None
 
     def by_name(self, name: str | None, kinds: Iterable[str] | None = None) -> Identified | None:
@@ -199,19 +210,22 @@ class IdentityIndex:
         key = name_key(name)
         if not key:
             return None
-        found = _one([(n, "name") for n in self._names(key) if _fits(n.kind, kinds)])
+        found = _one([(n, "name") for n in self._names(key) if self._fits(n, kinds)])
         if found:
             return Identified(found[0], "name")
         via = self.by_id(self.crosswalk.ids_of_name(name), kinds)
         return Identified(via.node, "xref") if via else None
+
+    def _fits(self, node: Node, kinds: Iterable[str] | None) -> bool:
+        if self._before is not None and node.first_seen is not None and node.first_seen >= self._before:
+            return False
+        return kinds is None or any(compatible(node.kind, k) for k in kinds)
 
     def identify(self, vocab_id: str | None, name: str | None, kinds: Iterable[str] | None = None) -> Identified | None:
         """Who the entity is: by id first, then by exact name; None when neither names one node."""
         return self.by_id(vocab_id, kinds) or self.by_name(name, kinds)
 
 
-def _fits(kind: str, kinds: Iterable[str] | None) -> bool:
-    return kinds is None or any(compatible(kind, k) for k in kinds)
 
 
 def _one(found: list[tuple[Node, str]]) -> tuple[Node, str] | None:
