@@ -36,6 +36,7 @@ from karma_dagster.paths import DataPaths, data_file
 from karma_dagster.schemas.records import SummaryRow
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+ACETAMINOPHEN = "Compound::DB00316"  # the seed's node of paracetamol (a MeSH entry term of D000082)
 DEFAULT_FILES = (SHARED / "biored" / "Dev.PubTator", SHARED / "bc5cdr" / "CDR_DevelopmentSet.PubTator.txt",
                  SHARED / "ncbi_disease" / "NCBIdevelopset_corpus.txt")
 
@@ -44,7 +45,7 @@ def audit_kg(path: Path) -> None:
     store = open_kg_store(str(path))
     print(f"\n## A grown KG: {path.name}\n")
     print("| backbone | nodes created | of them nodes the KG had (seed / extracted) | evidence | both ends seed "
-          "| one end seed | paracetamol lands on |")
+          "| one end seed | paracetamol |")
     print("|---|---:|---:|---:|---:|---:|---|")
     for ns in dedupe.namespaces(store):
         folds = dedupe.find(store, ns)
@@ -59,7 +60,10 @@ def audit_kg(path: Path) -> None:
             para = con.execute(
                 "SELECT DISTINCT id FROM extracted_nodes WHERE namespace = ? AND lower(name) = 'paracetamol'",
                 [ns]).fetchall()
-        landing = ", ".join(r[0] for r in para) or "no node of its own"
+            acetaminophen = con.execute("SELECT count(*) FROM evidence WHERE namespace = ? AND ? IN (head_id, tail_id)",
+                                        [ns, ACETAMINOPHEN]).fetchone()[0]
+        landing = (f"own node {', '.join(r[0] for r in para)}" if para else "no node of its own") + (
+            f"; {acetaminophen} evidence on Acetaminophen")
         share = (lambda n: f"{n / n_ev:.1%}" if n_ev else "–")
         print(f"| {ns} | {created} | {len(folds)} ({sum(f.target == 'seed' for f in folds)} / "
               f"{sum(f.target == 'extracted' for f in folds)}) | {n_ev} | {share(both)} | {share(one)} | {landing} |")
