@@ -84,7 +84,7 @@ def _build(path: Path, n_edges: int) -> dict[str, int]:
               "CASE WHEN d.i % 10 < 3 THEN s.relation ELSE x.relation END, "
               "CASE WHEN d.i % 10 < 3 THEN s.tail_id WHEN d.i % 50 = 5 THEN 'bench:E' || (d.i // 50) ELSE x.tail_id END, "
               "CASE WHEN d.i % 10 < 3 THEN s.metaedge ELSE x.metaedge END, 0.3 + (hash(d.i, 3) % 700) / 1000.0, "
-              "d.doc_key || '#s' || (d.i % 7), '{sentence}', '{ns}', 'v1', 'bench', TIMESTAMP '2025-01-01' "
+              "d.doc_key || '#s' || (d.i % 7), '{sentence}', '{ns}', 'v1', 'bench', TIMESTAMP '2025-01-01', NULL "
               "FROM (SELECT i, '{ns}-' || (i // 10) AS doc_key, DATE '{first}' + CAST((i // 10) * {days} // {docs} "
               "AS INTEGER) AS date FROM range({n}) r(i)) d "
               "JOIN _se s ON s.k = hash(d.i, 5) % {n_se} JOIN _gxk x ON x.k = hash(d.i, 7) % {n_gx}")
@@ -93,7 +93,7 @@ def _build(path: Path, n_edges: int) -> dict[str, int]:
                                   n_se=n_se, n_gx=n_gx))
         con.execute("INSERT INTO extracted_nodes SELECT namespace, tail_id, 'bench entity ' || tail_id, "
                     "any_value(m.target), NULL, ['syn ' || tail_id], min(doc_key), min(date), 'bench', "
-                    "TIMESTAMP '2025-01-01' FROM evidence e JOIN _mk m ON m.abbrev = e.metaedge "
+                    "TIMESTAMP '2025-01-01', NULL, NULL FROM evidence e JOIN _mk m ON m.abbrev = e.metaedge "
                     "WHERE tail_id LIKE 'bench:E%' GROUP BY namespace, tail_id")
         # supersessions: 1 in 1000 seed edges replaced in NS by a later document's triple
         con.execute(f"INSERT INTO adjudications SELECT '{NS}', e.date, e.doc_key, e.triple_id, e.head_id, "

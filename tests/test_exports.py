@@ -15,7 +15,7 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from rdflib import RDF, Literal, URIRef
+from rdflib import RDF, RDFS, Literal, URIRef
 from rdflib.namespace import PROV
 
 from karma_dagster.export import biolink, cli_export, kgx, neo4j, turtle
@@ -250,7 +250,7 @@ def test_neo4j_import_files_are_consistent(grown: dict, tmp_path: Path) -> None:
     # a relationship to a missing node and a badly typed value are caught
     (out / "relationships.csv").write_text(
         ",".join(rels[0]) + "\n" + ",".join(["nobody", g["c1"], "TREATS", "treats", "", "high", "0", "0", "true",
-                                             "", "", "", "", ""]) + "\n", encoding="utf-8")
+                                             "", "", "", "", "", ""]) + "\n", encoding="utf-8")
     problems = neo4j.check_import_files(out / "nodes.csv", out / "relationships.csv")
     assert any("start 'nobody' is no node id" in p for p in problems)
     assert any("confidence 'high' is not a double" in p for p in problems)
@@ -364,3 +364,75 @@ def test_tool_created_classes_and_properties_are_exported_from_their_date(grown:
     (tmp_path / "small").mkdir()
     g.serialize(destination=tmp_path / "small" / "kg.ttl", format="turtle")
     assert turtle.read_back(tmp_path / "small" / "kg.ttl")[1] == counts
+
+
+def test_tool_instances_keep_comment_class_and_property_in_every_format(grown: dict, tmp_path: Path) -> None:
+    """What a KG tool caller's writes carry (the function-calling paper's): an instance's comment and tool-created
+    class, a statement's tool-created property, merged by merge_increment (the staged tables' path: NodeIn and the
+    evaluated row's `property`), are in the KG and in Turtle (rdfs:comment, rdf:type the class under its super
+    class, the property beside the metaedge's under its super property), KGX (description, karma_class,
+    karma_property) and Neo4j (comment, class and its label, properties). The class and property were created after
+    the paper's date: the export as of that date declares them all the same, since its instance and edge use them."""
+    path = tmp_path / "kg.duckdb"
+    shutil.copy(grown["path"], path)
+    store = KGStore(path)
+    d4, doc = dt.date(2016, 1, 12), "2016-01-12_t"
+    gene = sorted(i for i, k in store.node_kinds().items() if k == "Gene")[0]
+    base = {"namespace": NS, "caller": "test-model", "doc_key": doc, "created_at": dt.datetime(2016, 2, 1, 9)}
+    store.add_schema_extension({**base, "what": "class", "label": "Monoclonal Antibody",
+                                "label_key": "monoclonalantibody", "comment": "an antibody drug", "super": "Compound"})
+    store.add_schema_extension({**base, "what": "property", "label": "raises_expression_of",
+                                "label_key": "raises_expression_of", "comment": "raises the gene's expression",
+                                "super": "upregulates", "domain": "Monoclonal Antibody", "range": "Gene"})
+    mab = NodeIn(id="NEW:Monoclonal Antibody:mab9", name="mab9", kind="Compound", class_label="Monoclonal Antibody",
+                 comment="a made-up | antibody,\n\tfor tests")
+    merge_increment(store, d4, NS, {doc: ([_row(doc, "tool:t1", mab.id, "upregulates", gene, 0.7, metaedge="CuG",
+                                                property="raises_expression_of")], [mab])}, "run-4")
+    with store.connect(read_only=True) as con:
+        assert con.execute("SELECT comment, class_label FROM extracted_nodes WHERE id = ?", [mab.id]).fetchall() == [
+            ("a made-up | antibody, for tests", "Monoclonal Antibody")]  # cleaned like evidence text
+        assert con.execute("SELECT relation, property FROM evidence WHERE doc_key = ?", [doc]).fetchall() == [
+            ("upregulates", "raises_expression_of")]
+    snap = read_snapshot(store, NS, d4)
+    node = snap.node_by_id[mab.id]
+    assert (node.comment, node.class_label) == ("a made-up | antibody, for tests", "Monoclonal Antibody")
+    assert [(t.what, t.label) for t in snap.extension] == [("class", "Monoclonal Antibody"),
+                                                           ("property", "raises_expression_of")]
+    assert read_snapshot(store, NS, D3).extension == []  # neither created nor used by then
+
+    result = export_kg(store, "turtle", NS, d4, tmp_path / "ttl")
+    graph, back = turtle.read_back(tmp_path / "ttl" / "kg.ttl")
+    assert back == result.counts
+    v = turtle.Vocab(turtle.DEFAULT_BASE)
+    m, gn = v.node_iri(mab.id), v.node_iri(gene)
+    mab_class, raises = v.class_iri("Monoclonal Antibody"), v.relation_iri("raises_expression_of")
+    assert (m, RDFS.comment, Literal("a made-up | antibody, for tests")) in graph
+    assert {(m, RDF.type, mab_class), (m, RDF.type, v.class_iri("Compound")),
+            (mab_class, RDFS.subClassOf, v.class_iri("Compound"))} <= set(graph)
+    assert {(m, raises, gn), (m, v.relation_iri("CuG"), gn), (raises, RDFS.domain, mab_class),
+            (raises, RDFS.subPropertyOf, v.relation_iri("upregulates"))} <= set(graph)
+    st = v.statement_iri(NS, mab.id, "upregulates", gene)
+    assert (st, RDF.predicate, v.relation_iri("CuG")) in graph
+    (ev,) = graph.objects(st, PROV.wasDerivedFrom)
+    assert (ev, v.karma.property, raises) in graph
+    assert back["statements"] == grown["n_seed_edges"] + 3 + 2  # the new edge, asserted with CuG and its property
+
+    export_kg(store, "kgx", NS, d4, tmp_path / "kgx")
+    with open(tmp_path / "kgx" / "nodes.tsv", encoding="utf-8") as fh:
+        kgx_node = next(r for r in csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE)
+                        if r["karma_id"] == mab.id)
+    assert (kgx.unescape(kgx_node["description"]), kgx_node["karma_class"], kgx_node["category"]) == (
+        "a made-up | antibody, for tests", "Monoclonal Antibody", "biolink:ChemicalEntity")
+    with open(tmp_path / "kgx" / "edges.tsv", encoding="utf-8") as fh:
+        kgx_edge = next(r for r in csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE)
+                        if r["subject"] == kgx_node["id"])
+    assert (kgx_edge["karma_property"], kgx_edge["original_predicate"]) == ("raises_expression_of", "KARMA:upregulates")
+
+    export_kg(store, "neo4j", NS, d4, tmp_path / "neo")
+    with open(tmp_path / "neo" / "nodes.csv", encoding="utf-8", newline="") as fh:
+        neo_node = next(r for r in csv.DictReader(fh) if r["id:ID"] == mab.id)
+    assert (neo_node["comment"], neo_node["class"], neo_node[":LABEL"]) == (
+        "a made-up | antibody, for tests", "Monoclonal Antibody", "Entity|Compound|Extracted|MonoclonalAntibody")
+    with open(tmp_path / "neo" / "relationships.csv", encoding="utf-8", newline="") as fh:
+        neo_rel = next(r for r in csv.DictReader(fh) if r[":START_ID"] == mab.id)
+    assert (neo_rel[":TYPE"], neo_rel["properties:string[]"]) == ("UPREGULATES", "raises_expression_of")

@@ -31,7 +31,7 @@ SEED = Path(__file__).resolve().parents[1] / "data" / "seed_kg"
 METFORMIN, T2DM, SNAP25 = "Compound::DB00331", "Disease::DOID:9352", "Gene::6616"
 D1, D2, D3 = dt.date(2016, 1, 5), dt.date(2016, 1, 12), dt.date(2016, 2, 1)
 DRUG = NodeIn(id="new::Compound::ipilimumab", name="ipilimumab", kind="Compound", vocab_id="MESH:D000074324",
-              synonyms=["Yervoy", "MDX-010"])
+              synonyms=["Yervoy", "MDX-010"], comment="an anti-CTLA-4 antibody", class_label="Monoclonal Antibody")
 
 
 def _row(doc: str, tid: str, head: str, relation: str, score: float, **kw: object) -> dict:
@@ -52,8 +52,10 @@ def _history(store: KGStore) -> dict:
         merge_increment(store, D2, "local", {"c": ([_row("c", "t1", METFORMIN, "causes", 0.95, action="replace",
                                                          contradicts=f"{METFORMIN} -treats-> {T2DM}")], [])}, "r2"),
         # D3: the new entity again, under another name, in another namespace too
-        merge_increment(store, D3, "local", {"d": ([_row("d", "t1", DRUG.id, "treats", 0.5)],
-                                                   [DRUG.model_copy(update={"synonyms": ["ipi"]})])}, "r3"),
+        # (a KG tool's writes: the node's comment and created class, the triple's created property)
+        merge_increment(store, D3, "local", {"d": ([_row("d", "t1", DRUG.id, "treats", 0.5, property="relieves")],
+                                                   [DRUG.model_copy(update={"synonyms": ["ipi"], "comment": None})])},
+                        "r3"),
         merge_increment(store, D3, "gpt", {"d": ([_row("d", "t1", DRUG.id, "treats", 0.5)], [DRUG])}, "r3"),
     ]
     pairs = [(METFORMIN, T2DM), (DRUG.id, T2DM), ("x", "y")]
@@ -120,6 +122,10 @@ def test_the_history_exercises_what_it_compares(both) -> None:
     assert "type 2 diabetes mellitus" in duck["qa"] and duck["cogmg"]
     assert duck["footprint"][0]["n_evidence"] == 2 and duck["after_removal"][0]["n_evidence"] < duck["counts"][0][
         "n_evidence"]
+    drug = next(n for n in duck["export"]["nodes"] if n["id"] == DRUG.id)
+    assert (drug["comment"], drug["class_label"]) == ("an anti-CTLA-4 antibody", "Monoclonal Antibody")
+    assert [(e["doc_key"], e["property"]) for e in duck["evidence"]] == [("a", None), ("d", "relieves")]
+    assert {e["property"] for e in duck["export"]["evidence"]} == {None, "relieves"}
 
 
 @pytest.mark.parametrize("part", ["stats", "counts", "seed_counts", "edges_between", "adjudications", "history",
@@ -235,3 +241,34 @@ def test_schema_extension_round_trip_and_duplicate_refused_alike(backend: str, p
     with pytest.raises(duckdb.ConstraintException):
         store.add_schema_extension({**row, "comment": "again"})
     assert store.schema_extension("local") == [row]
+
+
+@pytest.mark.parametrize("backend", ["duckdb", "postgres"])
+def test_a_store_made_before_the_added_columns_gets_them_when_opened(backend: str, pg_server: PostgresServer,
+                                                                     tmp_path: Path) -> None:
+    """extracted_nodes.comment / class_label and evidence.property (store.ADDED_COLUMNS) came after KG stores
+    existed: a store without them opens, gets them (NULL on its rows) and merges a KG tool's writes into them."""
+    from karma_dagster.kg import pg_store
+    from karma_dagster.kg.store import ADDED_COLUMNS
+
+    location = str(tmp_path / "kg.duckdb") if backend == "duckdb" else pg_server.new_database("kg_added_columns")
+    store = open_kg_store(location)
+    disease = NodeIn(id="new::Disease::x", name="disease x", kind="Disease")
+    merge_increment(store, D1, "local", {"a": ([_row("a", "t1", DRUG.id, "treats", 0.6, tail_id=disease.id)],
+                                               [DRUG.model_copy(update={"comment": None, "class_label": None}),
+                                                disease])}, "r1")
+    with store.connect() as con:  # what a store made before the columns looks like
+        for table, column, _ in ADDED_COLUMNS:
+            con.execute(f"ALTER TABLE {table} DROP COLUMN {column}")  # noqa: S608 - fixed names
+    pg_store._READY.discard(location)
+    before = open_kg_store(location)
+    merge_increment(before, D2, "local", {"b": ([_row("b", "t1", DRUG.id, "treats", 0.7, tail_id=disease.id,
+                                                      property="relieves")], [DRUG])}, "r2")
+    with before.connect(read_only=True) as con:
+        nodes = con.execute("SELECT doc_key, comment, class_label FROM extracted_nodes WHERE id = ? "
+                            "ORDER BY doc_key", [DRUG.id]).fetchall()
+        evidence = con.execute("SELECT doc_key, property FROM evidence ORDER BY doc_key").fetchall()
+    assert [tuple(r) for r in nodes] == [("a", None, None), ("b", "an anti-CTLA-4 antibody", "Monoclonal Antibody")]
+    assert [tuple(r) for r in evidence] == [("a", None), ("b", "relieves")]
+    drug = next(n for n in before.export_snapshot("local")["nodes"] if n["id"] == DRUG.id)
+    assert (drug["comment"], drug["class_label"]) == ("an anti-CTLA-4 antibody", "Monoclonal Antibody")

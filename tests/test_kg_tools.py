@@ -203,11 +203,52 @@ def test_extension_property_and_class_reach_the_kg_through_their_schema_ancestor
     ok = tools.create_statement(METFORMIN, "activates_oncogene", "NEW:Oncogene:onc9", "Metformin raised ONC9 levels.",
                                 confidence=0.8)
     assert ok.ok and (ok.data["relation"], ok.data["metaedge"]) == ("upregulates", "CuG")
+    # staged with what the function-calling paper keeps: the comment, the created class, the created property
+    stages = StageStore(paths.stages_dir)
+    entities = EntitiesTable.validate(stages.read(NS, ENTITIES, DOC)).set_index("entity_id")
+    assert entities.loc["NEW:Oncogene:onc9", ["comment", "class_label", "kind"]].tolist() == [
+        "a made-up oncogene", "Oncogene", "Gene"]
+    assert entities.loc["NEW:Gene:frb1", ["comment", "class_label"]].tolist() == ["a made-up gene", None]
+    evaluated = EvaluatedTable.validate(stages.read(NS, FINAL_STAGE, DOC))
+    assert evaluated[["kg_relation", "property"]].values.tolist() == [["upregulates", "activates_oncogene"]]
+    # tables staged before these columns existed stay readable (the merge's reader takes them, without them), and
+    # fingerprint as before: a node without comment or class dumps the fields it always had
+    old_triples, old_nodes = collect_document(DOC, evaluated.drop(columns=["property"]), stages.read(
+        NS, ENTITIES, DOC).drop(columns=["comment", "class_label"]), "v")
+    assert "property" not in old_triples[0] and set(old_nodes[0].model_dump()) == {"id", "name", "kind", "vocab_id",
+                                                                                   "synonyms"}
     assert tools.merge_document().ok
     kg = KGStore(paths.kg)
     node = kg.nodes_by_id(["NEW:Oncogene:onc9"], NS)["NEW:Oncogene:onc9"]
     assert (node["name"], node["kind"], node["source"]) == ("ONC9", "Gene", "extracted")
     assert [e.relation for e in kg.edges_between([(METFORMIN, "NEW:Oncogene:onc9")], NS)[(METFORMIN, "NEW:Oncogene:onc9")]] == ["upregulates"]
+    # ... and the merge keeps them in the KG: on the node row and on the evidence row
+    with kg.connect(read_only=True) as con:
+        stored = con.execute("SELECT comment, class_label FROM extracted_nodes WHERE namespace = ? AND id = ?",
+                             [NS, "NEW:Oncogene:onc9"]).fetchall()
+    assert [tuple(r) for r in stored] == [("a made-up oncogene", "Oncogene")]
+    prov = tools.edge_provenance(METFORMIN, "upregulates", "NEW:Oncogene:onc9")
+    assert [r["property"] for r in prov.data["evidence"]] == ["activates_oncogene"]
+    # the Turtle export, parsed back with rdflib: comment, class (under its super class), property (under its super)
+    from rdflib import RDF, RDFS, Literal
+
+    from karma_dagster.export import turtle
+    from karma_dagster.export.run import export_kg
+
+    result = export_kg(kg, "turtle", NS, dt.date(2021, 3, 4), paths.root / "ttl")
+    graph, counts = turtle.read_back(paths.root / "ttl" / turtle.FILE)
+    assert counts == result.counts
+    v = turtle.Vocab(turtle.DEFAULT_BASE)
+    onc9, metformin = v.node_iri("NEW:Oncogene:onc9"), v.node_iri(METFORMIN)
+    oncogene, activates = v.class_iri("Oncogene"), v.relation_iri("activates_oncogene")
+    assert (onc9, RDFS.comment, Literal("a made-up oncogene")) in graph
+    assert {(onc9, RDF.type, oncogene), (onc9, RDF.type, v.class_iri("Gene")),
+            (oncogene, RDFS.subClassOf, v.class_iri("Gene"))} <= set(graph)
+    assert (oncogene, RDFS.comment, Literal("a gene whose change can cause cancer")) in graph
+    assert {(metformin, activates, onc9), (metformin, v.relation_iri("CuG"), onc9),
+            (activates, RDFS.subPropertyOf, v.relation_iri("upregulates"))} <= set(graph)
+    (evidence,) = graph.subjects(v.karma.property, activates)
+    assert (evidence, v.karma.evidenceText, Literal("Metformin raised ONC9 levels.")) in graph
 
 
 def test_valid_statements_are_staged_in_the_chain_format_and_merged_with_provenance(tools: KGTools, paths: DataPaths):

@@ -44,10 +44,11 @@ def collect_document(
     if "linked_to" in entities.columns:
         carried |= entities["linked_to"] == "extracted"
     new_mentions = entities[carried]
+    # a KG tool instance also carries its comment and tool-created class (columns absent in older tables: None)
     names = {
         row["entity_id"]: (row["long_form"] or row["text"]
                            if row["status"] == "new" else row["kg_name"] or row["long_form"] or row["text"],
-                           row["vocab_id"])
+                           row["vocab_id"], row.get("comment"), row.get("class_label"))
         for row in new_mentions.astype(object).where(new_mentions.notna(), None).to_dict(orient="records")
     }
     nodes: dict[str, NodeIn] = {}
@@ -55,6 +56,7 @@ def collect_document(
         for end in ("head", "tail"):
             entity_id = t[f"{end}_id"]
             if entity_id in names and entity_id not in nodes:
-                name, vocab_id = names[entity_id]
-                nodes[entity_id] = NodeIn(id=entity_id, name=name, kind=t[f"{end}_kg_type"], vocab_id=vocab_id)
+                name, vocab_id, comment, class_label = names[entity_id]
+                nodes[entity_id] = NodeIn(id=entity_id, name=name, kind=t[f"{end}_kg_type"], vocab_id=vocab_id,
+                                          comment=comment, class_label=class_label)
     return triples, list(nodes.values())

@@ -42,11 +42,14 @@ NODES, EDGES = "nodes.tsv", "edges.tsv"
 OWN_PREFIX = "KARMA"
 SEED_SOURCE = "infores:hetionet"  # the shipped seed KG (a Hetionet subset); export_kgx(seed_source=...) for another
 EXTRACTED_SOURCE = "infores:karma-dagster"
+# description: Biolink's node slot, a KG tool instance's comment; karma_class: its tool-created class (category is
+# the Biolink class of its node kind). karma_property: the tool-created properties the edge was stated with
+# (original_predicate stays the KG relation, which such a property is a subproperty of).
 NODE_COLUMNS = ("id", "category", "name", "synonym", "xref", "provided_by", "karma_id", "karma_source",
-                "karma_first_seen", "karma_last_seen")
+                "karma_first_seen", "karma_last_seen", "description", "karma_class")
 EDGE_COLUMNS = ("id", "subject", "predicate", "object", *QUALIFIER_SLOTS, "knowledge_level", "agent_type",
                 "primary_knowledge_source", "has_confidence_score", "original_predicate", "karma_metaedge",
-                "karma_n_evidence", "karma_documents", "karma_first_seen", "karma_last_seen")
+                "karma_n_evidence", "karma_documents", "karma_first_seen", "karma_last_seen", "karma_property")
 REQUIRED_NODE = ("id", "category")
 CURIE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*:[^\s|]+$")
 
@@ -135,7 +138,7 @@ def write_kgx(snap: Snapshot, out_dir: Path, seed_source: str = SEED_SOURCE) -> 
             xref = [n.vocab_id] if n.vocab_id and n.vocab_id != ids[n.id] else []
             w.writerow([_cell(ids[n.id]), category, _cell(n.name), _multi(n.synonyms), _multi(xref),
                         seed_source if n.source == "seed" else EXTRACTED_SOURCE, _cell(n.id), n.source,
-                        _cell(n.first_seen), _cell(n.last_seen)])
+                        _cell(n.first_seen), _cell(n.last_seen), _cell(n.comment), _cell(n.class_label)])
     unmapped_edges: dict[str, int] = {}
     with open(out_dir / EDGES, "w", encoding="utf-8", newline="") as fh:
         w = _TSVWriter(fh)
@@ -160,7 +163,7 @@ def write_kgx(snap: Snapshot, out_dir: Path, seed_source: str = SEED_SOURCE) -> 
                 "not_provided" if e.in_seed else "text_mining_agent",
                 seed_source if e.in_seed else EXTRACTED_SOURCE, f"{e.confidence:.6g}",
                 f"{OWN_PREFIX}:{quote(e.relation, safe='')}", me.abbrev if me else "", e.n_evidence, _multi(docs),
-                _cell(e.first_seen), _cell(e.last_seen),
+                _cell(e.first_seen), _cell(e.last_seen), _multi(snap.created_properties(e)),
             ])
     check = validate_kgx(out_dir / NODES, out_dir / EDGES)
     if not check.ok:

@@ -4,6 +4,8 @@ Headers carry the import tool's field types (id:ID, :LABEL, :START_ID, :END_ID, 
 first_seen:date, documents:string[]...). Labels: `Entity`, the kind in CamelCase (`SideEffect`) and `Seed` or
 `Extracted`; relationship types are the relation in upper snake case (TREATS), with the metaedge as a property.
 Arrays use "|" (the command passes --array-delimiter="|"; a "|" inside an array element becomes "/").
+A KG tool instance keeps its `comment` and its tool-created class (`class`, and as one more label); a relationship
+stated with a tool-created property lists it in `properties` (its type stays the relation the property leads to).
 
 Cells, as neo4j-admin reads them (5.x defaults plus the flags the command passes): "," separates fields, '"' quotes
 one, '""' inside quotes is one '"' (--legacy-style-quoting=false: a backslash is a plain character), and a quoted
@@ -28,10 +30,10 @@ from karma_dagster.export.snapshot import Snapshot
 NODES, RELS, COMMAND = "nodes.csv", "relationships.csv", "import-command.txt"
 ARRAY = "|"
 NODE_HEADER = ("id:ID", "name", "kind", "source", "vocab_id", "synonyms:string[]", "first_seen:date",
-               "last_seen:date", "created_by_doc", ":LABEL")
+               "last_seen:date", "created_by_doc", "comment", "class", ":LABEL")
 REL_HEADER = (":START_ID", ":END_ID", ":TYPE", "relation", "metaedge", "confidence:double", "n_evidence:long",
               "n_docs:long", "in_seed:boolean", "first_seen:date", "last_seen:date", "documents:string[]",
-              "backbones:string[]", "prompt_versions:string[]")
+              "backbones:string[]", "prompt_versions:string[]", "properties:string[]")
 TYPES = {"string", "int", "long", "float", "double", "boolean", "byte", "short", "char", "date", "localtime", "time",
          "localdatetime", "datetime", "duration", "point"}
 IDENT = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
@@ -40,6 +42,19 @@ IDENT = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 def label(kind: str) -> str:
     """A node kind as a label that needs no backticks in Cypher: 'Side Effect' -> 'SideEffect'."""
     return "".join(w[:1].upper() + w[1:] for w in re.split(r"[^A-Za-z0-9]+", kind) if w) or "Unknown"
+
+
+def class_label(name: str) -> str:
+    """A tool-created class as a node label: label(), with "Class" in front when it would not start with a letter."""
+    out = label(name)
+    return out if IDENT.match(out) else "Class" + out
+
+
+def _labels(n) -> list[str]:  # noqa: ANN001 - SnapshotNode
+    out = ["Entity", label(n.kind), "Seed" if n.source == "seed" else "Extracted"]
+    if n.class_label and class_label(n.class_label) not in out:
+        out.append(class_label(n.class_label))
+    return out
 
 
 def rel_type(relation: str) -> str:
@@ -74,9 +89,9 @@ def write_neo4j(snap: Snapshot, out_dir: Path) -> tuple[list[str], dict[str, int
         w = csv.writer(fh, lineterminator="\r\n")  # "\r\n": a lone CR in a value is quoted too
         w.writerow(NODE_HEADER)
         for n in snap.nodes:
-            labels = ["Entity", label(n.kind), "Seed" if n.source == "seed" else "Extracted"]
             w.writerow([_text(n.id), _text(n.name), _text(n.kind), n.source, _text(n.vocab_id), _array(n.synonyms),
-                        _text(n.first_seen), _text(n.last_seen), _text(n.created_by_doc), ARRAY.join(labels)])
+                        _text(n.first_seen), _text(n.last_seen), _text(n.created_by_doc), _text(n.comment),
+                        _text(n.class_label), ARRAY.join(_labels(n))])
     with open(out_dir / RELS, "w", encoding="utf-8", newline="") as fh:
         w = csv.writer(fh, lineterminator="\r\n")  # "\r\n": a lone CR in a value is quoted too
         w.writerow(REL_HEADER)
@@ -87,7 +102,8 @@ def write_neo4j(snap: Snapshot, out_dir: Path) -> tuple[list[str], dict[str, int
                         _text(me.abbrev if me else ""), f"{e.confidence:.6g}", e.n_evidence, e.n_docs,
                         "true" if e.in_seed else "false", _text(e.first_seen), _text(e.last_seen),
                         _array(sorted({x.doc_key for x in ev})), _array(sorted({x.backbone for x in ev})),
-                        _array(sorted({x.prompt_version for x in ev if x.prompt_version}))])
+                        _array(sorted({x.prompt_version for x in ev if x.prompt_version})),
+                        _array(snap.created_properties(e))])
     (out_dir / COMMAND).write_text(
         "# run from this folder; the target database must be empty (or add --overwrite-destination)\n"
         f'neo4j-admin database import full --nodes={NODES} --relationships={RELS} --array-delimiter="{ARRAY}" '
@@ -99,8 +115,7 @@ def write_neo4j(snap: Snapshot, out_dir: Path) -> tuple[list[str], dict[str, int
     problems = check_import_files(out_dir / NODES, out_dir / RELS)
     if problems:
         raise ValueError(f"Neo4j export of {snap.namespace} is inconsistent: {problems[:5]}")
-    labels = {"Entity"} | {label(n.kind) for n in snap.nodes} | {"Seed" if n.source == "seed" else "Extracted"
-                                                                   for n in snap.nodes}
+    labels = {x for n in snap.nodes for x in _labels(n)} | {"Entity"}
     return [NODES, RELS, COMMAND], {"nodes": len(snap.nodes), "relationships": len(snap.edges), "labels": len(labels),
                                     "relationship_types": len({rel_type(e.relation) for e in snap.edges})}
 

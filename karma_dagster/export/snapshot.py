@@ -30,6 +30,8 @@ class SnapshotNode(BaseModel):
     last_seen: dt.date | None
     created_by_doc: str | None
     synonyms: list[str]
+    comment: str | None = None  # a KG tool instance's comment (create_instance)
+    class_label: str | None = None  # its tool-created class (kind: the schema kind that class leads to)
 
 
 class SnapshotEdge(BaseModel):
@@ -67,6 +69,7 @@ class EvidenceRow(BaseModel):
     backbone: str
     prompt_version: str
     run_id: str
+    property: str | None = None  # the tool-created property the triple was stated with (relation: its ancestor's)
 
 
 class Supersession(BaseModel):
@@ -122,6 +125,10 @@ class Snapshot:
             out[(e.head_id, e.relation, e.tail_id)].append(e)
         return dict(out)
 
+    def created_properties(self, edge: SnapshotEdge) -> list[str]:
+        """The tool-created properties the edge's live evidence was stated with (sorted; [] for most edges)."""
+        return sorted({e.property for e in self.evidence_by_edge.get(edge.key, []) if e.property})
+
     @cached_property
     def superseded_keys(self) -> set[tuple[str, str, str]]:
         return {(s.head_id, s.relation, s.tail_id) for s in self.supersessions}
@@ -158,20 +165,37 @@ def read_snapshot(store: KGStore, namespace: str, as_of: dt.date | None, schema:
         (edges if e.head_id in ids and e.tail_id in ids else dangling).append(e)
     kept = {e.key for e in edges}
     evidence = [EvidenceRow(**r) for r in raw["evidence"] if (r["head_id"], r["relation"], r["tail_id"]) in kept]
+    used = {("class", n.class_label) for n in nodes if n.class_label}
+    used |= {("property", e.property) for e in evidence if e.property}
     return Snapshot(
         namespace=namespace, as_of=as_of, schema_=schema or KGSchema.load(), nodes=nodes, edges=edges,
         evidence=evidence, supersessions=[Supersession(**r) for r in raw["supersessions"]],
-        extension=_extension(store, namespace, as_of), dangling_edges=dangling,
+        extension=_extension(store, namespace, as_of, used), dangling_edges=dangling,
     )
 
 
-def _extension(store: KGStore, namespace: str, as_of: dt.date | None) -> list[SchemaTerm]:
-    """Classes and properties KG tool callers created by the date (none when the store has no such table)."""
+def _extension(store: KGStore, namespace: str, as_of: dt.date | None,
+               used: set[tuple[str, str]] | None = None) -> list[SchemaTerm]:
+    """Classes and properties KG tool callers created by the date (none when the store has no such table), and
+    those the snapshot's nodes and evidence use (("class" | "property", label) in `used`) with the terms they name
+    (super term, domain, range), whenever created: a paper's date can be older than the tool call that stated it."""
     rows = store.schema_extension(namespace) if hasattr(store, "schema_extension") else []
+    by_label = {(r["what"], r["label"]): r for r in rows}
+    needed: set[tuple[str, str]] = set()
+    todo = [key for key in used or () if key in by_label]
+    while todo:
+        key = todo.pop()
+        if key in needed:
+            continue
+        needed.add(key)
+        r = by_label[key]
+        named = [(key[0], r.get("super")), ("class", r.get("domain")), ("class", r.get("range"))]
+        todo += [k for k in named if k in by_label]
     out = []
     for r in rows:
         created = r.get("created_at")
-        if as_of is not None and isinstance(created, dt.datetime) and created.date() > as_of:
+        if (as_of is not None and isinstance(created, dt.datetime) and created.date() > as_of
+                and (r["what"], r["label"]) not in needed):
             continue
         out.append(SchemaTerm(what=r["what"], label=r["label"], comment=r.get("comment") or "", super=r.get("super"),
                               domain=r.get("domain"), range=r.get("range")))

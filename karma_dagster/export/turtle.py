@@ -11,6 +11,12 @@ in the file without the graph claiming it.
 Why one property per metaedge: a relation name joins several kind pairs (upregulates: Compound/Disease/Anatomy ->
 Gene), and rdfs:domain on the shared property would make every subject an instance of all those classes at once.
 So `rel:CtD` (Compound treats Disease) has the exact domain and range and is rdfs:subPropertyOf `rel:treats`.
+
+What KG tool callers added (kg_tools; the function-calling paper's instance / class / property writes): an instance
+keeps its comment (rdfs:comment) and is rdf:type its tool-created class as well as its node kind; the class is an
+owl:Class rdfs:subClassOf its super class. A statement made with a tool-created property is asserted with that
+property too (`h rel:created t` beside `h rel:CuG t`; the property is rdfs:subPropertyOf its super property), and
+each evidence entity that stated it names it (karma:property).
 """
 
 from __future__ import annotations
@@ -89,6 +95,10 @@ def build_graph(snap: Snapshot, base_iri: str = DEFAULT_BASE) -> tuple[Graph, di
             g.add((v.class_iri(n.kind), RDFS.label, Literal(n.kind)))
             g.add((v.class_iri(n.kind), v.karma.source, Literal("undeclared")))
         g.add((s, RDF.type, v.class_iri(n.kind)))
+        if n.class_label:  # a KG tool instance of a tool-created class: an instance of that class too
+            g.add((s, RDF.type, _created_class(g, v, classes, n.class_label, n.kind)))
+        if n.comment:
+            g.add((s, RDFS.comment, Literal(n.comment)))
         g.add((s, RDFS.label, Literal(n.name)))
         g.add((s, DCTERMS.identifier, Literal(n.id)))
         if n.vocab_id:
@@ -108,6 +118,11 @@ def build_graph(snap: Snapshot, base_iri: str = DEFAULT_BASE) -> tuple[Graph, di
         h, t = v.node_iri(e.head_id), v.node_iri(e.tail_id)
         g.add((h, p, t))
         n_statements += 1
+        for label in snap.created_properties(e):  # stated with a tool-created property: asserted with it as well
+            cp = _created_property(g, v, label, e.relation)
+            if (h, cp, t) not in g:
+                g.add((h, cp, t))
+                n_statements += 1
         st = _statement(g, v, snap.namespace, h, p, t, e.head_id, e.relation, e.tail_id)
         g.add((st, v.karma.confidence, Literal(round(e.confidence, 6), datatype=XSD.double)))
         g.add((st, v.karma.nEvidence, Literal(e.n_evidence, datatype=XSD.integer)))
@@ -192,6 +207,7 @@ def _annotation_properties(g: Graph, v: Vocab) -> None:
         "promptVersion": "the prompt version of the chain that extracted it",
         "runId": "the Dagster run that merged it",
         "supersededBy": "the statement that replaced this one (the conflict agent's adjudication)",
+        "property": "the tool-created property the triple was stated with (a subproperty of the statement's)",
     }
     for name, comment in labels.items():
         p = v.karma[name]
@@ -207,6 +223,31 @@ def _edge_property(g: Graph, v: Vocab, snap: Snapshot, e: SnapshotEdge) -> URIRe
     if (p, RDF.type, OWL.ObjectProperty) not in g:
         g.add((p, RDF.type, OWL.ObjectProperty))
         g.add((p, RDFS.label, Literal(e.relation)))
+        g.add((p, v.karma.source, Literal("undeclared")))
+    return p
+
+
+def _created_class(g: Graph, v: Vocab, classes: set[URIRef], label: str, kind: str) -> URIRef:
+    """A tool-created class an instance has; declared here (under the instance's kind) when the snapshot's
+    extension lacks it (a store without the schema_extension row), so the file still says what it is."""
+    c = v.class_iri(label)
+    if c not in classes:
+        classes.add(c)
+        g.add((c, RDF.type, OWL.Class))
+        g.add((c, RDFS.label, Literal(label)))
+        g.add((c, RDFS.subClassOf, v.class_iri(kind)))
+        g.add((c, v.karma.source, Literal("undeclared")))
+    return c
+
+
+def _created_property(g: Graph, v: Vocab, label: str, relation: str) -> URIRef:
+    """A tool-created property a statement was made with; declared here (under the edge's relation) when the
+    snapshot's extension lacks it."""
+    p = v.relation_iri(label)
+    if (p, RDF.type, OWL.ObjectProperty) not in g:
+        g.add((p, RDF.type, OWL.ObjectProperty))
+        g.add((p, RDFS.label, Literal(label)))
+        g.add((p, RDFS.subPropertyOf, v.relation_iri(relation)))
         g.add((p, v.karma.source, Literal("undeclared")))
     return p
 
@@ -231,6 +272,8 @@ def _evidence(g: Graph, v: Vocab, ns: str, ev) -> URIRef:  # noqa: ANN001 - Evid
     g.add((e, PROV.generatedAtTime, Literal(ev.date, datatype=XSD.date)))
     g.add((e, DCTERMS.source, v.doc[v.local(ev.doc_key)]))
     g.add((e, PROV.wasAttributedTo, v.agent[v.local(ev.backbone)]))
+    if ev.property:
+        g.add((e, v.karma.property, v.relation_iri(ev.property)))
     return e
 
 

@@ -121,10 +121,13 @@ def validate_triple(
         v = r.get(field)
         if not isinstance(v, str) or not v.strip():
             raise fail(f"provenance field {field!r} is empty or missing")
+    prop = None if _missing(r.get("property")) else r["property"]  # a KG tool's created property (store.py DDL)
     try:  # ids must already be clean (they join nodes and edges); no id or label is written that would not pass
         for f in ("triple_id", "head_id", "tail_id", "segment_id"):
             kg_names.exact(r[f], f"field {f!r}")
         kg_names.checked(str(r.get("kg_relation") or r.get("relation")), "relation label", kg_names.LABEL_MAX_CHARS)
+        if prop is not None:
+            prop = kg_names.checked(str(prop), "field 'property'", kg_names.LABEL_MAX_CHARS)
     except kg_names.NameRejected as exc:
         raise fail(str(exc)) from exc
     relation = r.get("kg_relation") or r.get("relation")
@@ -177,6 +180,8 @@ def validate_triple(
         "verdict": None if _missing(r.get("verdict")) else str(r["verdict"]),
         "head_kg_type": None if _missing(r.get("head_kg_type")) else r["head_kg_type"],
         "tail_kg_type": None if _missing(r.get("tail_kg_type")) else r["tail_kg_type"],
+        # only when stated: a row without one fingerprints (document_fingerprint) as it did before the column
+        **({"property": prop} if prop is not None else {}),
     }
 
 
@@ -577,7 +582,8 @@ def _insert_documents(
     for i, (doc_key, (rows, nodes)) in enumerate(prepared.items(), start=1):
         pending_nodes += [
             {"id": n.id, "name": n.name, "kind": n.kind, "vocab_id": n.vocab_id, "synonyms": list(n.synonyms),
-             "doc_key": doc_key} for n in nodes if n.id not in seed_ids
+             "doc_key": doc_key, "comment": n.comment, "class_label": n.class_label}
+            for n in nodes if n.id not in seed_ids
         ]
         pending_rows += rows
         pending_docs.append(doc_key)
@@ -600,22 +606,31 @@ def _record_increment(con: Any, stats: IncrementStats, stamp: _Stamp) -> None:
 
 
 def _insert(con: Any, nodes: list[dict[str, Any]], rows: list[dict[str, Any]], stamp: _Stamp) -> None:
-    """Insert a batch through registered frames: values are data, never SQL text."""
+    """Insert a batch through registered frames: values are data, never SQL text. Columns are named (a store
+    opened before has its added columns at the end, as a fresh one: store.ADDED_COLUMNS)."""
     if nodes:
         nf = pd.DataFrame(nodes)
+        for column in ("comment", "class_label"):  # a KG tool instance's comment and created class, else NULL
+            if column not in nf.columns:
+                nf[column] = None
         con.register("_nf", nf)
         con.execute(
-            "INSERT INTO extracted_nodes SELECT ?, id, name, kind, vocab_id::VARCHAR, synonyms::VARCHAR[], doc_key, "
-            "?::DATE, ?, ?::TIMESTAMP FROM _nf",
+            "INSERT INTO extracted_nodes (namespace, id, name, kind, vocab_id, synonyms, doc_key, date, run_id, "
+            "merged_at, comment, class_label) SELECT ?, id, name, kind, vocab_id::VARCHAR, synonyms::VARCHAR[], "
+            "doc_key, ?::DATE, ?, ?::TIMESTAMP, comment::VARCHAR, class_label::VARCHAR FROM _nf",
             [stamp.ns, stamp.date, stamp.run_id, stamp.merged_at],
         )
         con.unregister("_nf")
     if rows:
         ev = pd.DataFrame(rows)
+        if "property" not in ev.columns:  # the KG tool's created property a triple was stated with, else NULL
+            ev["property"] = None
         con.register("_ev", ev)
         con.execute(
-            "INSERT INTO evidence SELECT ?, doc_key, ?::DATE, triple_id, head_id, relation, tail_id, "
-            "metaedge::VARCHAR, score, segment_id, evidence, ?, prompt_version, ?, ?::TIMESTAMP FROM _ev",
+            "INSERT INTO evidence (namespace, doc_key, date, triple_id, head_id, relation, tail_id, metaedge, score, "
+            "segment_id, evidence, backbone, prompt_version, run_id, merged_at, property) SELECT ?, doc_key, ?::DATE, "
+            "triple_id, head_id, relation, tail_id, metaedge::VARCHAR, score, segment_id, evidence, ?, prompt_version, "
+            "?, ?::TIMESTAMP, property::VARCHAR FROM _ev",
             [stamp.ns, stamp.date, stamp.backbone, stamp.run_id, stamp.merged_at],
         )
         con.unregister("_ev")

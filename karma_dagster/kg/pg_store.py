@@ -227,7 +227,7 @@ class PgKGStore(KGStore):
         for a writer once the KG exists), created under the writer lock (two processes starting together must
         not both create them). A database with tables but none of the KG's is refused, not extended."""
         with self._raw() as raw:
-            if not self._schema_missing(raw):
+            if not self._schema_missing(raw) and not self._columns_missing(raw):
                 self._ready = True
                 _READY.add(self.url)
                 return
@@ -237,8 +237,21 @@ class PgKGStore(KGStore):
                     for stmt in _table_ddl():
                         raw.execute(stmt)
                     raw.execute(PG_VIEWS_DDL)
+            if self._columns_missing(raw):  # a database made before: the columns added since (store.ADDED_COLUMNS)
+                with raw.transaction():
+                    for stmt in kg_store.added_columns_ddl():
+                        raw.execute(translate(stmt, with_params=False))
         self._ready = True
         _READY.add(self.url)
+
+    @staticmethod
+    def _columns_missing(raw: psycopg.Connection) -> bool:
+        wanted = [f"{t}.{c}" for t, c, _ in kg_store.ADDED_COLUMNS]
+        row = raw.execute(
+            "SELECT count(*) FROM information_schema.columns WHERE table_schema = current_schema() "
+            "AND table_name || '.' || column_name = ANY(%s)", [wanted]).fetchone()
+        assert row is not None
+        return row[0] < len(wanted)
 
     def _schema_missing(self, raw: psycopg.Connection) -> bool:
         present = raw.execute(
@@ -382,15 +395,22 @@ FROM x JOIN agg ON agg.id = x.id GROUP BY x.id, agg.names ORDER BY x.id COLLATE 
 """
 
 _PG_EXPORT_NODES_SQL = """
-WITH ex AS (SELECT id, name, synonyms FROM extracted_nodes
+WITH ex AS (SELECT id, name, synonyms, comment, class_label, date, doc_key FROM extracted_nodes
             WHERE namespace = $ns AND ($as_of::DATE IS NULL OR date <= $as_of::DATE)),
 syn AS (
     SELECT id, synonym FROM node_synonyms
     UNION SELECT id, name FROM ex
     UNION SELECT id, unnest(coalesce(synonyms, '{}'::varchar[])) FROM ex),
-syns AS (SELECT id, array_agg(synonym COLLATE "C" ORDER BY synonym COLLATE "C") AS names FROM syn GROUP BY id)
+syns AS (SELECT id, array_agg(synonym COLLATE "C" ORDER BY synonym COLLATE "C") AS names FROM syn GROUP BY id),
+notes AS (SELECT id,
+                 (array_agg(comment ORDER BY date, doc_key COLLATE "C") FILTER (WHERE comment IS NOT NULL))[1]
+                     AS comment,
+                 (array_agg(class_label ORDER BY date, doc_key COLLATE "C") FILTER (WHERE class_label IS NOT NULL))[1]
+                     AS class_label
+          FROM ex GROUP BY id)
 SELECT n.id, n.name, n.kind, n.source, n.vocab_id, n.first_seen, n.last_seen, n.created_by_doc,
     ARRAY(SELECT x FROM unnest(coalesce(s.names, '{}'::varchar[])) WITH ORDINALITY AS u(x, i)
-          WHERE x <> n.name ORDER BY i)::varchar[] AS synonyms
-FROM kg_nodes($ns, as_of := $as_of::DATE) n LEFT JOIN syns s ON s.id = n.id ORDER BY n.id COLLATE "C"
+          WHERE x <> n.name ORDER BY i)::varchar[] AS synonyms, nt.comment, nt.class_label
+FROM kg_nodes($ns, as_of := $as_of::DATE) n LEFT JOIN syns s ON s.id = n.id LEFT JOIN notes nt ON nt.id = n.id
+ORDER BY n.id COLLATE "C"
 """

@@ -23,10 +23,11 @@ from pathlib import Path
 import duckdb
 import filelock
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer
 
 from karma_dagster.integrity import DUCKDB_OFFLINE, StoreCorrupt, duckdb_is_corruption
 from karma_dagster.kg import keyed
+from karma_dagster.kg import names as kg_names
 from karma_dagster.kg.edges import EdgeFacts, edge_text
 
 SCHEMA_YAML = Path(__file__).with_name("schema.yaml")
@@ -89,8 +90,16 @@ def metaedge_for(source_kind: str, relation: str, target_kind: str) -> Metaedge 
 
 
 # ---------------------------------------------------------------- boundary models
+NODE_COMMENT_MAX_CHARS = 1000  # an instance's comment (kg_tools' create_instance): a sentence or two
+
+
 class NodeIn(BaseModel):
-    """A node entering the KG: a seed node or an entity new to the KG found in a document."""
+    """A node entering the KG: a seed node or an entity new to the KG found in a document.
+
+    `comment` and `class_label` are what a KG tool caller's create_instance gave: its comment (cleaned like evidence
+    text), and its class when that is a tool-created class (the node's `kind` is the schema kind the class leads
+    to). Both are None for everything else; when None they are left out of model_dump, so the merge fingerprint of
+    a document without them is what it was before they existed (document_states tells merged from unmerged by it)."""
 
     model_config = ConfigDict(extra="ignore")
     id: str = Field(min_length=1)
@@ -98,6 +107,28 @@ class NodeIn(BaseModel):
     kind: str = Field(min_length=1)
     vocab_id: str | None = None
     synonyms: list[str] = []
+    comment: str | None = None
+    class_label: str | None = None
+
+    @field_validator("comment")
+    @classmethod
+    def _clean_comment(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        return kg_names.clean_text(value, NODE_COMMENT_MAX_CHARS) or None
+
+    @field_validator("class_label")
+    @classmethod
+    def _checked_class(cls, value: str | None) -> str | None:
+        return None if value is None else kg_names.checked(value, "field 'class_label'", kg_names.TYPE_MAX_CHARS)
+
+    @model_serializer(mode="wrap")
+    def _without_absent_notes(self, handler):  # noqa: ANN001, ANN202 - pydantic's serializer protocol
+        data = handler(self)
+        for key in ("comment", "class_label"):
+            if isinstance(data, dict) and data.get(key) is None:
+                data.pop(key, None)
+        return data
 
 
 class LexiconRow(BaseModel):
@@ -138,16 +169,18 @@ DELETE FROM kg_sizes;
 """
 
 DDL = SEED_DDL + """
+-- comment / class_label: a KG tool instance's comment and its tool-created class (NULL otherwise); evidence.property:
+-- the tool-created property a triple was stated with (its `relation` is the schema relation that property leads to).
 CREATE TABLE IF NOT EXISTS extracted_nodes(
     namespace VARCHAR NOT NULL DEFAULT 'local', id VARCHAR NOT NULL, name VARCHAR NOT NULL, kind VARCHAR NOT NULL,
     vocab_id VARCHAR, synonyms VARCHAR[], doc_key VARCHAR NOT NULL, date DATE NOT NULL, run_id VARCHAR NOT NULL,
-    merged_at TIMESTAMP NOT NULL, PRIMARY KEY (namespace, id, doc_key));
+    merged_at TIMESTAMP NOT NULL, comment VARCHAR, class_label VARCHAR, PRIMARY KEY (namespace, id, doc_key));
 CREATE TABLE IF NOT EXISTS evidence(
     namespace VARCHAR NOT NULL DEFAULT 'local', doc_key VARCHAR NOT NULL, date DATE NOT NULL,
     triple_id VARCHAR NOT NULL, head_id VARCHAR NOT NULL, relation VARCHAR NOT NULL, tail_id VARCHAR NOT NULL,
     metaedge VARCHAR, score DOUBLE NOT NULL CHECK (score >= 0 AND score <= 1), segment_id VARCHAR NOT NULL,
     evidence VARCHAR NOT NULL, backbone VARCHAR NOT NULL, prompt_version VARCHAR NOT NULL, run_id VARCHAR NOT NULL,
-    merged_at TIMESTAMP NOT NULL, PRIMARY KEY (namespace, doc_key, triple_id));
+    merged_at TIMESTAMP NOT NULL, property VARCHAR, PRIMARY KEY (namespace, doc_key, triple_id));
 CREATE TABLE IF NOT EXISTS increments(
     namespace VARCHAR NOT NULL DEFAULT 'local', date DATE NOT NULL, n_docs INTEGER NOT NULL,
     n_new_nodes INTEGER NOT NULL, n_new_edges INTEGER NOT NULL, n_reinforced INTEGER NOT NULL,
@@ -242,6 +275,18 @@ CREATE OR REPLACE VIEW nodes AS SELECT * FROM kg_nodes_all(NULL);
 CREATE OR REPLACE VIEW edges AS SELECT * FROM kg_edges_all(NULL);
 """
 
+# Columns added after KG stores existed: a file or database made before gets them when it is first opened
+# (KGStore._init_schema, PgKGStore._init_schema), nullable, so rows merged before read as NULL. A fresh store has
+# them from its CREATE TABLE (same place: the end of the table), where these statements change nothing.
+ADDED_COLUMNS = (("extracted_nodes", "comment", "VARCHAR"), ("extracted_nodes", "class_label", "VARCHAR"),
+                 ("evidence", "property", "VARCHAR"))
+
+
+def added_columns_ddl() -> list[str]:
+    """ALTER TABLE ... ADD COLUMN IF NOT EXISTS for each of ADDED_COLUMNS (DuckDB and PostgreSQL alike)."""
+    return [f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {sql_type}"
+            for table, column, sql_type in ADDED_COLUMNS]
+
 
 def _ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
@@ -319,7 +364,9 @@ class KGStore:
                     "SELECT (SELECT count(*) FROM duckdb_views() WHERE view_name IN ('nodes', 'edges')) "
                     "+ (SELECT count(*) FROM duckdb_tables() WHERE table_name IN ('adjudications', 'merged_documents')),"
                     " (SELECT count(*) FROM duckdb_tables() WHERE table_name = 'seed_nodes'),"
-                    " (SELECT count(*) FROM duckdb_tables() WHERE NOT internal)"
+                    " (SELECT count(*) FROM duckdb_tables() WHERE NOT internal),"
+                    " (SELECT count(*) FROM duckdb_columns() WHERE list_contains(?, table_name || '.' || column_name))",
+                    [[f"{t}.{c}" for t, c, _ in ADDED_COLUMNS]],
                 ).fetchall()[0]
             except duckdb.Error as exc:
                 if duckdb_is_corruption(exc):
@@ -329,13 +376,24 @@ class KGStore:
                 con.close()
             if present[2] and not present[1]:
                 raise StoreCorrupt("KG", self.path, "a DuckDB database without the KG's tables (seed_nodes)", KG_REMEDY)
-            if present[0] == 4:  # an older file gets the missing tables and new views
+            if present[0] == 4 and present[3] == len(ADDED_COLUMNS):
+                self._ready = True
+                return
+            if present[0] == 4:  # an older file gets the columns added since (nothing else changes)
+                con = self._open(read_only=False)
+                try:
+                    for stmt in added_columns_ddl():
+                        con.execute(stmt)
+                finally:
+                    con.close()
                 self._ready = True
                 return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         con = self._open(read_only=False)
-        try:
+        try:  # an older file gets the missing tables, new views and the columns added since
             con.execute(DDL)
+            for stmt in added_columns_ddl():
+                con.execute(stmt)
         finally:
             con.close()
         self._ready = True
@@ -628,13 +686,14 @@ class KGStore:
         return [dict(zip(keys, r, strict=True)) for r in rows]
 
     def edge_evidence(self, head_id: str, relation: str, tail_id: str, namespace: str = DEFAULT_NAMESPACE) -> list[dict]:
-        """Every evidence row of one edge in the namespace (oldest first): who stated it, where and when."""
+        """Every evidence row of one edge in the namespace (oldest first): who stated it, where and when, and the
+        tool-created property it was stated with (`property`, None for a schema relation's)."""
         rows = self._fetch(
-            "SELECT date, doc_key, triple_id, score, segment_id, evidence, backbone, prompt_version, run_id "
+            "SELECT date, doc_key, triple_id, score, segment_id, evidence, backbone, prompt_version, run_id, property "
             "FROM evidence WHERE namespace = ? AND head_id = ? AND relation = ? AND tail_id = ? "
             "ORDER BY date, doc_key, triple_id", [namespace, head_id, relation, tail_id])
         keys = ("date", "doc_key", "triple_id", "score", "segment_id", "evidence", "backbone", "prompt_version",
-                "run_id")
+                "run_id", "property")
         return [dict(zip(keys, r, strict=True)) for r in rows]
 
     # ------------------------------------------------------------ KG tools: classes and properties they add
@@ -734,24 +793,28 @@ FROM ns ORDER BY ns.namespace
 """
 
 
-# export_snapshot: a node's synonyms as of the date (seed synonyms, and every name the namespace's merges gave it)
+# export_snapshot: a node's synonyms as of the date (seed synonyms, and every name the namespace's merges gave it),
+# and the comment and tool-created class its earliest merge that gave one stored (KG tool instances)
 _EXPORT_NODES_SQL = """
-WITH ex AS (SELECT id, name, synonyms FROM extracted_nodes
+WITH ex AS (SELECT id, name, synonyms, comment, class_label, date, doc_key FROM extracted_nodes
             WHERE namespace = $ns AND ($as_of::DATE IS NULL OR date <= $as_of::DATE)),
 syn AS (
     SELECT id, synonym FROM node_synonyms
     UNION SELECT id, name FROM ex
     UNION SELECT id, unnest(coalesce(synonyms, []::VARCHAR[])) FROM ex),
-syns AS (SELECT id, list_sort(list_distinct(list(synonym))) AS names FROM syn GROUP BY id)
+syns AS (SELECT id, list_sort(list_distinct(list(synonym))) AS names FROM syn GROUP BY id),
+notes AS (SELECT id, min_by(comment, (date, doc_key)) FILTER (WHERE comment IS NOT NULL) AS comment,
+                 min_by(class_label, (date, doc_key)) FILTER (WHERE class_label IS NOT NULL) AS class_label
+          FROM ex GROUP BY id)
 SELECT n.id, n.name, n.kind, n.source, n.vocab_id, n.first_seen, n.last_seen, n.created_by_doc,
-    coalesce(list_filter(s.names, lambda x: x <> n.name), []::VARCHAR[]) AS synonyms
-FROM kg_nodes($ns, as_of := $as_of::DATE) n LEFT JOIN syns s USING (id) ORDER BY n.id
+    coalesce(list_filter(s.names, lambda x: x <> n.name), []::VARCHAR[]) AS synonyms, x.comment, x.class_label
+FROM kg_nodes($ns, as_of := $as_of::DATE) n LEFT JOIN syns s USING (id) LEFT JOIN notes x USING (id) ORDER BY n.id
 """
 
 # export_snapshot: the evidence rows kg_edges counts as of the date (superseded support left out)
 _EXPORT_EVIDENCE_SQL = """
 SELECT e.head_id, e.relation, e.tail_id, e.date, e.doc_key, e.triple_id, e.score, e.segment_id, e.evidence,
-    e.backbone, e.prompt_version, e.run_id
+    e.backbone, e.prompt_version, e.run_id, e.property
 FROM evidence e LEFT JOIN kg_superseded($as_of::DATE, only_ns := $ns) x USING (namespace, head_id, relation, tail_id)
 WHERE e.namespace = $ns AND ($as_of::DATE IS NULL OR e.date <= $as_of::DATE)
     AND (x.superseded_on IS NULL OR e.date > x.superseded_on)

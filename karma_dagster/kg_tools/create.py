@@ -179,7 +179,9 @@ def create_instance(ctx: ToolContext, label: str, comment: str, type: str, docum
             doc_key=stage.doc_key, mention_id=f"{TOOL_PREFIX}m:{_hash(entity_id)}", summary_id=segment,
             segment_id=segment, start=0, end=len(label), text=label, long_form=None, type=cls.label, vocab_id=None,
             entity_id=entity_id, kg_id=None, kg_name=None, distance=round(hits[0].distance, 4) if hits else 1.0,
-            status="new", kind=cls.kind, in_dictionary=False, linked_to=None))
+            status="new", kind=cls.kind, in_dictionary=False, linked_to=None, comment=comment,
+            # kept on the KG node: the comment, and the class when it is a created one (kind: its schema ancestor)
+            class_label=cls.label if cls.source == "extension" else None))
         stage.write(stage.triples(), mentions)
     near = f"; nearest existing: {hits[0].entity_id} ({hits[0].name}, distance {hits[0].distance:.2f})" if hits else ""
     return ToolResult(ok=True, data={"id": entity_id, "label": label, "type": cls.label, "kind": cls.kind},
@@ -296,7 +298,9 @@ def create_statement(ctx: ToolContext, subject: str, predicate: str, object: str
             metaedge=metaedge, alignment_prob=1.0, schema_status="aligned", conflict=False, contradicts=None,
             verdict="none", action="keep", against="none",
             adjudication=f"stated through the KG tools by {ctx.caller}; no contradiction in the KG when staged",
-            confidence=None, clarity=None, relevance=None, score=None, evidence_score=float(score), accepted=True))
+            confidence=None, clarity=None, relevance=None, score=None, evidence_score=float(score), accepted=True,
+            # a created property is kept on the evidence row (the edge is its schema ancestor's relation)
+            property=prop.label if prop.source == "extension" else None))
         stage.write(triples, mentions)
     known = ctx.store.edges_between([(s["id"], o["id"])], ctx.namespace)[(s["id"], o["id"])]
     reinforces = any(e.relation == prop.relation for e in known)

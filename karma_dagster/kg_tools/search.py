@@ -26,11 +26,12 @@ def _text(text: str, what: str = "text") -> str:
 
 
 def staged_instances(stage: DocumentStage) -> list[dict]:
-    """The instances this document staged (not merged yet), with the comment their create call gave."""
+    """The instances this document staged (not merged yet), with the comment their create call gave (the staged
+    row's; the transcript's for rows staged before the row kept it)."""
     comments = {r.wrote: json.loads(r.arguments).get("comment", "") for r in stage.transcript()
                 if r.ok and r.tool == "create_instance" and r.wrote}
     return [{"id": m.entity_id, "label": m.text, "type": m.type, "kind": m.kind, "source": "staged",
-             "comment": comments.get(m.entity_id, "")}
+             "comment": m.comment or comments.get(m.entity_id, "")}
             for m in stage.mentions() if m.status == "new"]
 
 

@@ -143,6 +143,11 @@ class MentionRow(Record):
     kind: str | None = None
     in_dictionary: bool = True  # the dictionary (KG + MeSH lexicon) knew the span; False = kept as unlisted
     linked_to: Literal["seed", "extracted"] | None = None  # the shared seed, or an entity an earlier merge added
+    # A KG tool instance (kg_tools create_instance): its comment, and its class when that is a tool-created class
+    # (`type` holds the class label too, `kind` the schema kind it leads to); the merge stores both on the node.
+    # None for a chain's mentions, and in tables written before they existed.
+    comment: str | None = None
+    class_label: str | None = None
 
 
 # ---------------------------------------------------------------- relation extraction (REA) and later stages
@@ -217,6 +222,10 @@ class EvaluatedRow(ResolvedRow):
     score: float | None = Field(ge=0.0, le=1.0)
     evidence_score: float = Field(ge=0.0, le=1.0)
     accepted: bool
+    # A KG tool statement made with a tool-created property (kg_tools create_property): that property's label
+    # (`kg_relation` is the schema relation it leads to); the merge stores it on the evidence row. None otherwise,
+    # and in tables written before it existed.
+    property: str | None = None
 
     @model_validator(mode="before")
     @classmethod

@@ -93,6 +93,9 @@ class EntitiesTable(_Strict):
     kind: Optional[Series[str]] = pa.Field(nullable=True)
     in_dictionary: Optional[Series[bool]]
     linked_to: Optional[Series[str]] = pa.Field(nullable=True, isin=["seed", "extracted"])
+    # optional: a KG tool instance's comment and tool-created class (tables written before them stay valid)
+    comment: Optional[Series[str]] = pa.Field(nullable=True)
+    class_label: Optional[Series[str]] = pa.Field(nullable=True)
 
     @pa.dataframe_check
     def linked_have_kg_id(cls, df: pd.DataFrame) -> Series[bool]:
@@ -171,6 +174,8 @@ class EvaluatedTable(ResolvedTable):
     score: Series[float] = pa.Field(ge=0.0, le=1.0, nullable=True)
     evidence_score: Series[float] = Score()
     accepted: Series[bool]
+    # optional: the tool-created property a KG tool statement was made with (tables written before it stay valid)
+    property: Optional[Series[str]] = pa.Field(nullable=True)
 
     @pa.dataframe_check
     def accepted_only_if_kept_and_aligned(cls, df: pd.DataFrame) -> Series[bool]:
