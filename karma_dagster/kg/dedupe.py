@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from karma_dagster.kg import same_entity
 from karma_dagster.kg.identity import Crosswalk
+from karma_dagster.kg.merge import transaction
 from karma_dagster.kg.store import KGStore, NodeIn
 
 LOG_DDL = ("CREATE TABLE IF NOT EXISTS dedupe_log(namespace VARCHAR NOT NULL, old_id VARCHAR NOT NULL, "
@@ -70,25 +71,16 @@ def namespaces(store: KGStore) -> list[str]:
 
 def repair(store: KGStore, namespace: str) -> list[Fold]:
     """Fold every duplicate of the namespace in one transaction; returns what was folded ([] when nothing was due)."""
-    with store.connect() as con:
-        con.execute("BEGIN TRANSACTION")
-        try:
-            folds = _find(con, namespace)
-            con.execute(LOG_DDL)
-            now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
-            for f in folds:
-                _fold(con, f)
-                con.execute("INSERT INTO dedupe_log VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                            [f.namespace, f.old_id, f.new_id, f.name, f.kind, f.target, f.n_evidence, now])
-            if folds:  # edge counts change: the next merge counts the namespace's graph once (kg/sizes.py)
-                con.execute("DELETE FROM kg_sizes WHERE namespace = ?", [namespace])
-            con.execute("COMMIT")
-        except BaseException:
-            try:
-                con.execute("ROLLBACK")
-            except Exception:  # noqa: BLE001 - the transaction is already gone; keep the original error
-                pass
-            raise
+    with store.connect() as con, transaction(con):
+        folds = _find(con, namespace)
+        con.execute(LOG_DDL)
+        now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+        for f in folds:
+            _fold(con, f)
+            con.execute("INSERT INTO dedupe_log VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        [f.namespace, f.old_id, f.new_id, f.name, f.kind, f.target, f.n_evidence, now])
+        if folds:  # edge counts change: the next merge counts the namespace's graph once (kg/sizes.py)
+            con.execute("DELETE FROM kg_sizes WHERE namespace = ?", [namespace])
     return folds
 
 

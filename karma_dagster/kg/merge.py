@@ -247,7 +247,7 @@ def merge_increment(
     prepared = _prepare(docs, prompt_version)
     fingerprints = {doc_key: _fingerprint(rows, nodes) for doc_key, (rows, nodes) in prepared.items()}
     stamp = _Stamp(namespace or backbone, date, backbone, run_id, dt.datetime.now(dt.UTC).replace(tzinfo=None))
-    with store.connect() as con, _transaction(con):
+    with store.connect() as con, transaction(con):
         # sizes from the edges this merge can change (kg/sizes.py): no count of the whole graph
         edges_start = kg_sizes.edge_count(con, stamp.ns)
         dropped = _previous_edges(con, stamp, list(prepared))
@@ -332,7 +332,7 @@ def _record_documents(con: Any, fingerprints: Mapping[str, str], stamp: _Stamp) 
 
 
 @contextmanager
-def _transaction(con: Any) -> Iterator[None]:
+def transaction(con: Any) -> Iterator[None]:
     """BEGIN .. COMMIT, ROLLBACK on any error or interrupt: a failed merge leaves the file as it was."""
     con.execute("BEGIN TRANSACTION")
     try:
