@@ -194,7 +194,8 @@ class EntityIndex:
         # namespace -> fingerprint of the KG state last synced in this process (see `sync_namespace`)
         self._synced: dict[str, str] = {}
         self._memo_lock = threading.Lock()
-        self._sync_lock = shared_lock(self.uri.rstrip("/") + ".sync.lock")  # across processes (and machines)
+        # across processes (and machines); index_health.sync_lock is the same lock (its checks wait for writers)
+        self._sync_lock = shared_lock(self.uri.rstrip("/") + ".sync.lock")
 
     def _open(self, name: str) -> Any:
         """The table, checked (manifest readable, the columns and vector size this index writes, every data file's

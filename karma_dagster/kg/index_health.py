@@ -29,6 +29,11 @@ def build_lock(uri: str | Path):  # noqa: ANN201 - a lock context manager (file 
     return shared_lock(str(uri).rstrip("/") + ".build.lock")
 
 
+def sync_lock(uri: str | Path):  # noqa: ANN201 - a lock context manager (file or Redis)
+    """The lock every writer of the index's namespaces holds (EntityIndex.sync_namespace takes the same one)."""
+    return shared_lock(str(uri).rstrip("/") + ".sync.lock")
+
+
 def build_seed(index: EntityIndex, store: KGStore, fingerprint: str) -> int:
     """The seed table from the KG's seed names (and synonyms), recorded as built from `fingerprint`."""
     rows = store.lexicon_rows(namespace=None)
@@ -54,7 +59,10 @@ def checked_index(uri: str | Path, store: KGStore, fingerprint: Callable[[], str
     where = display_path(uri, base)
     with build_lock(uri):
         for round_ in range(REPAIR_ROUNDS + 1):
-            index, problem = _check(uri, fingerprint())  # first round: another process may have repaired it
+            # under the writers' lock too: a sync in another process (rows deleted and added, files replaced) can
+            # fail an unlocked read for a moment; only what is still wrong with no writer at work is repaired
+            with sync_lock(uri):
+                index, problem = _check(uri, fingerprint())  # first round: another process may have repaired it
             if problem is None:
                 return index  # type: ignore[return-value]
             if round_ == REPAIR_ROUNDS:
