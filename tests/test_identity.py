@@ -112,6 +112,9 @@ def test_merge_lands_every_writer_on_the_node_the_entity_is(base) -> None:
     nodes, ev = nodes_and_evidence(store)
     assert nodes == [] and stats.n_new_nodes == 0
     assert ev == [("a", "t1", ACETAMINOPHEN, T2DM), ("a", "t2", ESR1, T2DM)]
+    # a statement between two names of one node makes no self-loop
+    merge_increment(store, D2, "local", {"b": ([triple("b", "t1", era.id, ESR1, "associates")], [era])}, "r2")
+    assert [e for e in nodes_and_evidence(store)[1] if e[0] == "b"] == []
 
 
 def test_two_papers_one_new_entity_one_node_with_both_names(base) -> None:

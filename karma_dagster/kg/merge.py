@@ -388,8 +388,11 @@ def _one_node_per_entity(con: Any, ns: str, prepared: Prepared) -> Prepared:
         return prepared
     out: Prepared = {}
     for doc_key, (rows, doc_nodes) in prepared.items():
-        rows = [{**r, "head_id": same.get(r["head_id"], r["head_id"]), "tail_id": same.get(r["tail_id"], r["tail_id"])}
-                for r in rows]
+        moved = [{**r, "head_id": same.get(r["head_id"], r["head_id"]), "tail_id": same.get(r["tail_id"], r["tail_id"])}
+                 for r in rows]
+        # "ERα binds ESR1" once both are one node says nothing about two entities: no self-loop is made here
+        rows = [m for m, r in zip(moved, rows, strict=True)
+                if m["head_id"] != m["tail_id"] or r["head_id"] == r["tail_id"]]
         kept = {}
         for n in doc_nodes:
             target = same.get(n.id, n.id)
