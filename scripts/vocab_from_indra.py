@@ -160,24 +160,20 @@ def _hetionet_xrefs(wheel: zipfile.ZipFile, kinds: dict[str, str]) -> list[list[
 
     for mesh_id, chebi in _pairs(mesh_map, "MESH", "CHEBI"):
         via_chebi(chebi, mesh_id, "drugbank_mappings.tsv+mesh_mappings.tsv (via CHEBI)")
-    cid_mesh: dict[str, set[str]] = defaultdict(set)
-    for r in _optional_rows(wheel, "pubchem_mesh_map.tsv"):
-        if len(r) >= 2 and r[1].strip():
-            cid_mesh[r[0].strip()].add(r[1].strip())
-    for r in _optional_rows(wheel, "chebi_to_pubchem.tsv")[1:]:
-        if len(r) >= 2:
-            for mesh_id in cid_mesh.get(r[1].strip(), ()):
-                via_chebi(r[0], mesh_id,
-                          "drugbank_mappings.tsv+chebi_to_pubchem.tsv+pubchem_mesh_map.tsv (via CHEBI, PUBCHEM)")
-    cas_mesh: dict[str, set[str]] = defaultdict(set)
-    for r in _optional_rows(wheel, "mesh_cas_mappings.tsv"):
-        if len(r) >= 2 and r[1].strip():
-            cas_mesh[r[1].strip()].add(r[0].strip())
-    for r in _optional_rows(wheel, "cas_to_chebi.tsv")[1:]:
-        if len(r) >= 2:
-            for mesh_id in cas_mesh.get(r[0].strip(), ()):
-                via_chebi(r[1], mesh_id,
-                          "drugbank_mappings.tsv+cas_to_chebi.tsv+mesh_cas_mappings.tsv (via CHEBI, CAS)")
+    def via_bridge(to_mesh: str, bridge_col: int, mesh_col: int, to_chebi: str, key_col: int, chebi_col: int,
+                   label: str) -> None:
+        """ChEBI -> another id (PubChem CID, CAS number) -> MeSH, both tables from the wheel."""
+        mesh_of: dict[str, set[str]] = defaultdict(set)
+        for r in _optional_rows(wheel, to_mesh):
+            if len(r) >= 2 and r[bridge_col].strip() and r[mesh_col].strip():
+                mesh_of[r[bridge_col].strip()].add(r[mesh_col].strip())
+        for r in _optional_rows(wheel, to_chebi)[1:]:
+            if len(r) >= 2:
+                for mesh_id in mesh_of.get(r[key_col].strip(), ()):
+                    via_chebi(r[chebi_col], mesh_id, f"drugbank_mappings.tsv+{to_chebi}+{to_mesh} (via CHEBI, {label})")
+
+    via_bridge("pubchem_mesh_map.tsv", 0, 1, "chebi_to_pubchem.tsv", 1, 0, "PUBCHEM")
+    via_bridge("mesh_cas_mappings.tsv", 1, 0, "cas_to_chebi.tsv", 0, 1, "CAS")
 
     # Anatomy and GO nodes: the MeSH ids mesh_mappings gives their UBERON / GO id.
     for ns, kinds_of_ns in (("UBERON", ("Anatomy",)), ("GO", GO_KINDS)):
