@@ -43,6 +43,9 @@ BIORED_TRAIN = SHARED / "biored" / "Train.PubTator"
 NS = "local"
 D1, D2 = dt.date(2016, 1, 5), dt.date(2016, 1, 12)
 LITHIUM, POLYURIA = "MESH:D008094", "MESH:D011141"  # entities new to the seed KG: each merge brings them
+# the shipped seed has both (Compound::DB01356 Lithium; polyuria as a Symptom and a Side Effect), and a merge lands a
+# new entity on the node it already is (issue 27): this module's seed leaves them out, so they stay new here
+NOT_IN_SEED = frozenset({"lithium", "polyuria"})
 
 
 # ---------------------------------------------------------------- the incompatible-relations table
@@ -223,7 +226,8 @@ def _chain(store_path: Path, key: str, row: AlignedRow, day: dt.date):
 @pytest.fixture(scope="module")
 def seeded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("seed") / "kg.duckdb"
-    import_hetionet(KGStore(path), SEED / "nodes.tsv", SEED / "edges.sif.gz", seed_confidence=0.9)
+    import_hetionet(KGStore(path), SEED / "nodes.tsv", SEED / "edges.sif.gz", seed_confidence=0.9,
+                    node_filter=lambda n: n.name.lower() not in NOT_IN_SEED)
     return path
 
 
