@@ -41,6 +41,25 @@ KG_REMEDY = ("restore it from a backup, or move it away: `karma run` then import
              "every evaluated document")
 
 
+# KG files this process has checked (and, if older, brought up to date), as (path, device, inode, ctime): every
+# `kg_store()` is a new KGStore, and the check opens the file and reads its catalog (~30 ms, every stage of every
+# document). Any write, a replaced or re-created file changes the key, and the next connect checks again.
+_CHECKED: set[tuple[str, int, int, int] | None] = set()
+
+
+def _file_identity(path: Path) -> tuple[str, int, int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return str(path), st.st_dev, st.st_ino, st.st_ctime_ns
+
+
+def _checked_before(path: Path) -> bool:
+    key = _file_identity(path)
+    return key is not None and key in _CHECKED
+
+
 class KGStoreError(RuntimeError):
     """A problem with the store file itself (lock, missing file)."""
 
@@ -329,7 +348,10 @@ class KGStore:
             ) from exc
         try:
             if not self._ready:
+                self._ready = _checked_before(self.path)
+            if not self._ready:
                 self._init_schema()
+                _CHECKED.add(_file_identity(self.path))
             con = self._open(read_only)
             self._con, self._owner = con, threading.get_ident()
             try:
