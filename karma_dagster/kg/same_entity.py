@@ -48,10 +48,10 @@ def existing_nodes(con: Any, namespace: str, nodes: Sequence[NodeIn], crosswalk:
     keys = {n.id: {k for k in (curie_key(n.id), curie_key(n.vocab_id), crosswalk.ids_of_name(n.name)) if k}
             for n in pending}
     wanted_ids = set().union(*(candidate_ids(v) for n in pending for v in (n.id, n.vocab_id) if v))
-    wanted_ids |= set().union(*(candidate_ids(k) for ks in keys.values() for k in ks), set())
+    wanted_ids |= set().union(*(candidate_ids(k) for ks in keys.values() for k in ks))
     wanted_ids |= {node for ks in keys.values() for k in ks for node in crosswalk.nodes_of(k)}
     names = {name_key(x) for n in pending for x in (n.name, *n.synonyms)} - {""}
-    seed, extracted = _read(con, namespace, wanted_ids, {k for ks in keys.values() for k in ks}, names)
+    seed, extracted = _read(con, namespace, wanted_ids, {k for ks in keys.values() for k in ks}, names, crosswalk)
 
     out: dict[str, str] = {}
     for n in pending:
@@ -59,7 +59,7 @@ def existing_nodes(con: Any, namespace: str, nodes: Sequence[NodeIn], crosswalk:
             continue  # already the seed node itself
         own = keys[n.id]
         for pool in (seed, extracted):
-            match = _match(n, own, pool, crosswalk)
+            match = _match(n, own, pool)
             if match is not None and match != n.id:
                 out[n.id] = match
                 break
@@ -82,8 +82,7 @@ def _kind(nodes: Iterable[NodeIn], node_id: str) -> str | None:
     return next((n.kind for n in nodes if n.id == node_id), None)
 
 
-def _match(n: NodeIn, own: set[str], pool: dict[str, tuple[str, set[str], set[str]]], crosswalk: Crosswalk
-           ) -> str | None:
+def _match(n: NodeIn, own: set[str], pool: dict[str, tuple[str, set[str], set[str]]]) -> str | None:
     """The one node of `pool` (id -> (kind, id keys, name keys)) this new entity is: by id first, then by name;
     same kind before a compatible one; None when there is none or two compete."""
     names = {name_key(x) for x in (n.name, *n.synonyms)} - {""}
@@ -98,13 +97,12 @@ def _match(n: NodeIn, own: set[str], pool: dict[str, tuple[str, set[str], set[st
     return None
 
 
-def _read(con: Any, namespace: str, ids: set[str], keys: set[str], names: set[str]
+def _read(con: Any, namespace: str, ids: set[str], keys: set[str], names: set[str], crosswalk: Crosswalk
           ) -> tuple[dict[str, tuple[str, set[str], set[str]]], dict[str, tuple[str, set[str], set[str]]]]:
     """The seed and the namespace's extracted nodes that any of these ids, vocabulary ids or names may be:
     id -> (kind, every id key it goes by, its name keys)."""
     seed: dict[str, tuple[str, set[str], set[str]]] = {}
     extracted: dict[str, tuple[str, set[str], set[str]]] = {}
-    crosswalk = Crosswalk.load()
 
     def note(pool: dict, node_id: str, kind: str, vocab_id: str | None, name: str | None) -> None:
         entry = pool.setdefault(node_id, (kind, set(crosswalk.node_ids(node_id)), set()))
