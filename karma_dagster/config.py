@@ -47,6 +47,16 @@ class BackboneSettings(BaseModel):
                            "reads; a slow-dripping server cannot stretch it); retries get their own")
     max_retries: int = 4
     concurrency: int = Field(4, description="concurrent calls to this backbone")
+    response_format: Literal["auto", "json_schema", "json_object_schema", "ollama_format", "json_object", "none"] = \
+        Field("auto", description="how an answer's JSON schema travels to the model (backbones/llm/structured.py): "
+              "json_schema (OpenAI, vLLM, llama-server), json_object_schema (llama-cpp-python), ollama_format, "
+              "json_object (JSON mode, no schema), none; auto tries them strongest first and falls back on refusal")
+    seed: int | None = Field(None, ge=0, description="sampling seed sent with each request (llama.cpp, vLLM and OpenAI "
+                             "take it): a sampled answer is then reproducible; sample i of MedKGent's N uses seed+i")
+    context_tokens: int | None = Field(None, ge=256, description="the model's context window in tokens; a request "
+                                       "that cannot fit with room for max_tokens is split where the agent can, else "
+                                       "fails naming the agent and the sizes (never truncated). None: the server's "
+                                       "own refusal is reported the same way")
     domain: str = Field("general biomedicine", description="genomics, proteomics, metabolomics, general biomedicine")
     mode: str = Field("multi_agent", description="'multi_agent' (the KARMA chain), 'single_agent' (the paper's "
                       "baseline: one generation extracts all triples; see backbones/single_agent.py) or 'tools' "

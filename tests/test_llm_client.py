@@ -39,7 +39,8 @@ def test_valid_json_reply_is_parsed_with_usage(server: FakeOpenAIServer, rendere
     assert len(server.requests) == 1
     request = server.requests[0]
     assert request["model"] == "fake-model"
-    assert request["response_format"] == {"type": "json_object"}
+    # a self-hosted OpenAI-compatible server (api_base set) is first asked for OpenAI's json_schema form
+    assert request["response_format"]["type"] == "json_schema"
     assert request["messages"] == rendered.messages
     assert usage.calls == 1 and usage.prompt_tokens > 100 and usage.completion_tokens > 0
     assert usage.cost_usd is None  # the fake model is not priced: tokens only, no invented cost

@@ -131,3 +131,19 @@ def test_summarize_segments_rejects_bad_answers_and_skips_empty(count_hits):
     assert summarize_segments([seg], Answer("   "), KarmaParams()) == []
     with pytest.raises(SummarizerError, match="duplicate"):
         summarize_segments([seg, seg], Answer("x"), KarmaParams())
+
+
+def test_a_summary_longer_than_its_segment_gives_way_to_the_segment(caplog):
+    # a small real model (SmolLM2-135M) restates a one-sentence title in two or three: that condenses nothing
+    # and adds what the paper does not say, so the segment's own text stands in (and the stage's schema holds)
+    seg = _segment(0, "Sildenafil attenuates hypoxic pulmonary remodelling.", kept=True)
+
+    class Wordy:
+        name = "wordy"
+
+        def summarize(self, section, max_sentences):
+            return "Sildenafil is a drug. It attenuates remodelling. Mice were studied."
+
+    [row] = summarize_segments([seg], Wordy(), KarmaParams())
+    assert row.text == seg.text and row.n_sentences_in == row.n_sentences_out == 1
+    assert "wrote 3 sentences for the 1" in caplog.text

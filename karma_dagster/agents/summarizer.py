@@ -58,11 +58,17 @@ def summarize_segments(segments: list[SegmentRow], backbone: Backbone, params: K
         if not summary:
             log.warning("summarizer: backbone %s gave an empty summary for %s; skipped", backbone.name, seg.segment_id)
             continue
+        n_in, n_out = len(split_sentences(seg.text)), len(split_sentences(summary))
+        if n_out > n_in:
+            # a "summary" longer than what it read (a small model restating a title at length) condenses nothing
+            # and may add what the paper does not say: the segment's own text stands in for it
+            log.warning("summarizer: backbone %s wrote %d sentences for the %d of %s; kept the segment's text",
+                        backbone.name, n_out, n_in, seg.segment_id)
+            summary, n_out = seg.text.strip(), n_in
         rows.append(
             SummaryRow(
                 doc_key=seg.doc_key, summary_id=f"{seg.segment_id}:sum", segment_id=seg.segment_id,
-                section=seg.section, text=summary,
-                n_sentences_in=len(split_sentences(seg.text)), n_sentences_out=len(split_sentences(summary)),
+                section=seg.section, text=summary, n_sentences_in=n_in, n_sentences_out=n_out,
             )
         )
     return rows

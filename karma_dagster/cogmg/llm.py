@@ -45,10 +45,18 @@ class CompleteOutput(_Out):
     fills: list[FillOutput] = []
 
 
-def _ask(backbone: Any, agent: str, model: type[BaseModel], **variables: Any) -> Any:
+def _ask(backbone: Any, agent: str, model: type[BaseModel], constrain: dict[str, Any] | None = None,
+         **variables: Any) -> Any:
     rendered = backbone.prompts.render(agent, None, domain=backbone.domain, **variables)
-    parsed, _usage = backbone.client.complete_json(rendered, model)
+    parsed, _usage = backbone.client.complete_json(rendered, model, constrain=constrain)
     return parsed
+
+
+def _schema_terms() -> dict[str, Any]:
+    """What a grammar-constrained server may write for a plan's relation and kinds: the KG schema's own terms."""
+    schema = services.kg_schema()
+    kinds = sorted(schema.node_kinds)
+    return {"relation": sorted(schema.relation_names), "entity_kind": kinds, "answer_kind": kinds}
 
 
 def prompt_id(backbone: Any, agent: str) -> str:
@@ -71,13 +79,14 @@ def decompose(question: str, backbone: Any, data: DataPaths, namespace: str, rho
     schema = services.kg_schema()
     metaedges = [{"source": m.source, "relation": m.relation, "target": m.target} for m in schema.metaedges]
     relations = set(schema.relation_names)
-    out: DecomposeOutput = _ask(backbone, DECOMPOSE, DecomposeOutput, question=question, metaedges=metaedges,
-                                invalid=[])
+    out: DecomposeOutput = _ask(backbone, DECOMPOSE, DecomposeOutput, _schema_terms(), question=question,
+                                metaedges=metaedges, invalid=[])
     notes: list[str] = []
     invalid = sorted({s.relation for s in out.steps if s.relation not in relations})
     if invalid:
         notes.append(f"relations outside the schema {invalid}: asked again once")
-        out = _ask(backbone, DECOMPOSE, DecomposeOutput, question=question, metaedges=metaedges, invalid=invalid)
+        out = _ask(backbone, DECOMPOSE, DecomposeOutput, _schema_terms(), question=question, metaedges=metaedges,
+                   invalid=invalid)
         still = sorted({s.relation for s in out.steps if s.relation not in relations})
         if still:
             notes.append(f"still outside the schema after asking again, dropped: {still}")
@@ -117,5 +126,7 @@ def complete(question: str, missing: list[OpenTriple], backbone: Any) -> list[Fi
     if not missing:
         return []
     triples = [{"index": i, "head": t.head, "relation": t.relation, "tail": t.tail} for i, t in enumerate(missing)]
-    out: CompleteOutput = _ask(backbone, COMPLETE, CompleteOutput, question=question, triples=triples)
+    kinds = sorted({k for t in missing for k in t.answer_kinds}) or sorted(services.kg_schema().node_kinds)
+    out: CompleteOutput = _ask(backbone, COMPLETE, CompleteOutput, {"triple": list(range(len(missing))),
+                               "answer_kind": kinds}, question=question, triples=triples)
     return [f for f in out.fills if 0 <= f.triple < len(missing) and f.answer.strip()]

@@ -19,6 +19,7 @@ from karma_dagster.backbones.llm.cache import ResponseCache, cache_key
 from karma_dagster.backbones.llm.client import (
     LLMCallError,
     LLMClient,
+    LLMContextError,
     LLMDeadlineError,
     LLMOutputError,
     UsageDelta,
@@ -45,7 +46,7 @@ def make_llm_backbone(
 
 
 __all__ = [
-    "DEFAULT_ENTITY_TYPES", "DEFAULT_RELATION_TYPES", "Domain", "LLMBackbone", "LLMCallError", "LLMClient", "LLMDeadlineError",
+    "DEFAULT_ENTITY_TYPES", "DEFAULT_RELATION_TYPES", "Domain", "LLMBackbone", "LLMCallError", "LLMClient", "LLMContextError", "LLMDeadlineError",
     "LLMOutputError", "OUTPUT_MODELS", "PromptStore", "ResponseCache", "UsageDelta", "cache_key",
     "locate_mentions", "make_llm_backbone", "parse_json_reply",
 ]

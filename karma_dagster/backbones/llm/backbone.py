@@ -23,7 +23,9 @@ from karma_dagster.backbones.base import (
     TripleQuery,
     Usage,
 )
-from karma_dagster.backbones.llm.client import LLMClient
+from karma_dagster.backbones.llm.client import LLMClient, LLMContextError
+from karma_dagster.dictionary.sentences import split_sentences
+from karma_dagster.backbones.llm.spans import text_spans
 from karma_dagster.backbones.llm.outputs import (
     AlignmentOutput,
     DebateOutput,
@@ -93,6 +95,28 @@ def _types(value: dict[str, str] | list[str] | None, default: dict[str, str]) ->
     if isinstance(value, dict):
         return [{"name": k, "description": v} for k, v in value.items()]
     return [{"name": k, "description": default.get(k, k.replace("_", " "))} for k in value]
+
+
+def _halving(ask: Callable[[list[T]], list[R]], batch: list[T]) -> list[R]:
+    """`ask(batch)`; a batch too long for the model's context is asked again as two halves (down to one item,
+    which then fails with the sizes)."""
+    try:
+        return ask(batch)
+    except LLMContextError:
+        if len(batch) < 2:
+            raise
+        mid = len(batch) // 2
+        return _halving(ask, batch[:mid]) + _halving(ask, batch[mid:])
+
+
+def _halves(text: str) -> tuple[str, str] | None:
+    """`text` cut at the sentence boundary nearest its middle (text[:cut], text[cut:]); None for a single
+    sentence: it cannot be split without cutting a sentence, so the caller reports the sizes instead."""
+    ends = [end for _start, end, _s in split_sentences(text)][:-1]
+    if not ends:
+        return None
+    cut = min(ends, key=lambda end: abs(end - len(text) / 2))
+    return text[:cut], text[cut:]
 
 
 def locate_mentions(text: str, items: list[tuple[str, str]]) -> tuple[list[MentionSpan], int]:
@@ -193,8 +217,9 @@ class LLMBackbone(Backbone):
     def _render(self, agent: str, **variables: Any) -> RenderedPrompt:
         return self.prompts.render(agent, self.prompt_versions.get(agent), domain=self.domain, **variables)
 
-    def _ask(self, agent: str, output_model: type, **variables: Any) -> Any:
-        parsed, _booked = self.client.complete_json(self._render(agent, **variables), output_model)
+    def _ask(self, agent: str, output_model: type, constrain: dict[str, Any] | None = None, **variables: Any) -> Any:
+        parsed, _booked = self.client.complete_json(self._render(agent, **variables), output_model,
+                                                    constrain=constrain)
         return parsed
 
     # ------------------------------------------------------------------ IA
@@ -262,10 +287,15 @@ class LLMBackbone(Backbone):
         items = [{"index": i, "heading": s.heading, "kind": s.kind, "text": s.text[: self.max_section_chars]}
                  for i, s in enumerate(sections)]
         batches = [items[i: i + self.section_batch] for i in range(0, len(items), self.section_batch)]
-        requests = [(self._render("reader", kg_context=list(kg_context), sections=b), ReaderOutput) for b in batches]
+
+        def ask(batch: list[dict[str, Any]]) -> list[tuple[list[dict[str, Any]], ReaderOutput]]:
+            return [(b, self._ask("reader", ReaderOutput, {"index": [item["index"] for item in b]},
+                                  kg_context=list(kg_context), sections=b)) for b in [batch]]
+
+        answered = [pair for part in self.map(lambda b: _halving(ask, b), batches) for pair in part]
         scores: dict[int, float] = {}
         invalid = 0
-        for (parsed, _booked), batch in zip(self.client.complete_many(requests), batches):
+        for batch, parsed in answered:
             wanted = {item["index"] for item in batch}
             for s in parsed.scores:
                 if s.index in wanted and s.index not in scores:
@@ -275,7 +305,7 @@ class LLMBackbone(Backbone):
         for i in range(len(sections)):
             if i not in scores:
                 # asked again alone; still missing -> 0.0 (the segment is dropped), counted invalid
-                retry: ReaderOutput = self._ask("reader", ReaderOutput, kg_context=list(kg_context),
+                retry: ReaderOutput = self._ask("reader", ReaderOutput, {"index": [i]}, kg_context=list(kg_context),
                                                 sections=[items[i]])
                 got = [s.relevance for s in retry.scores if s.index == i]
                 if got:
@@ -290,8 +320,17 @@ class LLMBackbone(Backbone):
     def summarize(self, section: RawSection, max_sentences: int) -> str:
         if not section.text.strip():
             return ""
-        out: SummaryOutput = self._ask("summarizer", SummaryOutput, max_sentences=max_sentences,
-                                       heading=section.heading, text=section.text)
+        try:
+            out: SummaryOutput = self._ask("summarizer", SummaryOutput, max_sentences=max_sentences,
+                                           heading=section.heading, text=section.text)
+        except LLMContextError:
+            halves = _halves(section.text)
+            if halves is None:
+                raise
+            # a section longer than the context: each half summarized in its share of the sentences
+            share = max(1, max_sentences // 2)
+            return " ".join(p for p in (self.summarize(section.model_copy(update={"text": h}), share)
+                                        for h in halves) if p)
         return out.summary.strip()
 
     # ------------------------------------------------------------------ EEA
@@ -328,7 +367,23 @@ class LLMBackbone(Backbone):
     def recognize(self, text: str) -> list[MentionSpan]:
         if not text.strip():
             return []
-        out: EntityOutput = self._ask("entity_extraction", EntityOutput, entity_types=self.entity_types, text=text)
+        try:
+            return self._recognize(text)
+        except LLMContextError:
+            halves = _halves(text)
+            if halves is None:
+                raise
+            # a text longer than the context: each half read alone, its spans moved to where the half starts
+            head, tail = halves
+            offset = len(head)
+            return self.recognize(head) + [
+                m.model_copy(update={"start": m.start + offset, "end": m.end + offset}) for m in self.recognize(tail)]
+
+    def _recognize(self, text: str) -> list[MentionSpan]:
+        # a grammar-constrained server holds the answer to the prompt's rules: listed types, strings of the text
+        allowed = {"type": [t["name"] for t in self.entity_types], "text": text_spans(text)}
+        out: EntityOutput = self._ask("entity_extraction", EntityOutput, allowed, entity_types=self.entity_types,
+                                      text=text)
         items, invalid = [], 0
         for e in out.entities:
             etype = self.entity_type(e.type)
@@ -365,12 +420,20 @@ class LLMBackbone(Backbone):
         described = [{"pair": i, "head": h.text, "head_type": h.type, "tail": t.text, "tail_type": t.type}
                      for i, (h, t) in enumerate(pairs)]
         batches = [described[i: i + self.pair_batch] for i in range(0, len(described), self.pair_batch)]
-        requests = [(self._render("relation_extraction", relation_types=self.relation_types, text=text, pairs=b),
-                     RelationOutput) for b in batches]
+        labels = {"type": "object", "properties": {n: {"type": "number", "minimum": 0, "maximum": 1} for n in names},
+                  "additionalProperties": False}
+
+        def ask(batch: list[dict[str, Any]]) -> list[tuple[list[dict[str, Any]], RelationOutput]]:
+            rendered = self._render("relation_extraction", relation_types=self.relation_types, text=text, pairs=batch)
+            parsed, _booked = self.client.complete_json(
+                rendered, RelationOutput, temperature=temperature, sample=sample,
+                constrain={"pair": [p["pair"] for p in batch], "probabilities": labels})
+            return [(batch, parsed)]
+
         result: dict[int, dict[str, float]] = {}
         invalid = 0
-        answers = self.client.complete_many(requests, temperature=temperature, sample=sample)
-        for (parsed, _booked), batch in zip(answers, batches):
+        answers = [pair for part in self.map(lambda b: _halving(ask, b), batches) for pair in part]
+        for batch, parsed in answers:
             wanted = {p["pair"] for p in batch}
             for answer in parsed.pairs:
                 if answer.pair not in wanted or answer.pair in result:
@@ -395,7 +458,8 @@ class LLMBackbone(Backbone):
     def align(self, triple: TripleQuery, candidates: list[str]) -> AlignmentAnswer:
         if not candidates:
             return AlignmentAnswer(kg_relation=None, probability=0.0)
-        out: AlignmentOutput = self._ask("schema_alignment", AlignmentOutput, triple=triple.model_dump(),
+        out: AlignmentOutput = self._ask("schema_alignment", AlignmentOutput,
+                                         {"kg_relation": [*candidates, None]}, triple=triple.model_dump(),
                                          candidates=list(candidates))
         if out.kg_relation is None:
             return AlignmentAnswer(kg_relation=None, probability=out.probability)

@@ -19,13 +19,23 @@ import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Literal, Sequence, TypeVar
+import hashlib
+from typing import Any, Callable, Sequence, TypeVar
 
 import json_repair
 from pydantic import BaseModel, ValidationError
 
 from karma_dagster.backbones.base import Usage
 from karma_dagster.backbones.llm.cache import ResponseCache, cache_key
+from karma_dagster.backbones.llm.structured import (
+    Constraints,
+    Form,
+    FormMemory,
+    ResponseFormatMode,
+    candidates,
+    is_form_refusal,
+    request_fields,
+)
 from karma_dagster.config import BackboneSettings
 from karma_dagster.prompts import RenderedPrompt
 
@@ -33,7 +43,6 @@ PROMPT_HEADER = "X-Karma-Prompt"
 UsageDelta = Usage  # what one call adds to a backbone's running Usage
 UsageSink = Callable[[Usage], None]
 M = TypeVar("M", bound=BaseModel)
-ResponseFormatMode = Literal["auto", "json_schema", "json_object", "none"]
 
 _LITELLM: Any = None
 _DEFAULTS = BackboneSettings()  # the defaults are declared once, in config.py
@@ -67,6 +76,20 @@ class LLMOutputError(_NamedError):
 
 class LLMCallError(_NamedError):
     """The provider kept failing (or refused the request); retries are spent."""
+
+
+class LLMContextError(_NamedError):
+    """The request does not fit the model's context window with room for the answer: an agent that can split its
+    input does so; any other lets it fail the document, never truncated."""
+
+    def __init__(self, message: str, *, backbone: str = "", agent: str = "", model: str = "",
+                 prompt_tokens: int | None = None, context_tokens: int | None = None) -> None:
+        super().__init__(message, backbone=backbone, agent=agent, model=model)
+        self.prompt_tokens, self.context_tokens = prompt_tokens, context_tokens
+
+
+class _FormRefused(Exception):
+    """The server refused the request's structured-output form (structured.py): try the next form at once."""
 
 
 class LLMDeadlineError(TimeoutError):
@@ -215,6 +238,8 @@ class LLMClient:
         backoff_max: float = 60.0,
         extra_params: dict[str, Any] | None = None,
         on_usage: UsageSink | None = None,
+        context_tokens: int | None = None,
+        seed: int | None = None,
     ) -> None:
         """`on_usage`: told of every answered request and cache hit the moment it happens (thread-safe callers
         only), so what a call spent is counted even when it then fails: an invalid reply after its corrective
@@ -243,34 +268,48 @@ class LLMClient:
         self.backoff_max = backoff_max
         self.extra_params = dict(extra_params or {})
         self.on_usage = on_usage
+        self.context_tokens = context_tokens
+        self.seed = seed
         self._sleep: Callable[[float], None] = time.sleep  # tests may replace it
         # the per-backbone limit on requests in flight, shared by every thread and nested map of this client:
         # held only around the HTTP request, never across a backoff sleep or a cache lookup
         self._slots = threading.BoundedSemaphore(concurrency)
-        self._formats: dict[type[BaseModel], tuple[dict[str, Any] | None]] = {}
+        self._schema_ids: dict[type[BaseModel], str] = {}
+        self._forms: list[Form] | None = None
 
     @classmethod
     def from_settings(cls, settings: BackboneSettings, *, name: str | None = None,
                       cache: ResponseCache | None = None) -> "LLMClient":
         return cls(settings.model, api_base=settings.api_base, api_key=settings.api_key,
                    temperature=settings.temperature, max_tokens=settings.max_tokens, timeout=settings.timeout,
-                   max_retries=settings.max_retries, concurrency=settings.concurrency, cache=cache, name=name)
+                   max_retries=settings.max_retries, concurrency=settings.concurrency, cache=cache, name=name,
+                   response_format=settings.response_format,  # type: ignore[arg-type]
+                   context_tokens=settings.context_tokens, seed=settings.seed)
 
     def __repr__(self) -> str:  # never show the key
         return f"LLMClient(model={self.model!r}, api_base={self.api_base!r}, name={self.name!r})"
 
     # ------------------------------------------------------------------ public API
     def complete_json(self, rendered: RenderedPrompt, output_model: type[M], *, temperature: float | None = None,
-                      sample: int | None = None) -> tuple[M, UsageDelta]:
+                      sample: int | None = None, constrain: Constraints | None = None) -> tuple[M, UsageDelta]:
         """`temperature` overrides the client's for this call; `sample` (an index) makes the N samples of a
-        sampled question N different cache keys, so they are never all one cached answer."""
+        sampled question N different cache keys, so they are never all one cached answer; `constrain` narrows
+        properties of the answer for a grammar-constrained server (structured.request_fields)."""
         usage = Usage(cost_usd=0.0)
-        fmt = self._response_format(output_model)
         temp = self.temperature if temperature is None else float(temperature)
-        params: dict[str, Any] = {"temperature": temp, "max_tokens": self.max_tokens, "response_format": fmt,
+        # the key names the chosen mode and the schema, not the form a server settled on: a rerun is answered
+        # from the cache whichever form this process had to fall back to
+        params: dict[str, Any] = {"temperature": temp, "max_tokens": self.max_tokens,
+                                  "response_format": self.response_format, "schema": self._schema_id(output_model),
                                   "output_model": output_model.__name__, **self.extra_params}
         if sample is not None:
             params["sample"] = int(sample)
+        seed = None if self.seed is None else self.seed + (sample or 0)
+        if seed is not None:
+            params["seed"] = seed
+        if constrain:
+            params["constrain"] = hashlib.sha256(json.dumps(constrain, sort_keys=True, default=str).encode()
+                                                 ).hexdigest()[:16]
         key = cache_key(self.model, rendered.prompt_id, rendered.sha256, rendered.messages, params)
         if self.cache is not None:
             stored = self.cache.get(key)
@@ -283,7 +322,8 @@ class LLMClient:
                     return hit, self._spent(Usage(cache_hits=1))
 
         messages = [dict(m) for m in rendered.messages]
-        text, delta = self._call(messages, rendered.agent, fmt, temp, rendered.versioned_id)
+        text, delta = self._call(messages, rendered.agent, output_model, temp, rendered.versioned_id,
+                                     constrain, seed)
         usage = usage.add(self._spent(delta))
         try:
             parsed = output_model.model_validate(parse_json_reply(text))
@@ -296,7 +336,8 @@ class LLMClient:
                     "Answer again with only the corrected JSON object, no prose, no code fences."
                 )},
             ]
-            text, delta = self._call(messages, rendered.agent, fmt, temp, rendered.versioned_id)
+            text, delta = self._call(messages, rendered.agent, output_model, temp, rendered.versioned_id,
+                                     constrain, seed)
             usage = usage.add(self._spent(delta))
             try:
                 parsed = output_model.model_validate(parse_json_reply(text))
@@ -313,12 +354,13 @@ class LLMClient:
         return parsed, usage
 
     def complete_many(
-        self, requests: Sequence[tuple[RenderedPrompt, type[M]]], *, temperature: float | None = None,
-        sample: int | None = None,
+        self, requests: Sequence[tuple[RenderedPrompt, type[M]] | tuple[RenderedPrompt, type[M], Constraints]], *,
+        temperature: float | None = None, sample: int | None = None,
     ) -> list[tuple[M, UsageDelta]]:
-        """Several calls at once, at most `concurrency` in flight; results in input order, first error raised."""
-        return self.map(lambda req: self.complete_json(req[0], req[1], temperature=temperature, sample=sample),
-                        requests)
+        """Several calls at once, at most `concurrency` in flight; results in input order, first error raised.
+        A request may carry its constraints as a third item."""
+        return self.map(lambda req: self.complete_json(req[0], req[1], temperature=temperature, sample=sample,
+                                                       constrain=req[2] if len(req) > 2 else None), requests)
 
     def map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
         """`fn` over `items` on up to `concurrency` threads, results in input order; the first error (in input
@@ -341,35 +383,54 @@ class LLMClient:
             self.on_usage(delta)
         return delta
 
-    def _response_format(self, output_model: type[BaseModel]) -> dict[str, Any] | None:
-        # litellm's capability lookup and the JSON schema cost milliseconds per call: worked out once per model
-        cached = self._formats.get(output_model)
-        if cached is None:
-            cached = self._formats[output_model] = (self._build_response_format(output_model),)
-        return cached[0]
+    def _schema_id(self, output_model: type[BaseModel]) -> str:
+        # the JSON schema costs milliseconds per call: worked out once per output model
+        sid = self._schema_ids.get(output_model)
+        if sid is None:
+            schema = json.dumps(output_model.model_json_schema(), sort_keys=True)
+            sid = self._schema_ids[output_model] = hashlib.sha256(schema.encode()).hexdigest()[:16]
+        return sid
 
-    def _build_response_format(self, output_model: type[BaseModel]) -> dict[str, Any] | None:
-        mode = self.response_format
-        if mode == "auto":
+    def forms(self) -> list[Form]:
+        """The structured-output forms this client tries, in order (structured.py); litellm's map is read once."""
+        if self._forms is None:
             try:
-                mode = "json_schema" if _litellm().supports_response_schema(model=self.model) else "json_object"
+                native = bool(_litellm().supports_response_schema(model=self.model))
             except Exception:  # unknown provider/model in litellm's map
-                mode = "json_object"
-        if mode == "none":
-            return None
-        if mode == "json_object":
-            return {"type": "json_object"}
-        return {"type": "json_schema", "json_schema": {
-            "name": output_model.__name__, "schema": output_model.model_json_schema(), "strict": False}}
+                native = False
+            self._forms = candidates(self.response_format, self.model, self.api_base, native)  # type: ignore[arg-type]
+        return self._forms
 
     def _scrub(self, text: str) -> str:
         return text.replace(self._api_key, "***") if self._api_key else text
 
-    def _call(self, messages: list[dict[str, str]], agent: str,
-              fmt: dict[str, Any] | None, temperature: float | None = None,
-              prompt: str | None = None) -> tuple[str, UsageDelta]:
+    def _call(self, messages: list[dict[str, str]], agent: str, output_model: type[BaseModel],
+              temperature: float | None = None, prompt: str | None = None,
+              constrain: Constraints | None = None, seed: int | None = None) -> tuple[str, UsageDelta]:
+        """One answered request. A refusal of the structured-output form is asked again at once in the next form
+        (structured.py); it spends no retry, since the server answered and said why."""
+        forms = self.forms()
+        at = FormMemory.start(self.model, self.api_base, forms)
+        while True:
+            try:
+                return self._request(messages, agent, request_fields(forms[at], output_model, constrain),
+                                     temperature, prompt, seed)
+            except _FormRefused as exc:
+                nxt = FormMemory.refused(self.model, self.api_base, at, forms, self.name, str(exc))
+                if nxt is None:
+                    raise LLMCallError(
+                        f"LLM call to model {self.model!r} for agent {agent!r} (backbone {self.name!r}): the server "
+                        f"refused structured output as {forms[at]} and no other form is left to try "
+                        f"(response_format: {self.response_format}): {exc}",
+                        backbone=self.name, agent=agent, model=self.model) from None
+                at = nxt
+
+    def _request(self, messages: list[dict[str, str]], agent: str, fmt: dict[str, Any],
+                 temperature: float | None = None, prompt: str | None = None,
+                 seed: int | None = None) -> tuple[str, UsageDelta]:
         lt = _litellm()
         transient = _transient_errors()
+        self._check_fits(messages, agent)
         kwargs: dict[str, Any] = {
             "model": self.model, "messages": messages,
             "temperature": self.temperature if temperature is None else temperature,
@@ -377,8 +438,10 @@ class LLMClient:
             "max_retries": 0,  # retries are ours (backoff, Retry-After, counting); the SDK's would hide them
             "drop_params": True, **self.extra_params,
         }
-        if fmt is not None:
-            kwargs["response_format"] = fmt
+        for field_name, value in fmt.items():  # extra_body merges with one the backbone set
+            kwargs[field_name] = {**kwargs.get(field_name, {}), **value} if field_name == "extra_body" else value
+        if seed is not None:
+            kwargs["seed"] = seed
         if prompt:  # the versioned prompt id travels as a header: proxies, logs and recorded replays can key on it
             kwargs["extra_headers"] = {**kwargs.get("extra_headers", {}), PROMPT_HEADER: prompt}
         if self.api_base:
@@ -394,7 +457,20 @@ class LLMClient:
                         lambda: f"no complete reply within the total deadline of {self.timeout:g} s (the `timeout` "
                                 f"of backbone {self.name!r} bounds connect and all reads of one attempt)")
                 break
-            except transient as exc:
+            except Exception as exc:
+                if isinstance(exc, getattr(lt, "ContextWindowExceededError", ())):
+                    raise LLMContextError(
+                        f"backbone {self.name!r}, agent {agent!r}: the request does not fit the model's context "
+                        f"window (the server said: {self._scrub(str(exc))[-260:]})",
+                        backbone=self.name, agent=agent, model=self.model) from None
+                if fmt and is_form_refusal(exc):  # not transient, not final: the caller tries the next form
+                    raise _FormRefused(self._scrub(str(exc))[:300]) from None
+                if not isinstance(exc, transient):
+                    raise LLMCallError(  # auth, bad request, unknown model: retrying will not help
+                        f"LLM call to model {self.model!r} for agent {agent!r} (backbone {self.name!r}) was refused: "
+                        f"{type(exc).__name__}: {self._scrub(str(exc))[:300]}",
+                        backbone=self.name, agent=agent, model=self.model,
+                    ) from None
                 if attempt + 1 >= attempts:
                     raise LLMCallError(
                         f"LLM call to model {self.model!r} for agent {agent!r} (backbone {self.name!r}) failed after "
@@ -402,12 +478,6 @@ class LLMClient:
                         backbone=self.name, agent=agent, model=self.model,
                     ) from None
                 self._sleep(self._delay(attempt, _retry_after(exc)))
-            except Exception as exc:  # auth, bad request, unknown model: retrying will not help
-                raise LLMCallError(
-                    f"LLM call to model {self.model!r} for agent {agent!r} (backbone {self.name!r}) was refused: "
-                    f"{type(exc).__name__}: {self._scrub(str(exc))[:300]}",
-                    backbone=self.name, agent=agent, model=self.model,
-                ) from None
         content = response.choices[0].message.content or ""
         raw_usage = getattr(response, "usage", None)
         try:
@@ -420,6 +490,23 @@ class LLMClient:
             completion_tokens=int(getattr(raw_usage, "completion_tokens", 0) or 0),
             cost_usd=cost,
         )
+
+    def _check_fits(self, messages: list[dict[str, str]], agent: str) -> None:
+        """With `context_tokens` set, a request that cannot fit is refused before it is sent (litellm's count for
+        the model, or its default tokenizer for an unknown one: an estimate, so the server's own refusal is
+        reported the same way)."""
+        if not self.context_tokens:
+            return
+        try:
+            need = int(_litellm().token_counter(model=self.model, messages=messages))
+        except Exception:  # no tokenizer for this model: ~4 characters a token
+            need = sum(len(str(m.get("content", ""))) for m in messages) // 4
+        if need + self.max_tokens > self.context_tokens:
+            raise LLMContextError(
+                f"backbone {self.name!r}, agent {agent!r}: the request needs ~{need} prompt tokens + {self.max_tokens} "
+                f"for the answer, more than the model's context of {self.context_tokens} tokens",
+                backbone=self.name, agent=agent, model=self.model, prompt_tokens=need,
+                context_tokens=self.context_tokens)
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
         backoff = min(self.backoff_max, self.backoff_base * (2 ** attempt)) * random.uniform(0.5, 1.0)
