@@ -455,13 +455,15 @@ def _main(argv: list[str]) -> int:
     p.set_defaults(func=cmd_gold_eval)
 
     # Commands whose bodies live with what they serve (Dagster-free): questions, review page, MCP server, exports.
+    from karma_dagster.backbones.llm.cli_serve import add_parser as add_llm_serve_parser
     from karma_dagster.cogmg.cli_ask import add_parser as add_ask_parser
     from karma_dagster.export.cli_export import add_parser as add_export_parser
     from karma_dagster.kg.cli_dedupe import add_parser as add_dedupe_parser
     from karma_dagster.kg_tools.cli_mcp import add_parser as add_mcp_parser
     from karma_dagster.review.cli_review import add_parser as add_review_parser
 
-    for add in (add_ask_parser, add_review_parser, add_mcp_parser, add_export_parser, add_dedupe_parser):
+    for add in (add_ask_parser, add_review_parser, add_mcp_parser, add_export_parser, add_dedupe_parser,
+                add_llm_serve_parser):
         add(sub)
 
     args = parser.parse_args(argv)

