@@ -19,13 +19,21 @@ def _defs(args: argparse.Namespace):
     from karma_dagster.resources.backbones import backbone_configs_from_file
     from karma_dagster.resources.storage import KarmaStorageResource
 
+    from karma_dagster.resources.backbones import config_of
+
     configs = backbone_configs_from_file()
     if getattr(args, "backbone", None):
-        missing = [b for b in args.backbone if b not in configs]
-        if missing:
-            raise UsageError(f"--backbone {', '.join(missing)}: unknown or disabled; enabled in backbones.yaml: "
-                             f"{', '.join(sorted(configs))}")
-        configs = {b: configs[b] for b in args.backbone}
+        # a backbone named on the command line runs even when backbones.yaml has it disabled (`--backbone smollm2`
+        # next to `karma llm-serve`); one whose key variable is unset cannot
+        entries = read_backbones().backbones
+        unknown = [b for b in args.backbone if b not in entries]
+        if unknown:
+            raise UsageError(f"--backbone {', '.join(unknown)}: not in backbones.yaml; it has: "
+                             f"{', '.join(sorted(entries))}")
+        keyless = [f"{b} (set {entries[b].api_key_env})" for b in args.backbone if entries[b].key_missing()]
+        if keyless:
+            raise UsageError(f"--backbone {', '.join(keyless)}: NOT CONFIGURED")
+        configs = {b: configs.get(b) or config_of(entries[b]) for b in args.backbone}
     storage = KarmaStorageResource(inbox=getattr(args, "inbox", "") or "", data_dir=getattr(args, "data_dir", "") or "")
     # every backbone of the file, so backbones_status lists the disabled and NOT CONFIGURED ones too
     return build_definitions(backbones=configs, storage=storage, statuses=read_backbones().statuses())

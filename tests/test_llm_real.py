@@ -243,3 +243,21 @@ def test_single_agent_judge_controller_and_cogmg_prompts_answer_through_the_sche
         known_end="tail", known_kind="Disease", answer_kinds=["Compound"])], llm)
     assert isinstance(fills, list)
     assert llm.usage().calls >= 5
+
+
+def test_a_stage_that_fails_on_the_real_model_still_books_what_it_spent(make_pipeline, llm_server):
+    # an answer cut at 6 tokens is never valid: the reader asks, is corrected once, fails; both calls are booked
+    FormMemory.forget()
+    p = make_pipeline(backbones={"tiny": smollm2(llm_server, max_tokens=6, concurrency=1)})
+    (p.inbox / f"pmid-{ABSTRACT_PMID}.pubtator").write_text(one_abstract(ABSTRACT_PMID))
+    assert runner.import_kg(p.defs, p.instance)
+    keys, _ = runner.register_inbox(p.defs, p.instance)
+    start = len(llm_server.answered())
+    failures = runner.run_documents(p.defs, p.instance, keys, log=lambda _m: None)
+    answered = llm_server.answered()[start:].count(200)
+    assert keys[0] in failures and "agent 'reader'" in failures[keys[0]] and "after one corrective retry" in \
+        failures[keys[0]]
+    ledger = Ledger(ledger_path(p.storage.root()))
+    failed = [t for t in ledger.totals(["agent", "status"], backbone="tiny") if t.group["status"] == "failed"]
+    assert [t.group["agent"] for t in failed] == ["reader"]
+    assert failed[0].calls == answered >= 2 and failed[0].tokens_out > 0
