@@ -21,4 +21,4 @@ fi
 # kgx in a venv of its own (it cannot install beside our pins), for the test that reads the KGX export back with
 # kgx's reader: built once (about a minute), then cached; when it cannot be built that test skips and says why.
 bash "$ROOT/scripts/kgx_venv.sh"
-exec python -m pytest "$@"
+exec python -m pytest --durations=25 "$@"  # the slowest 25 tests, so the suite time can be kept in check
