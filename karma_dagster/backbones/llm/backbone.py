@@ -289,8 +289,8 @@ class LLMBackbone(Backbone):
         batches = [items[i: i + self.section_batch] for i in range(0, len(items), self.section_batch)]
 
         def ask(batch: list[dict[str, Any]]) -> list[tuple[list[dict[str, Any]], ReaderOutput]]:
-            return [(b, self._ask("reader", ReaderOutput, {"index": [item["index"] for item in b]},
-                                  kg_context=list(kg_context), sections=b)) for b in [batch]]
+            return [(batch, self._ask("reader", ReaderOutput, {"index": [item["index"] for item in batch]},
+                                      kg_context=list(kg_context), sections=batch))]
 
         answered = [pair for part in self.map(lambda b: _halving(ask, b), batches) for pair in part]
         scores: dict[int, float] = {}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextvars
 import email.utils
+import hashlib
 import json
 import math
 import os
@@ -19,7 +20,6 @@ import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-import hashlib
 from typing import Any, Callable, Sequence, TypeVar
 
 import json_repair
@@ -81,11 +81,6 @@ class LLMCallError(_NamedError):
 class LLMContextError(_NamedError):
     """The request does not fit the model's context window with room for the answer: an agent that can split its
     input does so; any other lets it fail the document, never truncated."""
-
-    def __init__(self, message: str, *, backbone: str = "", agent: str = "", model: str = "",
-                 prompt_tokens: int | None = None, context_tokens: int | None = None) -> None:
-        super().__init__(message, backbone=backbone, agent=agent, model=model)
-        self.prompt_tokens, self.context_tokens = prompt_tokens, context_tokens
 
 
 class _FormRefused(Exception):
@@ -354,13 +349,12 @@ class LLMClient:
         return parsed, usage
 
     def complete_many(
-        self, requests: Sequence[tuple[RenderedPrompt, type[M]] | tuple[RenderedPrompt, type[M], Constraints]], *,
-        temperature: float | None = None, sample: int | None = None,
+        self, requests: Sequence[tuple[RenderedPrompt, type[M]]], *, temperature: float | None = None,
+        sample: int | None = None,
     ) -> list[tuple[M, UsageDelta]]:
-        """Several calls at once, at most `concurrency` in flight; results in input order, first error raised.
-        A request may carry its constraints as a third item."""
-        return self.map(lambda req: self.complete_json(req[0], req[1], temperature=temperature, sample=sample,
-                                                       constrain=req[2] if len(req) > 2 else None), requests)
+        """Several calls at once, at most `concurrency` in flight; results in input order, first error raised."""
+        return self.map(lambda req: self.complete_json(req[0], req[1], temperature=temperature, sample=sample),
+                        requests)
 
     def map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
         """`fn` over `items` on up to `concurrency` threads, results in input order; the first error (in input
@@ -409,6 +403,7 @@ class LLMClient:
               constrain: Constraints | None = None, seed: int | None = None) -> tuple[str, UsageDelta]:
         """One answered request. A refusal of the structured-output form is asked again at once in the next form
         (structured.py); it spends no retry, since the server answered and said why."""
+        self._check_fits(messages, agent)  # once per request, not per retry or form
         forms = self.forms()
         at = FormMemory.start(self.model, self.api_base, forms)
         while True:
@@ -430,7 +425,6 @@ class LLMClient:
                  seed: int | None = None) -> tuple[str, UsageDelta]:
         lt = _litellm()
         transient = _transient_errors()
-        self._check_fits(messages, agent)
         kwargs: dict[str, Any] = {
             "model": self.model, "messages": messages,
             "temperature": self.temperature if temperature is None else temperature,
@@ -505,8 +499,7 @@ class LLMClient:
             raise LLMContextError(
                 f"backbone {self.name!r}, agent {agent!r}: the request needs ~{need} prompt tokens + {self.max_tokens} "
                 f"for the answer, more than the model's context of {self.context_tokens} tokens",
-                backbone=self.name, agent=agent, model=self.model, prompt_tokens=need,
-                context_tokens=self.context_tokens)
+                backbone=self.name, agent=agent, model=self.model)
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
         backoff = min(self.backoff_max, self.backoff_base * (2 ** attempt)) * random.uniform(0.5, 1.0)

@@ -18,13 +18,12 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
 ResponseFormatMode = Literal["auto", "json_schema", "json_object_schema", "ollama_format", "json_object", "none"]
 Form = Literal["json_schema", "json_object_schema", "ollama_format", "json_object", "none"]
-FORMS: tuple[str, ...] = get_args(Form)
 _OLLAMA = ("ollama", "ollama_chat")
 _log = logging.getLogger("karma_dagster.llm")
 
