@@ -72,3 +72,38 @@ def remove_document(doc_key: str, data: DataPaths) -> RemovalPlan:
     StageStore(data.stages_dir).remove_partition(doc_key)
     Catalog(data.catalog).remove_document(doc_key)
     return plan
+
+
+def retire_rekeyed(data: DataPaths) -> list[tuple[str, str]]:
+    """Retire the old keys of documents whose date changed (catalog.rekeyed): their KG evidence (one transaction;
+    the other documents of the old date are merged again by the next `karma run` or kg_increments tick) and stage
+    tables; the new key runs as a new document and feeds its publication date's increment. Marked retired only
+    once both are gone, so a crash in between retries at the next scan. Returns (old key, new key) retired."""
+    catalog = Catalog(data.catalog)
+    pending = catalog.pending_rekeys()
+    if not pending:
+        return []
+    kg, stages = kg_store(data), StageStore(data.stages_dir)
+    for old, _new in pending:
+        if kg.exists():
+            kg.remove_document(old)
+        stages.remove_partition(old)
+        catalog.mark_retired(old)
+    return pending
+
+
+def remove_deleted_citations(data: DataPaths) -> list[RemovalPlan]:
+    """Carry out the deletions PubMed files asked for (`<DeleteCitation>`, recorded by the inbox scan, which has
+    no KG or stage store): each document removed exactly as `karma remove` removes it (`remove_document`), then
+    its deletion marked done, so a crash in between retries at the next scan. Returns what was removed; the
+    caller deletes the documents' Dagster partitions (it holds the instance)."""
+    catalog = Catalog(data.catalog)
+    removed: list[RemovalPlan] = []
+    for doc_key, pmid in catalog.pending_deletions():
+        if doc_key:
+            try:
+                removed.append(remove_document(doc_key, data))
+            except UnknownDocument:
+                pass  # removed already (a rerun after a crash)
+        catalog.finish_deletion(pmid, doc_key)
+    return removed

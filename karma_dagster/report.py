@@ -12,6 +12,8 @@ from collections.abc import Sequence
 import pandas as pd
 from pydantic import BaseModel
 
+from karma_dagster.ingest.catalog import Catalog
+from karma_dagster.ingest.undated import UndatedSummary, undated_summary
 from karma_dagster.kg.store import KGStore
 from karma_dagster.stage_store import StageStore
 from karma_dagster.stages import STAGES, Stage
@@ -36,6 +38,8 @@ class RunReport(BaseModel):
     wall_time_s: float | None = None
     # backbone -> why the configured judge is not independent of its chain (metrics.judge.judge_chain_overlap)
     judge_warnings: dict[str, str] = {}
+    # documents without a publication date (dated by arrival or the `undated` setting) and those it skipped
+    dates: UndatedSummary | None = None
 
     def markdown(self) -> str:
         names = list(dict.fromkeys(f for b in self.backbones for f in b.figures))
@@ -44,6 +48,8 @@ class RunReport(BaseModel):
         rows = [f"| {f.replace('_', ' ')} | " + " | ".join(str(b.figures.get(f, 0)) for b in self.backbones) + " |"
                 for f in names]
         out = [head, sep, *rows]
+        if self.dates is not None and (lines := self.dates.lines()):
+            out += ["", *lines]
         if self.documents_failed:
             out += ["", "Documents that failed (their partitions only; the KG is unchanged by them):"]
             out += [f"- `{k}`: {v}" for k, v in sorted(self.documents_failed.items())]
@@ -70,7 +76,8 @@ def _stage_figures(stages: StageStore, ns: str, stage: Stage, keys: list[str]) -
 
 
 def build_report(stages: StageStore, kg: KGStore, namespaces: list[str], documents: list[str] | None = None,
-                 registry: Sequence[Stage] = STAGES) -> RunReport:
+                 registry: Sequence[Stage] = STAGES, catalog: Catalog | None = None) -> RunReport:
+    """`catalog`: also say which documents have no publication date, and why (ingest/undated.py)."""
     reports = []
     for ns in namespaces:
         first = registry[0].name
@@ -83,4 +90,4 @@ def build_report(stages: StageStore, kg: KGStore, namespaces: list[str], documen
         now = kg.snapshot_counts(as_of=None, namespace=ns)
         figures.update(zip(KG_FIGURES, (seed.n_nodes, seed.n_edges, now.n_nodes, now.n_edges, now.n_evidence)))
         reports.append(BackboneReport(backbone=ns, figures=figures))
-    return RunReport(backbones=reports)
+    return RunReport(backbones=reports, dates=undated_summary(catalog) if catalog is not None else None)

@@ -142,10 +142,14 @@ class Stage:
 # ---------------------------------------------------------------- what each stage computes
 def _documents(x: StageInputs) -> tuple[list[BaseModel], Figures]:
     date_range.check_document(x.document)  # no KG date partition for its date: fail this document alone, say why
-    row = ingest_document(x.document, x.paths.inbox, Catalog(x.paths.catalog), x.backbone)
+    catalog = Catalog(x.paths.catalog)
+    row = ingest_document(x.document, x.paths.inbox, catalog, x.backbone)
+    entry = catalog.lookup(x.document)
     return [row], {
         "title": row.title, "source": row.source_path, "source_format": row.source_format, "date": str(row.date),
-        "date_source": row.date_source, "sections": row.n_sections, "chars": row.n_chars,
+        "date_source": row.date_source, "undated": row.date_source != "publication",  # dates never invented silently
+        "date_note": (entry.date_note if entry is not None else None) or "", "sections": row.n_sections,
+        "chars": row.n_chars,
     }
 
 

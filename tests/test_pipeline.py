@@ -20,7 +20,7 @@ def kg_tables(path) -> dict[str, pd.DataFrame]:
         return {
             "evidence": con.execute(
                 "SELECT namespace, doc_key, date, triple_id, head_id, relation, tail_id, metaedge, score, segment_id, "
-                "evidence, backbone, prompt_version FROM evidence ORDER BY ALL"
+                "evidence, backbone, prompt_version, date_source FROM evidence ORDER BY ALL"
             ).df(),
             "nodes": con.execute("SELECT * FROM nodes ORDER BY ALL").df(),
             "edges": con.execute("SELECT * FROM edges ORDER BY ALL").df(),
@@ -51,6 +51,7 @@ def test_chain_grows_the_kg_with_provenance_on_two_dates(grown):
 
     ev = kg_tables(p.storage.kg_path())["evidence"]
     assert set(ev["doc_key"]) == set(keys), "both documents contributed accepted triples"
+    assert set(ev["date_source"]) == {"publication"}  # each row knows its date is the paper's publication date
     stages = p.storage.stage_store()
     for row in ev.itertuples():
         assert str(row.date)[:10] == date_of_document_key(row.doc_key)

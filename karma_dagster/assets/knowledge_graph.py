@@ -166,6 +166,7 @@ def build(ns: str) -> dg.AssetsDefinition:
         params = karma_params.params()
         queue = ReviewQueue.for_data(storage.paths())  # accepted review items enter with their decision's date
         merged: list[tuple[IncrementStats, dict[str, str]]] = []
+        undated: dict[str, str] = {}  # merged documents whose date is not a publication date -> its source
         for date in sorted(context.partition_keys):  # a single-run backfill carries many days: merge in date order
             day = dt.date.fromisoformat(date)
             docs, skipped = _collect(ns, day, catalog, stages, prompt_version)
@@ -173,8 +174,10 @@ def build(ns: str) -> dg.AssetsDefinition:
                 context.log.warning(f"{date}: document {doc_key} not merged: {why}")
             docs.update(review_docs(queue, kg, ns, day))  # merged before or not: a re-merge keeps them
             try:
+                date_sources = catalog.date_sources(list(docs))
+                undated.update({k: v for k, v in date_sources.items() if v != "publication"})
                 stats = merge.merge_increment(kg, day, ns, docs, run_id=context.run_id, prompt_version=prompt_version,
-                                              params=params)
+                                              params=params, date_sources=date_sources)
             except TripleValidationError as exc:
                 raise dg.Failure(description=f"KG increment {date} ({ns}) rejected, KG unchanged: {exc}") from exc
             record_merged(queue, docs, day)
@@ -182,7 +185,10 @@ def build(ns: str) -> dg.AssetsDefinition:
         days = {s.date for s, _ in merged}
         adjudications = [a for a in kg.merge_adjudications(ns) if a["date"] in days]
         return dg.MaterializeResult(
-            metadata=_metadata(ns, prompt_version, merged, adjudications),
+            # dates never invented silently: the merged documents dated by arrival or the `undated` setting
+            metadata={**_metadata(ns, prompt_version, merged, adjudications),
+                      "documents_undated": dg.MetadataValue.json(dict(sorted(undated.items())[:50])),
+                      "documents_undated_count": len(undated)},
             check_results=[merged_check(ns, storage.paths(), catalog, days)],
         )
 

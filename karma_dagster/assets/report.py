@@ -6,6 +6,7 @@ import dagster as dg
 from pydantic import Field
 
 from karma_dagster.assets.freshness import kg_grew
+from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.metrics.judge import judge_chain_overlap
 from karma_dagster.report import build_report
 from karma_dagster.resources.backbones import BackbonesResource
@@ -34,7 +35,8 @@ def build(namespaces: list[str]) -> dg.AssetsDefinition:
         backbones: BackbonesResource,
         judge: JudgeResource,
     ) -> dg.MaterializeResult:
-        report = build_report(storage.stage_store(), storage.kg_store(), backbones.names())
+        report = build_report(storage.stage_store(), storage.kg_store(), backbones.names(),
+                              catalog=Catalog(storage.catalog_path()) if storage.catalog_path().exists() else None)
         report.documents_failed = dict(config.failed_documents)
         report.wall_time_s = config.wall_time_s if config.wall_time_s >= 0 else None
         overlaps = {ns: judge_chain_overlap(judge, backbones.settings(ns)) for ns in backbones.names()}
@@ -48,6 +50,9 @@ def build(namespaces: list[str]) -> dg.AssetsDefinition:
             for field, value in b.figures.items():
                 metadata[f"{b.backbone}/{field}"] = value
         metadata["documents_failed"] = len(report.documents_failed)
+        if report.dates is not None:  # dates never invented silently (ingest/dates.py)
+            metadata["documents_undated"] = len(report.dates.undated)
+            metadata["documents_skipped_undated"] = len(report.dates.skipped)
         metadata["judge_is_chain_model"] = bool(report.judge_warnings)
         metadata["judge_is_chain_model_backbones"] = dg.MetadataValue.json(sorted(report.judge_warnings))
         metadata["report_json"] = dg.MetadataValue.json(report.model_dump(mode="json"))  # what `karma run` prints

@@ -23,12 +23,16 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from karma_dagster.ingest.keys import content_hash, document_date, document_key
+from karma_dagster.ingest.dates import DateSource, DocumentDate, UndatedPolicy, decide_date, undated_reason
+from karma_dagster.ingest.keys import content_hash, document_key
 from karma_dagster.integrity import check_sqlite, sqlite_errors
 from karma_dagster.schemas.records import ParsedDocument, SourceFormat
 
 CATALOG_REMEDY = "restore it from a backup (moving it away makes the next `karma run` register the inbox anew)"
-SOURCE_PREFERENCE: dict[str, int] = {"jats": 0, "pubtator": 1, "pdf": 2, "text": 3}
+# Which source of a paper is read: full text (JATS) first, then the abstracts (BioC, MEDLINE, PubTator), then PDF
+# and text. Among MEDLINE sources of one paper, the latest revision comes first (`source_versions`).
+SOURCE_PREFERENCE: dict[str, int] = {"jats": 0, "bioc": 1, "pubmed": 2, "pubtator": 3, "pdf": 4, "text": 5}
+PMID_MEMBERS = ("pubtator", "pubmed", "bioc")  # formats of many documents per file, each known by its PMID there
 _SAME_TITLE = 0.6  # title similarity (difflib ratio) under which an identifier-less file holds another paper
 
 _SCHEMA = """
@@ -60,7 +64,29 @@ CREATE TABLE IF NOT EXISTS replaced_sources (
     at TEXT NOT NULL, PRIMARY KEY (doc_key, source_path, member));
 -- The input limits of the last scan: what loading a registered file applies unless told otherwise.
 CREATE TABLE IF NOT EXISTS settings (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+-- Documents without a publication date that the storage setting `undated: skip` kept out (ingest/dates.py).
+CREATE TABLE IF NOT EXISTS skipped_undated (
+    source_path TEXT NOT NULL, member TEXT NOT NULL, title TEXT, reason TEXT NOT NULL, at TEXT NOT NULL,
+    PRIMARY KEY (source_path, member));
+-- A document whose date changed (a dates file or sidecar gave the publication date of a document registered
+-- under its arrival date) gets the key of its new date; its old key's KG evidence and stage tables are retired
+-- by removal.retire_rekeyed (retired = 1 once done: a crash in between retries at the next scan).
+CREATE TABLE IF NOT EXISTS rekeyed (
+    old_key TEXT PRIMARY KEY, new_key TEXT NOT NULL, at TEXT NOT NULL, retired INTEGER NOT NULL DEFAULT 0);
+-- The revision of a MEDLINE citation each PubMed file member holds (DateRevised, then the order registered):
+-- the latest revision of a paper is its preferred source, and a newer one with other text re-runs it.
+CREATE TABLE IF NOT EXISTS source_versions (
+    source_path TEXT NOT NULL, member TEXT NOT NULL, revised TEXT NOT NULL, seq INTEGER NOT NULL,
+    PRIMARY KEY (source_path, member));
+-- PubMed's <DeleteCitation>: a PMID a PubMed file withdraws. 'pending' until removal.remove_deleted_citations has
+-- removed its document as `karma remove` does ('done'); 'cancelled' when a later file brought the citation back.
+CREATE TABLE IF NOT EXISTS deletions (
+    pmid TEXT NOT NULL, source_path TEXT NOT NULL, status TEXT NOT NULL, doc_key TEXT, at TEXT NOT NULL,
+    PRIMARY KEY (pmid, source_path));
 """
+# Columns added after catalogs existed: a catalog made before gets them when it is opened (Catalog.__init__),
+# nullable, so documents registered before read as NULL (the date note is then unknown, not invented).
+ADDED_COLUMNS = (("documents", "date_note", "TEXT"),)
 
 
 class SourceRef(BaseModel):
@@ -85,13 +111,14 @@ class Replacement(BaseModel):
 class DocumentEntry(BaseModel):
     doc_key: str
     date: dt.date
-    date_source: Literal["publication", "arrival"]
+    date_source: DateSource
     pmid: str | None
     pmcid: str | None
     doi: str | None
     title: str | None
     first_registered: str
-    sources: list[SourceRef]  # best source for reading first (jats > pubtator > pdf > text)
+    date_note: str | None = None  # where the date came from, or why there is no publication date (dates.py)
+    sources: list[SourceRef]  # best source for reading first (SOURCE_PREFERENCE; latest MEDLINE revision first)
     replaced: list[Replacement] = []  # files that held this document and now hold another paper
 
     @property
@@ -116,8 +143,24 @@ class Registration(BaseModel):
     member: str
     source_format: SourceFormat
     date: dt.date
-    date_source: Literal["publication", "arrival"]
+    date_source: DateSource
     content_hash: str
+    date_note: str | None = None
+    rekeyed_from: str | None = None  # the key it had before its date changed (its old date's results retire)
+
+
+class SkippedUndated(BaseModel):
+    """A document without a publication date that `undated: skip` did not register."""
+
+    source_path: str
+    member: str
+    title: str | None
+    reason: str
+
+
+class RegisterOutcome(BaseModel):
+    registrations: list[Registration] = []
+    skipped_undated: list[SkippedUndated] = []
 
 
 class FileRecord(BaseModel):
@@ -130,7 +173,17 @@ class FileRecord(BaseModel):
 
 
 def member_of(doc: ParsedDocument, index: int) -> str:
-    return doc.pmid if doc.source_format == "pubtator" and doc.pmid else str(index)
+    """A document's name inside its file: its PMID in a file of many (PubTator, PubMed, BioC), else its index."""
+    return doc.pmid if doc.source_format in PMID_MEMBERS and doc.pmid else str(index)
+
+
+def _ordered(sources: Sequence[SourceRef], versions: dict[tuple[str, str], str]) -> list[SourceRef]:
+    """Preferred first: by format (SOURCE_PREFERENCE), a MEDLINE citation's latest revision before older ones,
+    then the first registered."""
+    out = sorted(sources, key=lambda s: (s.registered, s.source_path))
+    out.sort(key=lambda s: versions.get((s.source_path, s.member), ""), reverse=True)  # stable: ties keep order
+    out.sort(key=lambda s: SOURCE_PREFERENCE.get(s.source_format, 9))
+    return out
 
 
 def _now() -> str:
@@ -187,6 +240,13 @@ class Catalog:
             check_sqlite(con, self.path, "catalog", ("documents",), CATALOG_REMEDY)  # before anything writes to it
             con.execute("PRAGMA journal_mode=WAL")
             con.executescript(_SCHEMA)
+            for table, column, sql_type in ADDED_COLUMNS:  # an older catalog gets the columns added since
+                if column not in {r[1] for r in con.execute(f"PRAGMA table_info({table})").fetchall()}:
+                    try:
+                        con.execute(f"ALTER TABLE {table} ADD COLUMN {column} {sql_type}")
+                    except sqlite3.OperationalError as exc:  # another process added it first
+                        if "duplicate column" not in str(exc):
+                            raise
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
@@ -213,26 +273,41 @@ class Catalog:
     # ------------------------------------------------------------ registration
     def register(self, parsed_docs: Sequence[ParsedDocument], arrival_date: dt.date,
                  file_hash: str | None = None, request: Literal["none", "created", "all"] = "none",
-                 spans: Sequence[tuple[int, int] | None] | None = None, first_index: int = 0) -> list[Registration]:
+                 spans: Sequence[tuple[int, int] | None] | None = None, first_index: int = 0,
+                 undated: UndatedPolicy | None = None) -> list[Registration]:
         """Give every document its key: an existing one when any identifier or the text hash is known.
 
         `request` puts documents in the outbox in the same transaction: "created" = new keys only (a new file),
         "all" = every document of the file (its content changed). `spans` are the byte spans of PubTator
-        abstracts (read back without parsing the file); `first_index` numbers a batch of a longer file."""
+        abstracts (read back without parsing the file); `first_index` numbers a batch of a longer file.
+        `undated`: what a new document without a publication date does (default: dated by its arrival); the
+        documents `skip` leaves out are in `register_batch`'s outcome and `skipped_undated()`."""
+        return self.register_batch(parsed_docs, arrival_date, file_hash, request, spans, first_index,
+                                   undated).registrations
+
+    def register_batch(self, parsed_docs: Sequence[ParsedDocument], arrival_date: dt.date,
+                       file_hash: str | None = None, request: Literal["none", "created", "all"] = "none",
+                       spans: Sequence[tuple[int, int] | None] | None = None, first_index: int = 0,
+                       undated: UndatedPolicy | None = None) -> RegisterOutcome:
+        """`register`, with the documents `undated: skip` left out (recorded in the same transaction)."""
         out: list[Registration] = []
+        skipped: list[SkippedUndated] = []
         with self._write() as con:
             for index, doc in enumerate(parsed_docs, first_index):
                 member = member_of(doc, index)
-                reg = self._register_one(con, doc, member, arrival_date, file_hash)
+                reg = self._register_one(con, doc, member, arrival_date, file_hash, undated)
+                if isinstance(reg, SkippedUndated):
+                    skipped.append(reg)
+                    continue
                 span = spans[index - first_index] if spans is not None else None
                 if span is not None:
                     con.execute("INSERT OR REPLACE INTO member_spans VALUES (?,?,?,?)",
                                 (doc.source_path, member, span[0], span[1]))
                 out.append(reg)
-                if request == "all" or (request == "created" and reg.created):
+                if request == "all" or (request == "created" and reg.created) or reg.rekeyed_from:
                     con.execute("INSERT INTO requests (doc_key, content_hash, at) VALUES (?,?,?)",
                                 (reg.doc_key, reg.content_hash, _now()))
-        return out
+        return RegisterOutcome(registrations=out, skipped_undated=skipped)
 
     def requests_after(self, seq: int) -> list[tuple[int, str, str]]:
         """(seq, doc_key, content_hash) of the outbox past `seq`, oldest first."""
@@ -241,7 +316,8 @@ class Catalog:
                 "SELECT seq, doc_key, content_hash FROM requests WHERE seq > ? ORDER BY seq", (seq,)).fetchall()]
 
     def _register_one(self, con: sqlite3.Connection, doc: ParsedDocument, member: str, arrival_date: dt.date,
-                      file_hash: str | None) -> Registration:
+                      file_hash: str | None, undated: UndatedPolicy | None = None
+                      ) -> Registration | SkippedUndated:
         chash = content_hash(doc)
         ids = _identifiers(doc)
         key: str | None = None
@@ -257,19 +333,31 @@ class Catalog:
             key = held  # the same paper, revised: same key, re-run
         if key is None:
             row = con.execute("SELECT doc_key FROM identifiers WHERE kind='content' AND value=?", (chash,)).fetchone()
-            key = row[0] if row else None
+            key = row[0] if row and not _another_paper(con, row[0], doc) else None  # same text, another PMID: two
         created = key is None
         now = _now()
+        decided = decide_date(doc, arrival_date, undated)
+        rekeyed_from = None
         if key is None:
-            date, date_source = document_date(doc, arrival_date)
-            key = base = document_key(doc, arrival_date, chash)
+            if decided is None:  # `undated: skip`: nothing registered, the skip recorded
+                reason = undated_reason(doc)
+                con.execute("INSERT OR REPLACE INTO skipped_undated VALUES (?,?,?,?,?)",
+                            (doc.source_path, member, doc.title or None, reason, now))
+                return SkippedUndated(source_path=doc.source_path, member=member, title=doc.title or None,
+                                      reason=reason)
+            key = base = document_key(doc, arrival_date, chash, date=decided.date)
             n = 1
             while con.execute("SELECT 1 FROM documents WHERE doc_key=?", (key,)).fetchone():
                 n += 1
                 key = f"{base}-{n}"
-            con.execute("INSERT INTO documents VALUES (?,?,?,?,?,?,?,?)",
-                        (key, date.isoformat(), date_source, doc.pmid, doc.pmcid, doc.doi, doc.title or None, now))
+            con.execute("INSERT INTO documents (doc_key, date, date_source, pmid, pmcid, doi, title, "
+                        "first_registered, date_note) VALUES (?,?,?,?,?,?,?,?,?)",
+                        (key, decided.date.isoformat(), decided.source, doc.pmid, doc.pmcid, doc.doi,
+                         doc.title or None, now, decided.note))
         else:
+            if decided is not None and (moved := self._redate(con, key, held, decided)) is not None:
+                rekeyed_from, key = key, moved
+                held = key if held == rekeyed_from else held  # the same paper, moved: not a replacement
             con.execute(
                 "UPDATE documents SET pmid=COALESCE(pmid,?), pmcid=COALESCE(pmcid,?), doi=COALESCE(doi,?), "
                 "title=COALESCE(NULLIF(title,''),?) WHERE doc_key=?",
@@ -286,11 +374,51 @@ class Catalog:
             "doc_key=excluded.doc_key, source_format=excluded.source_format, file_hash=excluded.file_hash, "
             "content_hash=excluded.content_hash",
             (doc.source_path, member, key, doc.source_format, file_hash, chash, now))
-        date_s, date_source_s = con.execute("SELECT date, date_source FROM documents WHERE doc_key=?",
-                                            (key,)).fetchone()
+        con.execute("DELETE FROM skipped_undated WHERE source_path=? AND member=?", (doc.source_path, member))
+        date_s, date_source_s, note = con.execute("SELECT date, date_source, date_note FROM documents WHERE "
+                                                  "doc_key=?", (key,)).fetchone()
         return Registration(doc_key=key, created=created, source_path=doc.source_path, member=member,
                             source_format=doc.source_format, date=dt.date.fromisoformat(date_s),
-                            date_source=date_source_s, content_hash=chash)
+                            date_source=date_source_s, content_hash=chash, date_note=note,
+                            rekeyed_from=rekeyed_from)
+
+    def _redate(self, con: sqlite3.Connection, key: str, held: str | None, decided: DocumentDate) -> str | None:
+        """The new key of a known document whose publication date is now given and differs from its key's date,
+        else None. It moves when it was undated (arrival or configured date) or when the file (member) that holds
+        it now gives another publication date (a corrected dates file or sidecar); another copy of a dated paper
+        with a slightly different date (a PDF's printed date beside its JATS) does not move it."""
+        row = con.execute("SELECT date, date_source FROM documents WHERE doc_key=?", (key,)).fetchone()
+        if decided.source != "publication" or row is None or row[0] == decided.date.isoformat():
+            return None
+        if row[1] == "publication" and held != key:
+            return None
+        return self._rekey(con, key, decided)
+
+    @staticmethod
+    def _rekey(con: sqlite3.Connection, old: str, decided: DocumentDate) -> str:
+        """Move a document to the key of its new date in this transaction: its entry, identifiers, sources, spans
+        (same files, nothing to move), replacement records and the files listing it; pending requests of the old
+        key dropped (the new key is requested); the old key recorded in `rekeyed` for its results to retire."""
+        base = f"{decided.date.isoformat()}_{old.split('_', 1)[1]}"
+        new, n = base, 1
+        while con.execute("SELECT 1 FROM documents WHERE doc_key=?", (new,)).fetchone():
+            n += 1
+            new = f"{base}-{n}"
+        con.execute("INSERT INTO documents (doc_key, date, date_source, pmid, pmcid, doi, title, first_registered, "
+                    "date_note) SELECT ?, ?, ?, pmid, pmcid, doi, title, first_registered, ? FROM documents WHERE "
+                    "doc_key=?", (new, decided.date.isoformat(), decided.source, decided.note, old))
+        for table in ("identifiers", "sources", "replaced_sources"):
+            con.execute(f"UPDATE {table} SET doc_key=? WHERE doc_key=?", (new, old))  # noqa: S608 - fixed names
+        con.execute("UPDATE replaced_sources SET by_doc_key=? WHERE by_doc_key=?", (new, old))
+        con.execute("DELETE FROM requests WHERE doc_key=?", (old,))
+        for path, keys in con.execute("SELECT path, doc_keys FROM files").fetchall():
+            if old in keys.split():
+                con.execute("UPDATE files SET doc_keys=? WHERE path=?",
+                            (" ".join(new if k == old else k for k in keys.split()), path))
+        con.execute("DELETE FROM documents WHERE doc_key=?", (old,))
+        con.execute("UPDATE rekeyed SET new_key=? WHERE new_key=?", (new, old))  # moved twice: one chain
+        con.execute("INSERT OR REPLACE INTO rekeyed VALUES (?,?,?,0)", (old, new, _now()))
+        return new
 
     # ------------------------------------------------------------ files seen in the inbox
     def record_file(self, path: str, file_hash: str, status: Literal["ok", "failed"], error: str | None = None,
@@ -320,25 +448,24 @@ class Catalog:
     # ------------------------------------------------------------ queries
     def lookup(self, doc_key: str) -> DocumentEntry | None:
         with self._connect() as con:
-            row = con.execute("SELECT doc_key, date, date_source, pmid, pmcid, doi, title, first_registered "
-                              "FROM documents WHERE doc_key=?", (doc_key,)).fetchone()
+            row = con.execute("SELECT doc_key, date, date_source, pmid, pmcid, doi, title, first_registered, "
+                              "date_note FROM documents WHERE doc_key=?", (doc_key,)).fetchone()
             if row is None:
                 return None
             srcs = con.execute("SELECT source_path, member, source_format, file_hash, content_hash, registered "
                                "FROM sources WHERE doc_key=?", (doc_key,)).fetchall()
             gone = con.execute("SELECT source_path, member, by_doc_key, at FROM replaced_sources WHERE doc_key=? "
                                "ORDER BY at, source_path, member", (doc_key,)).fetchall()
-        sources = sorted(
-            (SourceRef(source_path=s[0], member=s[1], source_format=s[2], file_hash=s[3], content_hash=s[4],
-                       registered=s[5]) for s in srcs),
-            key=lambda s: (SOURCE_PREFERENCE.get(s.source_format, 9), s.registered, s.source_path))
+            versions = self._versions(con, doc_key)
+        sources = _ordered([SourceRef(source_path=s[0], member=s[1], source_format=s[2], file_hash=s[3],
+                                      content_hash=s[4], registered=s[5]) for s in srcs], versions)
         replaced = [Replacement(source_path=g[0], member=g[1], by_doc_key=g[2], at=g[3]) for g in gone]
         return DocumentEntry(doc_key=row[0], date=dt.date.fromisoformat(row[1]), date_source=row[2], pmid=row[3],
                              pmcid=row[4], doi=row[5], title=row[6], first_registered=row[7], sources=sources,
-                             replaced=replaced)
+                             replaced=replaced, date_note=row[8])
 
     def member_span(self, source_path: str, member: str) -> tuple[int, int] | None:
-        """The byte span of a PubTator abstract as last scanned (None: not a PubTator member, or not recorded)."""
+        """The byte span of a PubTator abstract or PubMed citation as last scanned (None: not recorded)."""
         with self._connect() as con:
             row = con.execute("SELECT start, end_ FROM member_spans WHERE source_path=? AND member=?",
                               (source_path, member)).fetchone()
@@ -370,8 +497,9 @@ class Catalog:
             paths = sorted({r[0] for r in con.execute("SELECT source_path FROM sources WHERE doc_key=? UNION "
                                                       "SELECT source_path FROM replaced_sources WHERE doc_key=?",
                                                       (doc_key, doc_key)).fetchall()})
-            con.execute("DELETE FROM member_spans WHERE (source_path, member) IN "
-                        "(SELECT source_path, member FROM sources WHERE doc_key=?)", (doc_key,))
+            for table in ("member_spans", "source_versions"):
+                con.execute(f"DELETE FROM {table} WHERE (source_path, member) IN "  # noqa: S608 - fixed names
+                            "(SELECT source_path, member FROM sources WHERE doc_key=?)", (doc_key,))
             for table in ("sources", "identifiers", "requests", "replaced_sources", "documents"):
                 con.execute(f"DELETE FROM {table} WHERE doc_key=?", (doc_key,))  # noqa: S608 - fixed table names
             for path, keys in con.execute("SELECT path, doc_keys FROM files").fetchall():
@@ -379,6 +507,96 @@ class Catalog:
                     con.execute("UPDATE files SET doc_keys=? WHERE path=?",
                                 (" ".join(k for k in keys.split() if k != doc_key), path))
         return RemovedDocument(doc_key=doc_key, source_paths=paths)
+
+    # ------------------------------------------------------------ MEDLINE revisions and deletions (PubMed files)
+    @staticmethod
+    def _versions(con: sqlite3.Connection, doc_key: str) -> dict[tuple[str, str], str]:
+        rows = con.execute("SELECT v.source_path, v.member, v.revised, v.seq FROM source_versions v JOIN sources s "
+                           "ON s.source_path = v.source_path AND s.member = v.member WHERE s.doc_key=?",
+                           (doc_key,)).fetchall()
+        return {(r[0], r[1]): f"{r[2]}|{int(r[3]):012d}" for r in rows}
+
+    def record_revisions(self, source_path: str, revisions: Sequence[tuple[str, dt.date | None]]) -> list[str]:
+        """The MEDLINE revision (DateRevised) of each citation (member) of a PubMed file just registered; returns
+        the keys this revises: their preferred source is now one of these citations and its text is not the
+        text last requested for them (a newer citation of the PMID with new content), each requested again.
+        Derived from the catalog's state, so a crash between registering and this call is mended by the next
+        scan. A citation without DateRevised counts as the oldest revision."""
+        revised: list[str] = []
+        with self._write() as con:
+            seq = con.execute("SELECT COALESCE(MAX(seq), 0) FROM source_versions").fetchone()[0]
+            keys: dict[str, None] = {}
+            for member, when in revisions:
+                row = con.execute("SELECT doc_key FROM sources WHERE source_path=? AND member=?",
+                                  (source_path, member)).fetchone()
+                if row is None:
+                    continue
+                old = con.execute("SELECT revised FROM source_versions WHERE source_path=? AND member=?",
+                                  (source_path, member)).fetchone()
+                stamp = when.isoformat() if when else "0000-00-00"
+                if old is None or old[0] != stamp:
+                    seq += 1
+                    con.execute("INSERT OR REPLACE INTO source_versions VALUES (?,?,?,?)",
+                                (source_path, member, stamp, seq))
+                keys[row[0]] = None
+            for key in keys:
+                srcs = [SourceRef(source_path=r[0], member=r[1], source_format=r[2], file_hash=r[3],
+                                  content_hash=r[4], registered=r[5]) for r in con.execute(
+                    "SELECT source_path, member, source_format, file_hash, content_hash, registered FROM sources "
+                    "WHERE doc_key=?", (key,)).fetchall()]
+                best = _ordered(srcs, self._versions(con, key))[0]
+                if best.source_path != source_path:
+                    continue
+                last = con.execute("SELECT content_hash FROM requests WHERE doc_key=? ORDER BY seq DESC LIMIT 1",
+                                   (key,)).fetchone()
+                if last is not None and last[0] != best.content_hash:
+                    con.execute("INSERT INTO requests (doc_key, content_hash, at) VALUES (?,?,?)",
+                                (key, best.content_hash, _now()))
+                    revised.append(key)
+        return revised
+
+    def record_deletions(self, source_path: str, pmids: Sequence[str]) -> list[str]:
+        """Record the PMIDs a PubMed file's `<DeleteCitation>` withdraws (once per file); returns the keys of the
+        known documents among them, now pending removal (removal.remove_deleted_citations carries it out)."""
+        pending: list[str] = []
+        with self._write() as con:
+            for pmid in dict.fromkeys(pmids):
+                if con.execute("SELECT 1 FROM deletions WHERE pmid=? AND source_path=?",
+                               (pmid, source_path)).fetchone():
+                    continue
+                row = con.execute("SELECT doc_key FROM identifiers WHERE kind='pmid' AND value=?", (pmid,)).fetchone()
+                con.execute("INSERT INTO deletions VALUES (?,?,?,?,?)",
+                            (pmid, source_path, "pending" if row else "unknown", row[0] if row else None, _now()))
+                if row:
+                    pending.append(row[0])
+        return pending
+
+    def deleted_by_later_files(self, source_path: str) -> set[str]:
+        """PMIDs withdrawn by a PubMed file whose path sorts after `source_path` (MEDLINE numbers its files in
+        order): a citation of `source_path` with one of them is not registered again."""
+        with self._connect() as con:
+            rows = con.execute("SELECT pmid FROM deletions WHERE source_path > ? AND status != 'cancelled'",
+                               (source_path,)).fetchall()
+        return {r[0] for r in rows}
+
+    def cancel_deletions(self, source_path: str, pmids: Sequence[str]) -> None:
+        """A file sorting after a deleting one holds these PMIDs again: their pending deletions are dropped."""
+        with self._write() as con:
+            for pmid in pmids:
+                con.execute("UPDATE deletions SET status='cancelled' WHERE pmid=? AND source_path < ? AND "
+                            "status='pending'", (pmid, source_path))
+
+    def pending_deletions(self) -> list[tuple[str, str]]:
+        """(doc_key, pmid) of the recorded deletions not yet carried out, each document's current key."""
+        with self._connect() as con:
+            rows = con.execute("SELECT DISTINCT d.pmid, i.doc_key FROM deletions d LEFT JOIN identifiers i ON "
+                               "i.kind='pmid' AND i.value=d.pmid WHERE d.status='pending' ORDER BY d.pmid").fetchall()
+        return [(r[1] or "", r[0]) for r in rows]
+
+    def finish_deletion(self, pmid: str, doc_key: str) -> None:
+        with self._write() as con:
+            con.execute("UPDATE deletions SET status='done', doc_key=? WHERE pmid=? AND status='pending'",
+                        (doc_key or None, pmid))
 
     def documents_for_dates(self, start: dt.date, end: dt.date) -> list[str]:
         """Keys whose date lies in [start, end] (both included), in key order."""
@@ -390,3 +608,58 @@ class Catalog:
     def all_keys(self) -> list[str]:
         with self._connect() as con:
             return [r[0] for r in con.execute("SELECT doc_key FROM documents ORDER BY doc_key").fetchall()]
+
+    # ------------------------------------------------------------ dates (ingest/dates.py)
+    def undated(self) -> list[DocumentEntry]:
+        """Documents without a publication date (dated by arrival or by the `undated` setting), in key order;
+        their `sources` are left empty (what the status and the report list needs is the entry and its note)."""
+        with self._connect() as con:
+            rows = con.execute("SELECT doc_key, date, date_source, pmid, pmcid, doi, title, first_registered, "
+                               "date_note FROM documents WHERE date_source != 'publication' ORDER BY doc_key"
+                               ).fetchall()
+        return [DocumentEntry(doc_key=r[0], date=dt.date.fromisoformat(r[1]), date_source=r[2], pmid=r[3],
+                              pmcid=r[4], doi=r[5], title=r[6], first_registered=r[7], sources=[], date_note=r[8])
+                for r in rows]
+
+    def date_counts(self) -> dict[str, int]:
+        """Registered documents per date source (publication, arrival, configured)."""
+        with self._connect() as con:
+            return dict(con.execute("SELECT date_source, count(*) FROM documents GROUP BY 1").fetchall())
+
+    def date_sources(self, doc_keys: Sequence[str]) -> dict[str, str]:
+        """doc_key -> its date source, for the keys the catalog knows (what each KG evidence row records)."""
+        if not doc_keys:
+            return {}
+        with self._connect() as con:
+            con.execute("CREATE TEMP TABLE IF NOT EXISTS _keys (k TEXT PRIMARY KEY)")
+            con.execute("DELETE FROM _keys")
+            con.executemany("INSERT OR IGNORE INTO _keys VALUES (?)", [(k,) for k in doc_keys])
+            rows = con.execute("SELECT doc_key, date_source FROM documents JOIN _keys ON k = doc_key").fetchall()
+        return dict(rows)
+
+    def skipped_undated(self) -> list[SkippedUndated]:
+        """Documents `undated: skip` kept out, by file and member."""
+        with self._connect() as con:
+            rows = con.execute("SELECT source_path, member, title, reason FROM skipped_undated "
+                               "ORDER BY source_path, member").fetchall()
+        return [SkippedUndated(source_path=r[0], member=r[1], title=r[2], reason=r[3]) for r in rows]
+
+    def clear_skipped(self, source_path: str) -> None:
+        """Forget a file's skipped documents before it is registered again (what it skips now is recorded anew)."""
+        with self._write() as con:
+            con.execute("DELETE FROM skipped_undated WHERE source_path=?", (source_path,))
+
+    def has_skipped(self, source_path: str) -> bool:
+        with self._connect() as con:
+            return con.execute("SELECT 1 FROM skipped_undated WHERE source_path=? LIMIT 1",
+                               (source_path,)).fetchone() is not None
+
+    def pending_rekeys(self) -> list[tuple[str, str]]:
+        """(old key, new key) of documents moved to another date whose old key's results are not retired yet."""
+        with self._connect() as con:
+            return [tuple(r) for r in con.execute(
+                "SELECT old_key, new_key FROM rekeyed WHERE retired = 0 ORDER BY at, old_key").fetchall()]
+
+    def mark_retired(self, old_key: str) -> None:
+        with self._write() as con:
+            con.execute("UPDATE rekeyed SET retired = 1 WHERE old_key=?", (old_key,))

@@ -17,11 +17,21 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from karma_dagster.ingest.catalog import Catalog, DocumentEntry, Registration, SourceRef, identity_differs
+from karma_dagster.ingest.catalog import (
+    PMID_MEMBERS,
+    Catalog,
+    DocumentEntry,
+    Registration,
+    SkippedUndated,
+    SourceRef,
+    identity_differs,
+)
+from karma_dagster.ingest.dates import UNDATED_SETTING, UndatedPolicy, dated, dates_path, find_dates
 from karma_dagster.ingest.errors import IngestError
 from karma_dagster.ingest.files import real_path_in_inbox, relative_name
 from karma_dagster.ingest.limits import InputLimits, check_file_size, check_text_length
-from karma_dagster.ingest.parse import parse_file, source_format_of, stream_pubtator
+from karma_dagster.ingest.parse import parse_file, source_format_of, stream_pubmed, stream_pubtator
+from karma_dagster.ingest.pubmed import PubMedCitation, read_pubmed_member
 from karma_dagster.ingest.pubtator import read_pubtator_member
 from karma_dagster.ingest.sidecar import find_sidecar, sidecar_path
 from karma_dagster.schemas.records import ParsedDocument
@@ -45,15 +55,20 @@ class ScanResult(BaseModel):
     changed_files: list[str] = []
     unchanged_files: list[str] = []
     failed: list[FailedFile] = []
-    skipped: list[str] = []  # files no parser reads (sidecars, notes)
+    skipped: list[str] = []  # files no parser reads (sidecars, notes, dates files)
+    skipped_undated: list[SkippedUndated] = []  # documents without a publication date `undated: skip` left out
+    rekeyed: dict[str, str] = {}  # old key -> new key of documents whose date changed (their old results retire)
+    # documents a PubMed file's <DeleteCitation> withdraws: pending in the catalog until the runner or the sensor
+    # removes them as `karma remove` does (removal.remove_deleted_citations: the scan has no KG or stage store)
+    deleted_keys: list[str] = []
 
     @property
     def keys_to_run(self) -> list[str]:
-        return list(dict.fromkeys([*self.new_keys, *self.changed_keys]))
+        return [k for k in dict.fromkeys([*self.new_keys, *self.changed_keys]) if k not in self.deleted_keys]
 
 
 def file_hash(path: Path, inbox: Path | None = None) -> str:
-    """sha256 of the file's bytes followed by its sidecar's bytes (when there is one).
+    """sha256 of the file's bytes followed by its sidecar's and its dates file's bytes (when there are).
 
     A sidecar that is a link out of the inbox is not read: its link text stands in for it (the parse refuses it).
     """
@@ -61,14 +76,14 @@ def file_hash(path: Path, inbox: Path | None = None) -> str:
     with path.open("rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             h.update(chunk)
-    side = sidecar_path(path)
-    if side != path and os.path.lexists(side):
-        real = side.resolve()
-        if inbox is not None and not real.is_relative_to(inbox.resolve()):
-            h.update(b"\x00outside-link\x00" + os.fsencode(os.readlink(side) if side.is_symlink() else str(real)))
-        elif real.is_file():
-            h.update(b"\x00sidecar\x00")
-            h.update(real.read_bytes())
+    for side, tag in ((sidecar_path(path), b"sidecar"), (dates_path(path), b"dates")):
+        if side != path and os.path.lexists(side):
+            real = side.resolve()
+            if inbox is not None and not real.is_relative_to(inbox.resolve()):
+                h.update(b"\x00outside-link\x00" + os.fsencode(os.readlink(side) if side.is_symlink() else str(real)))
+            elif real.is_file():
+                h.update(b"\x00" + tag + b"\x00")
+                h.update(real.read_bytes())
     return h.hexdigest()
 
 
@@ -120,14 +135,17 @@ def inbox_files(inbox: Path) -> tuple[list[Path], list[Path]]:
 
 
 def scan_inbox(inbox: Path, catalog: Catalog, arrival_date: dt.date, *, max_pdf_pages: int = 300,
-               limits: InputLimits | None = None) -> ScanResult:
+               limits: InputLimits | None = None, undated: UndatedPolicy | None = None) -> ScanResult:
     """Register what is new or changed in the inbox. Whatever goes wrong with one file (any exception, not
     only the anticipated IngestError) is reported for that file in `failed`, and the scan goes on. A file over
     the input `limits` is refused from its size before it is read; the limits are remembered in the catalog
     for the loads of what this scan registers, and when they changed, files that failed before are tried again
-    (a raised limit admits what it refused)."""
+    (a raised limit admits what it refused). `undated` (ingest/dates.py) is what a new document without a
+    publication date does; when it changed since the last scan, files with documents it skipped are read again."""
     limits = limits or InputLimits()
+    undated = undated or UndatedPolicy()
     retry_failed = catalog.set_setting(LIMITS_SETTING, limits.model_dump_json())
+    retry_skipped = catalog.set_setting(UNDATED_SETTING, str(undated))
     result = ScanResult()
     listing = list_inbox(inbox)
     result.skipped = [relative_name(p, inbox) for p in listing.skipped]
@@ -135,7 +153,8 @@ def scan_inbox(inbox: Path, catalog: Catalog, arrival_date: dt.date, *, max_pdf_
     for path in listing.sources:
         rel = relative_name(path, inbox)
         try:
-            _scan_file(path, rel, inbox, catalog, arrival_date, max_pdf_pages, limits, result, retry_failed)
+            _scan_file(path, rel, inbox, catalog, arrival_date, max_pdf_pages, limits, result, retry_failed,
+                       undated, retry_skipped)
         except Exception as exc:  # noqa: BLE001 - one file never stops the scan of the others
             log.warning("inbox scan: %s failed", rel, exc_info=True)
             error = str(exc) if isinstance(exc, IngestError) else f"{rel}: {type(exc).__name__}: {exc}"
@@ -143,11 +162,13 @@ def scan_inbox(inbox: Path, catalog: Catalog, arrival_date: dt.date, *, max_pdf_
     result.new_keys = list(dict.fromkeys(result.new_keys))
     result.changed_keys = [k for k in dict.fromkeys(result.changed_keys) if k not in result.new_keys]
     result.attached_keys = [k for k in dict.fromkeys(result.attached_keys) if k not in result.new_keys]
+    result.rekeyed = {r.rekeyed_from: r.doc_key for r in result.registrations if r.rekeyed_from}
     return result
 
 
 def _scan_file(path: Path, rel: str, inbox: Path, catalog: Catalog, arrival_date: dt.date, max_pdf_pages: int,
-               limits: InputLimits, result: ScanResult, retry_failed: bool = False) -> None:
+               limits: InputLimits, result: ScanResult, retry_failed: bool = False,
+               undated: UndatedPolicy | None = None, retry_skipped: bool = False) -> None:
     """Check the size, hash, parse and register one file, adding it to `result`; a failure is recorded in the
     catalog (an oversized file under its size, so it is not even hashed again until it changes)."""
     try:
@@ -166,54 +187,119 @@ def _scan_file(path: Path, rel: str, inbox: Path, catalog: Catalog, arrival_date
     except OSError as exc:
         raise IngestError(rel, f"cannot read file ({exc.strerror or exc})") from exc
     previous = catalog.file_record(rel)
-    if previous is not None and previous.file_hash == digest and not (retry_failed and previous.status == "failed"):
+    if previous is not None and previous.file_hash == digest and not (retry_failed and previous.status == "failed") \
+            and not (retry_skipped and catalog.has_skipped(rel)):
         if previous.status == "failed":
             result.failed.append(FailedFile(path=rel, error=previous.error or "failed before"))
         else:
             result.unchanged_files.append(rel)
         return
-    request: Literal["created", "all"] = "all" if previous is not None else "created"
+    # an unchanged file read again for the documents the `undated` setting skipped: only new keys run
+    unchanged = previous is not None and previous.file_hash == digest and previous.status == "ok"
+    request: Literal["created", "all"] = "all" if previous is not None and not unchanged else "created"
+    skipped: list[SkippedUndated] = []
     try:
-        if source_format_of(path) == "pubtator":
-            regs = _register_pubtator(path, inbox, catalog, arrival_date, digest, request, limits)
+        fmt = source_format_of(path)
+        revised: list[str] = []
+        if fmt == "pubtator":
+            regs = _register_pubtator(path, inbox, catalog, arrival_date, digest, request, limits, undated, skipped)
+        elif fmt == "pubmed":
+            regs, revised = _register_pubmed(path, inbox, catalog, arrival_date, digest, request, limits, undated,
+                                             skipped, result)
         else:
             docs = parse_file(path, inbox, max_pdf_pages=max_pdf_pages, limits=limits)
-            regs = catalog.register(docs, arrival_date, file_hash=digest, request=request)
+            catalog.clear_skipped(rel)
+            outcome = catalog.register_batch(docs, arrival_date, file_hash=digest, request=request, undated=undated)
+            regs, skipped = outcome.registrations, outcome.skipped_undated
     except IngestError as exc:  # parse_file turns every parser exception into one
         catalog.record_file(rel, digest, "failed", str(exc))
         result.failed.append(FailedFile(path=rel, error=str(exc)))
         return
     catalog.record_file(rel, digest, "ok", None, [r.doc_key for r in regs])
     result.registrations.extend(regs)
+    result.skipped_undated.extend(skipped)
     (result.changed_files if request == "all" else result.new_files).append(rel)
     for reg in regs:
-        if reg.created:
+        if reg.created or reg.rekeyed_from:
             result.new_keys.append(reg.doc_key)
-        elif request == "all":
+        elif request == "all" or reg.doc_key in revised:
             result.changed_keys.append(reg.doc_key)
         else:
             result.attached_keys.append(reg.doc_key)
 
 
 def _register_pubtator(path: Path, inbox: Path, catalog: Catalog, arrival_date: dt.date, digest: str,
-                       request: Literal["created", "all"], limits: InputLimits) -> list[Registration]:
+                       request: Literal["created", "all"], limits: InputLimits, undated: UndatedPolicy | None = None,
+                       skipped: list[SkippedUndated] | None = None) -> list[Registration]:
     """A PubTator file, streamed twice: once to check every abstract (a malformed line or an abstract over the
     limits fails the file before anything is registered), then registered `PUBTATOR_BATCH` abstracts per
     transaction with their byte spans. Memory stays bounded by one batch, whatever the file's length."""
     for _ in stream_pubtator(path, inbox, limits, annotations=False):
         pass
     regs: list[Registration] = []
+    skipped = skipped if skipped is not None else []
     batch: list[ParsedDocument] = []
     spans: list[tuple[int, int] | None] = []
+    catalog.clear_skipped(relative_name(path, inbox))
+
+    def register() -> None:
+        outcome = catalog.register_batch(batch, arrival_date, file_hash=digest, request=request, spans=spans,
+                                         undated=undated)
+        regs.extend(outcome.registrations)
+        skipped.extend(outcome.skipped_undated)
+
     for doc, start, end in stream_pubtator(path, inbox, limits, annotations=False):
         batch.append(doc)
         spans.append((start, end))
         if len(batch) >= PUBTATOR_BATCH:
-            regs += catalog.register(batch, arrival_date, file_hash=digest, request=request, spans=spans)
+            register()
             batch, spans = [], []
     if batch:
-        regs += catalog.register(batch, arrival_date, file_hash=digest, request=request, spans=spans)
+        register()
     return regs
+
+
+def _register_pubmed(path: Path, inbox: Path, catalog: Catalog, arrival_date: dt.date, digest: str,
+                     request: Literal["created", "all"], limits: InputLimits, undated: UndatedPolicy | None,
+                     skipped: list[SkippedUndated], result: ScanResult) -> tuple[list[Registration], list[str]]:
+    """A PubMed file like a PubTator one: streamed once to check every citation (a malformed one fails the file
+    before anything is registered), then registered `PUBTATOR_BATCH` citations per transaction with their byte
+    spans and MEDLINE revisions; memory stays bounded by one batch. A newer revision of a known citation becomes
+    its preferred source and re-runs it when its text changed (returned: the revised keys). `<DeleteCitation>`
+    PMIDs are recorded for removal (`result.deleted_keys`); a citation withdrawn by a file that sorts after this
+    one (MEDLINE numbers its files in order) is not registered again, and this file brings back a PMID an
+    earlier file withdrew (its pending deletion is cancelled)."""
+    rel = relative_name(path, inbox)
+    deleted: list[str] = []
+    for item in stream_pubmed(path, inbox, limits):
+        if not isinstance(item, PubMedCitation):
+            deleted += item.pmids
+    withdrawn = catalog.deleted_by_later_files(rel)
+    regs: list[Registration] = []
+    revised: list[str] = []
+    batch: list[PubMedCitation] = []
+    catalog.clear_skipped(rel)
+
+    def register() -> None:
+        outcome = catalog.register_batch([c.document for c in batch], arrival_date, file_hash=digest,
+                                         request=request, spans=[(c.start, c.end) for c in batch], undated=undated)
+        regs.extend(outcome.registrations)
+        skipped.extend(outcome.skipped_undated)
+        registered = {r.member for r in outcome.registrations}
+        revisions = [(c.document.pmid or "", c.revised) for c in batch if c.document.pmid in registered]
+        catalog.cancel_deletions(rel, [m for m, _ in revisions])
+        revised.extend(catalog.record_revisions(rel, revisions))
+
+    for item in stream_pubmed(path, inbox, limits):
+        if isinstance(item, PubMedCitation) and item.document.pmid not in withdrawn:
+            batch.append(item)
+            if len(batch) >= PUBTATOR_BATCH:
+                register()
+                batch = []
+    if batch:
+        register()
+    result.deleted_keys += catalog.record_deletions(rel, deleted)
+    return regs, revised
 
 
 def recorded_limits(catalog: Catalog) -> InputLimits:
@@ -224,13 +310,14 @@ def recorded_limits(catalog: Catalog) -> InputLimits:
 
 def load_document(doc_key: str, inbox: Path, catalog: Catalog, *, max_pdf_pages: int = 300,
                   limits: InputLimits | None = None) -> ParsedDocument:
-    """Read the key's preferred source again (JATS before PubTator before PDF before text) and pick its member.
+    """Read the key's preferred source again (catalog.SOURCE_PREFERENCE: JATS, BioC, PubMed, PubTator, PDF, text)
+    and pick its member.
 
     When the preferred file is gone or unreadable, the next source is tried; the error names every attempt.
-    A PubTator abstract is read from its recorded byte span, not by parsing the whole file. A source that
-    now holds another paper (different identifiers) is never read for this key: a document whose every file
-    was replaced fails, naming the files and the documents they hold now (its results and KG evidence are
-    kept; `karma remove <doc_key>` removes them). `limits`: those of the last scan unless given.
+    A PubTator abstract or PubMed citation is read from its recorded byte span, not by parsing the whole file.
+    A source that now holds another paper (different identifiers) is never read for this key: a document whose
+    every file was replaced fails, naming the files and the documents they hold now (its results and KG evidence
+    are kept; `karma remove <doc_key>` removes them). `limits`: those of the last scan unless given.
     """
     entry = catalog.lookup(doc_key)
     if entry is None:
@@ -254,16 +341,21 @@ def load_document(doc_key: str, inbox: Path, catalog: Catalog, *, max_pdf_pages:
     raise IngestError(doc_key, "no readable source: " + "; ".join(problems or ["no sources registered"]))
 
 
+_SPAN_READERS = {"pubtator": read_pubtator_member, "pubmed": read_pubmed_member}  # one member by its byte span
+
+
 def _read_source(src: SourceRef, inbox: Path, catalog: Catalog, max_pdf_pages: int,
                  limits: InputLimits) -> ParsedDocument | None:
     path = inbox / src.source_path
-    if src.source_format == "pubtator" and find_sidecar(path, inbox) is None:  # (a sidecar: parse_file applies it)
+    span_reader = _SPAN_READERS.get(src.source_format)
+    if span_reader is not None and not (src.source_format == "pubtator" and find_sidecar(path, inbox) is not None):
+        # read from its recorded byte span, never the whole file (a PubTator file with a sidecar: parse_file applies it)
         real = real_path_in_inbox(path, inbox)
         if not real.is_file():
             raise IngestError(src.source_path, "no such file")
         try:
-            doc = read_pubtator_member(real, src.source_path, src.member,
-                                       catalog.member_span(src.source_path, src.member))
+            doc = span_reader(real, src.source_path, src.member, catalog.member_span(src.source_path, src.member))
+            doc = None if doc is None else dated(doc, find_dates(real, inbox))
         except IngestError:
             raise
         except Exception as exc:  # noqa: BLE001 - like parse_file: any failure is this file's, with its name
@@ -272,9 +364,14 @@ def _read_source(src: SourceRef, inbox: Path, catalog: Catalog, max_pdf_pages: i
             check_text_length(doc, src.source_path, limits)
         return doc
     docs = parse_file(path, inbox, max_pdf_pages=max_pdf_pages, limits=limits)
-    if src.member.isdigit() and src.source_format != "pubtator" and int(src.member) < len(docs):
+    by_pmid = next((doc for doc in docs if doc.pmid and doc.pmid == src.member), None)
+    if src.source_format in PMID_MEMBERS:  # many documents per file, each known by its PMID there
+        if by_pmid is None and src.member.isdigit() and int(src.member) < len(docs) and not docs[int(src.member)].pmid:
+            return docs[int(src.member)]  # (a BioC document without a PMID: by its index)
+        return by_pmid
+    if src.member.isdigit() and int(src.member) < len(docs):
         return docs[int(src.member)]
-    return next((doc for doc in docs if doc.pmid == src.member), None)
+    return by_pmid
 
 
 def _identity_clash(entry: DocumentEntry, doc: ParsedDocument) -> str | None:

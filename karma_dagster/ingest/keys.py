@@ -55,8 +55,11 @@ def document_date(doc: ParsedDocument, arrival_date: dt.date) -> tuple[dt.date, 
     return (doc.pub_date, "publication") if doc.pub_date else (arrival_date, "arrival")
 
 
-def document_key(doc: ParsedDocument, arrival_date: dt.date, text_hash: str | None = None) -> str:
-    date, _ = document_date(doc, arrival_date)
+def document_key(doc: ParsedDocument, arrival_date: dt.date, text_hash: str | None = None,
+                 date: dt.date | None = None) -> str:
+    """`date`: the date the catalog decided (ingest/dates.py: an undated document's configured date); default
+    its publication date, else `arrival_date`."""
+    date = date or document_date(doc, arrival_date)[0]
     key = f"{date.isoformat()}_{id_tag(doc, text_hash)}"
     if not KEY_RE.match(key):  # pragma: no cover - slug() guarantees it; a guard against future edits
         raise ValueError(f"invalid document key {key!r}")

@@ -16,7 +16,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -34,6 +34,7 @@ class SidecarRecord(BaseModel):
     authors: list[str] = []
     journal: str | None = None
     pub_date: dt.date | None = None
+    pub_date_precision: Literal["day", "month", "year"] | None = None  # a month or year only: dated its first day
     license: str | None = None
 
 
@@ -69,20 +70,23 @@ def _int(value: Any) -> int | None:
     return int(value) if isinstance(value, int) or (isinstance(value, str) and value.strip().isdigit()) else None
 
 
-def _year_month(raw: dict) -> dt.date | None:
+def _year_month(raw: dict) -> tuple[dt.date, Literal["month", "year"]] | None:
     """First of the month (or 1 January, Europe PMC's own convention for a year-only printPublicationDate) from the
     journal issue's year and month or `pubYear`: a record without a day date still beats the arrival date."""
     year = _int(_get(raw, "journalInfo", "yearOfPublication")) or _int(_get(raw, "pubYear"))
     if year is None or not 1000 <= year <= 9999:
         return None
     month = _int(_get(raw, "journalInfo", "monthOfPublication")) or 0
-    return dt.date(year, month if 1 <= month <= 12 else 1, 1)
+    return (dt.date(year, month, 1), "month") if 1 <= month <= 12 else (dt.date(year, 1, 1), "year")
 
 
-def _pub_date(raw: dict) -> dt.date | None:
+def _pub_date(raw: dict) -> tuple[dt.date, Literal["day", "month", "year"]] | tuple[None, None]:
     """The first publication (online or print, as Europe PMC dates it), else the most precise date it gives."""
-    return (_date(_get(raw, "firstPublicationDate")) or _date(_get(raw, "electronicPublicationDate"))
-            or _date(_get(raw, "journalInfo", "printPublicationDate")) or _year_month(raw))
+    day = (_date(_get(raw, "firstPublicationDate")) or _date(_get(raw, "electronicPublicationDate"))
+           or _date(_get(raw, "journalInfo", "printPublicationDate")))
+    if day is not None:
+        return day, "day"
+    return _year_month(raw) or (None, None)
 
 
 def _plain(value: Any) -> str | None:
@@ -136,7 +140,8 @@ def read_sidecar(path: Path, rel: str | None = None) -> SidecarRecord:
         title=title.removesuffix(".") if title else None,
         authors=_authors(raw),
         journal=_plain(_get(raw, "journalInfo", "journal", "title")) or _plain(_get(raw, "journalTitle")),
-        pub_date=_pub_date(raw),
+        pub_date=(dated := _pub_date(raw))[0],
+        pub_date_precision=dated[1],
         license=lic,
     )
 
@@ -183,6 +188,8 @@ def find_sidecar(path: Path, inbox: Path | None = None) -> SidecarRecord | None:
 def apply_sidecar(doc: ParsedDocument, record: SidecarRecord) -> ParsedDocument:
     """The record's non-empty fields override the metadata a layout suggested; sections are left alone."""
     update: dict[str, Any] = {k: v for k, v in record.model_dump().items() if v not in (None, [], "")}
+    if record.pub_date is not None:  # the catalog's date note says where the date came from
+        update["pub_date_source"] = "its sidecar (Europe PMC record)"
     if "license" in update and doc.license:
         update.pop("license")  # the article's own licence text says more than a code like 'cc by'
     if doc.source_format == "jats":  # JATS metadata is curated too: the record only fills what it lacks

@@ -16,6 +16,7 @@ transaction, and replaced by a re-merge of D like the evidence.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import functools
 import hashlib
@@ -25,7 +26,7 @@ import numbers
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -218,6 +219,7 @@ class _Stamp:
     backbone: str
     run_id: str
     merged_at: dt.datetime
+    date_sources: Mapping[str, str] = field(default_factory=dict)  # doc_key -> publication | arrival | configured
 
 
 def merge_increment(
@@ -232,6 +234,7 @@ def merge_increment(
     on_doc: Callable[[str, int, int], None] | None = None,
     params: KarmaParams | None = None,
     schema: KGSchema | None = None,
+    date_sources: Mapping[str, str] | None = None,
 ) -> IncrementStats:
     """Merge one date's documents (doc_key -> (accepted triples, new entities)) in one transaction.
 
@@ -239,20 +242,22 @@ def merge_increment(
     The increments row of (namespace, date) is replaced: a call carries the whole increment of that date.
     `on_doc(doc_key, i, n)` is called once each document's rows are inserted (inserts go in batches of
     ~1000 rows; progress reporting, and the crash test's hook). `params` (adjudication thresholds) and `schema`
-    (which relations contradict) default to KarmaParams() and the packaged schema.
+    (which relations contradict) default to KarmaParams() and the packaged schema. `date_sources` (doc_key ->
+    the catalog's date source) goes on each evidence row: whether its date is the paper's publication date.
     """
     t0 = time.perf_counter()
     if not backbone or not run_id:
         raise TripleValidationError(f"merge of {date}: backbone and run_id must be non-empty")
     prepared = _prepare(docs, prompt_version)
     fingerprints = {doc_key: _fingerprint(rows, nodes) for doc_key, (rows, nodes) in prepared.items()}
-    stamp = _Stamp(namespace or backbone, date, backbone, run_id, dt.datetime.now(dt.UTC).replace(tzinfo=None))
+    stamp = _Stamp(namespace or backbone, date, backbone, run_id, dt.datetime.now(dt.UTC).replace(tzinfo=None),
+                   dict(date_sources or {}))
     with store.connect() as con, transaction(con):
         # sizes from the edges this merge can change (kg/sizes.py): no count of the whole graph
         edges_start = kg_sizes.edge_count(con, stamp.ns)
         dropped = _previous_edges(con, stamp, list(prepared))
         live_start = keyed.live_edges(con, dropped, stamp.ns)
-        _delete_previous(con, stamp, list(prepared))
+        stamp = _delete_previous(con, stamp, list(prepared))
         nodes_before = keyed.count_nodes(con, stamp.ns)
         prepared = _one_node_per_entity(con, stamp.ns, prepared)
         new_ids = {n.id for _, nodes in prepared.values() for n in nodes}
@@ -353,9 +358,15 @@ def _temp_table(con: Any, name: str, columns: str, rows: Sequence[tuple]) -> Non
         con.executemany(f"INSERT INTO {name} VALUES ({', '.join('?' * len(rows[0]))})", rows)
 
 
-def _delete_previous(con: Any, stamp: _Stamp, doc_keys: list[str]) -> None:
-    """Drop what these documents (and this date's increments row) contributed before: reruns replace, not add."""
+def _delete_previous(con: Any, stamp: _Stamp, doc_keys: list[str]) -> _Stamp:
+    """Drop what these documents (and this date's increments row) contributed before: reruns replace, not add.
+    Returns the stamp with the date sources their evidence had for the documents the caller gave none (a merge
+    that re-merges a date's documents without the catalog, e.g. the review's, keeps what they were)."""
     _temp_table(con, "_docs", "doc_key VARCHAR", [(k,) for k in doc_keys])
+    known = dict(con.execute(
+        "SELECT doc_key, max(date_source) FROM evidence WHERE namespace = ? AND date_source IS NOT NULL AND doc_key IN "
+        "(SELECT doc_key FROM _docs) GROUP BY doc_key", [stamp.ns]).fetchall())
+    stamp = dataclasses.replace(stamp, date_sources={**known, **stamp.date_sources})
     con.execute("DELETE FROM evidence WHERE namespace = ? AND doc_key IN (SELECT doc_key FROM _docs)", [stamp.ns])
     con.execute(
         "DELETE FROM extracted_nodes WHERE namespace = ? AND doc_key IN (SELECT doc_key FROM _docs)", [stamp.ns]
@@ -367,6 +378,7 @@ def _delete_previous(con: Any, stamp: _Stamp, doc_keys: list[str]) -> None:
         "DELETE FROM adjudications WHERE namespace = ? AND (date = ? OR doc_key IN (SELECT doc_key FROM _docs))",
         [stamp.ns, stamp.date],
     )
+    return stamp
 
 
 def _known_ids(con: Any, ns: str, prepared: Prepared, new_ids: set[str]) -> tuple[set[str], set[str]]:
@@ -628,12 +640,13 @@ def _insert(con: Any, nodes: list[dict[str, Any]], rows: list[dict[str, Any]], s
         ev = pd.DataFrame(rows)
         if "property" not in ev.columns:  # the KG tool's created property a triple was stated with, else NULL
             ev["property"] = None
+        ev["date_source"] = [stamp.date_sources.get(k) for k in ev["doc_key"]]  # NULL: not a catalog document
         con.register("_ev", ev)
         con.execute(
             "INSERT INTO evidence (namespace, doc_key, date, triple_id, head_id, relation, tail_id, metaedge, score, "
-            "segment_id, evidence, backbone, prompt_version, run_id, merged_at, property) SELECT ?, doc_key, ?::DATE, "
-            "triple_id, head_id, relation, tail_id, metaedge::VARCHAR, score, segment_id, evidence, ?, prompt_version, "
-            "?, ?::TIMESTAMP, property::VARCHAR FROM _ev",
+            "segment_id, evidence, backbone, prompt_version, run_id, merged_at, property, date_source) SELECT ?, "
+            "doc_key, ?::DATE, triple_id, head_id, relation, tail_id, metaedge::VARCHAR, score, segment_id, evidence, "
+            "?, prompt_version, ?, ?::TIMESTAMP, property::VARCHAR, date_source::VARCHAR FROM _ev",
             [stamp.ns, stamp.date, stamp.backbone, stamp.run_id, stamp.merged_at],
         )
         con.unregister("_ev")

@@ -190,6 +190,7 @@ def merge_staged(
                                          stages.read(namespace, ENTITIES, key), prompt_version)
         except Exception as exc:  # noqa: BLE001 - one bad table skips its document, like the KG asset
             skipped[key] = f"{type(exc).__name__}: {exc}"
+    date_sources = Catalog(paths.catalog).date_sources(list(docs)) if paths.catalog.exists() else {}
     stats = merge.merge_increment(kg, day, backbone or namespace, docs, run_id=run_id, namespace=namespace,
-                                  prompt_version=prompt_version, params=params)
+                                  prompt_version=prompt_version, params=params, date_sources=date_sources)
     return MergeOutcome(stats=stats, documents=sorted(docs), skipped=skipped)

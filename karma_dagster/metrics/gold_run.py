@@ -1,4 +1,4 @@
-"""`karma gold-eval`: one backbone's entity and relation agents over a PubTator file, scored against its gold.
+"""`karma gold-eval`: one backbone's entity and relation agents over a PubTator or BioC file, scored against its gold.
 
 Each abstract (title + ' ' + abstract, the text the gold offsets index) goes through the same EEA (NER ⊙
 dictionary filter, normalization against the KG index) and REA (entity pairs of the abstract on a backbone with a
@@ -17,6 +17,8 @@ from pathlib import Path
 from karma_dagster.agents.entity_extraction import extract_entities_counted
 from karma_dagster.agents.relation_extraction import extract_relations
 from karma_dagster.backbones.base import Backbone
+from karma_dagster.ingest.bioc import read_bioc_gold
+from karma_dagster.ingest.parse import source_format_of
 from karma_dagster.ingest.pubtator import PubTatorDoc, read_pubtator
 from karma_dagster.metrics.gold import GoldScores, PredictedMention, PredictedTriple, comparable_id, score_gold
 from karma_dagster.params import KarmaParams
@@ -73,12 +75,18 @@ def predict_document(doc: PubTatorDoc, backbone: Backbone, dictionary, index, pa
     return pm, pt
 
 
+def read_gold(path: Path) -> list[PubTatorDoc]:
+    """The gold documents of a PubTator file, or of a BioC XML/JSON file (its offsets carried into PubTator's
+    convention: the same corpus scores the same from either)."""
+    return read_bioc_gold(path) if source_format_of(path) == "bioc" else read_pubtator(path)
+
+
 def evaluate_file(path: Path, backbone: Backbone, dictionary, index, params: KarmaParams, limit: int | None = None,
                   log: Callable[[str], None] = lambda _m: None) -> tuple[GoldEvalScores, float]:
     """Scores and wall seconds; `limit` = the first N documents only."""
     if not Path(path).is_file():
         raise FileNotFoundError(f"gold-eval: no PubTator file at {path}")
-    docs = read_pubtator(Path(path))
+    docs = read_gold(Path(path))
     if limit:
         docs = docs[:limit]
     if not docs:

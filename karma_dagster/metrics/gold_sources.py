@@ -1,6 +1,6 @@
 """Gold annotations of pipeline documents, and a backbone's stage tables turned into gold-comparable predictions.
 
-Gold is re-read from the document's PubTator source (the catalog keeps every source of a paper, so a paper
+Gold is re-read from the document's PubTator or BioC source (the catalog keeps every source of a paper, so a paper
 read from its JATS still finds its PubTator gold). Predicted mentions index into summaries; each is carried
 back to the gold text (title + ' ' + abstract) through its summary sentence, found verbatim in that text.
 A mention whose sentence cannot be found (rewritten by a model's summary) is reported as unaligned and still
@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from karma_dagster.dictionary.sentences import split_sentences
+from karma_dagster.ingest.bioc import gold_document as bioc_gold
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.ingest.parse import IngestError, parse_file
 from karma_dagster.ingest.pubtator import PubTatorDoc
@@ -26,13 +27,15 @@ def gold_document(doc_key: str, inbox: Path, catalog: Catalog) -> PubTatorDoc | 
     if entry is None:
         raise KeyError(f"{doc_key}: not in the document catalog")
     for src in entry.sources:
-        if src.source_format != "pubtator":
+        if src.source_format not in ("pubtator", "bioc"):
             continue
         try:
             parsed = parse_file(inbox / src.source_path, inbox)
         except IngestError:
             continue
         for doc in parsed:
+            if src.source_format == "bioc" and doc.pmid == src.member and (doc.gold_mentions or doc.gold_relations):
+                return bioc_gold(doc)  # its passages joined as its gold offsets count them
             if doc.pmid == src.member and (doc.gold_mentions or doc.gold_relations):
                 abstract = next((s.text for s in doc.sections if s.kind == "abstract"), "")
                 return PubTatorDoc(pmid=doc.pmid or doc_key, title=doc.title, abstract=abstract,

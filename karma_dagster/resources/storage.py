@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
+from karma_dagster.ingest.dates import UndatedPolicy, parse_undated, undated_from_env
 from karma_dagster.ingest.limits import InputLimits
 from karma_dagster.kg import backends as kg_backends
 from karma_dagster.kg.store import KGStore
@@ -24,9 +25,24 @@ class KarmaStorageResource(StrictResource):
                              "that every worker reaches; empty = $KARMA_STORAGE_URL, else data_dir")
     max_file_mb: float = Field(50.0, gt=0, description="largest PDF, JATS or text file the inbox reads (MB); "
                                "a larger one is refused from its size, unread")
-    max_pubtator_mb: float = Field(1000.0, gt=0, description="largest PubTator file the inbox reads (MB; streamed)")
+    max_pubtator_mb: float = Field(1000.0, gt=0, description="largest PubTator or PubMed XML file the inbox reads (MB; streamed)")
     max_text_chars: int = Field(900_000, gt=0, le=1_000_000, description="longest text of one document "
                                 "(characters; spaCy reads at most 1,000,000); a longer one is refused")
+
+    undated: str = Field("", description="what a document without a publication date does: 'arrival' (dated the "
+                         "day it arrived), 'skip' (not registered; reported), or a date YYYY-MM-DD (dated so, "
+                         "date_source 'configured'); empty = $KARMA_UNDATED, else arrival. Marked in `karma "
+                         "status`, the report, the document's metadata and each KG evidence row")
+
+    @field_validator("undated")
+    @classmethod
+    def _undated_is_a_policy(cls, value: str) -> str:
+        parse_undated(value)  # a bad value fails here, naming the setting
+        return value
+
+    def undated_policy(self) -> UndatedPolicy:
+        """The `undated` setting, else $KARMA_UNDATED, else arrival (ingest/dates.py)."""
+        return parse_undated(self.undated) if self.undated.strip() else undated_from_env()
 
     def paths(self) -> DataPaths:
         return DataPaths(self.data_dir, self.inbox, self.cache_dir, self.storage_url)

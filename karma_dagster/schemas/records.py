@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-SourceFormat = Literal["pdf", "jats", "pubtator", "text"]
+SourceFormat = Literal["pdf", "jats", "pubtator", "pubmed", "bioc", "text"]
 SectionKind = Literal[
     "title", "abstract", "introduction", "background", "methods", "results", "discussion",
     "conclusion", "case", "body", "figure", "table", "references", "acknowledgements",
@@ -56,6 +56,10 @@ class ParsedDocument(Record):
     authors: list[str] = []
     journal: str | None = None
     pub_date: dt.date | None = None
+    # How much of pub_date the source gave (a month, season or year is dated its first day: stated, never silent)
+    # and where it comes from (e.g. "PubMed ArticleDate (Electronic)", "PubMed MedlineDate '1998 Dec-1999 Jan'").
+    pub_date_precision: Literal["day", "month", "season", "year"] | None = None
+    pub_date_source: str | None = None
     doi: str | None = None
     pmid: str | None = None
     pmcid: str | None = None
@@ -75,7 +79,7 @@ class DocumentRow(Record):
     journal: str | None
     pub_date: dt.date | None
     date: dt.date  # the KG increment this document feeds
-    date_source: Literal["publication", "arrival"]
+    date_source: Literal["publication", "arrival", "configured"]  # configured: the storage setting `undated`
     doi: str | None
     pmid: str | None
     pmcid: str | None

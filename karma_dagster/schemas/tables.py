@@ -25,14 +25,14 @@ class _Strict(pa.DataFrameModel):
 class DocumentsTable(_Strict):
     doc_key: Series[str] = pa.Field(unique=True, str_matches=r"^\d{4}-\d{2}-\d{2}_[a-z0-9._-]+$")
     source_path: Series[str] = pa.Field(str_length={"min_value": 1})
-    source_format: Series[str] = pa.Field(isin=["pdf", "jats", "pubtator", "text"])
+    source_format: Series[str] = pa.Field(isin=["pdf", "jats", "pubtator", "pubmed", "bioc", "text"])
     content_hash: Series[str]
     title: Series[str]
     authors: Series[str]
     journal: Series[str] = pa.Field(nullable=True)
     pub_date: Series[pa.DateTime] = pa.Field(nullable=True, coerce=True)
     date: Series[pa.DateTime] = pa.Field(coerce=True)
-    date_source: Series[str] = pa.Field(isin=["publication", "arrival"])
+    date_source: Series[str] = pa.Field(isin=["publication", "arrival", "configured"])
     doi: Series[str] = pa.Field(nullable=True)
     pmid: Series[str] = pa.Field(nullable=True)
     pmcid: Series[str] = pa.Field(nullable=True)

@@ -17,8 +17,9 @@ from dagster._core.definitions.unresolved_asset_job_definition import Unresolved
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.ingest.inbox import scan_inbox
 from karma_dagster.params import ControllerParams
-from karma_dagster.partitions import add_requests
+from karma_dagster.partitions import add_requests, documents_partitions
 from karma_dagster.resources.params import KarmaParamsResource
+from karma_dagster.removal import remove_deleted_citations, retire_rekeyed
 from karma_dagster.resources.storage import KarmaStorageResource
 from karma_dagster.stage_store import StageStore
 from karma_dagster.stages import FINAL_STAGE
@@ -94,29 +95,41 @@ def build_new_papers_sensor(
         job=job,
         minimum_interval_seconds=interval_s,
         default_status=dg.DefaultSensorStatus.STOPPED,
-        description="Registers a document partition for each new paper in the inbox (PDF, JATS XML, PubTator, "
-        "text) and requests its agent chain; a changed file is requested again; unreadable files are skipped.",
+        description="Registers a document partition for each new paper in the inbox (PDF, JATS XML, PubMed XML, BioC, "
+        "PubTator, text) and requests its agent chain; a changed file is requested again; unreadable files are skipped.",
     )
     def new_papers(
         context: dg.SensorEvaluationContext, storage: KarmaStorageResource, karma_params: KarmaParamsResource
     ) -> dg.SensorResult:
         catalog = Catalog(storage.catalog_path())
         after = json.loads(context.cursor).get("last_request_seq", 0) if context.cursor else 0
-        result = scan_inbox(storage.inbox_dir(), catalog, arrival_date=dt.date.today(), limits=storage.input_limits())
+        result = scan_inbox(storage.inbox_dir(), catalog, arrival_date=dt.date.today(), limits=storage.input_limits(),
+                            undated=storage.undated_policy())
         for failure in result.failed:
             context.log.warning(f"skipped unreadable file: {failure.error}")
+        for skipped in result.skipped_undated:
+            context.log.info(f"skipped undated document {skipped.source_path}#{skipped.member}: {skipped.reason}")
+        retired = [old for old, _ in retire_rekeyed(storage.paths())]  # documents moved to another date
+        for plan in remove_deleted_citations(storage.paths()):  # PubMed's <DeleteCitation>: as `karma remove` does
+            context.log.info(f"removed {plan.doc_key}: a PubMed file deleted its citation")
+            retired.append(plan.doc_key)
+        for old, new in result.rekeyed.items():
+            context.log.info(f"{old} moved to {new} (its publication date is now known)")
         requested, last_seq = requested_documents(catalog, after, namespaces, storage.stage_store())
         cursor = json.dumps({
             "last_request_seq": last_seq, "new_files": result.new_files, "changed_files": result.changed_files,
             "failed": [f.path for f in result.failed],
         })
+        gone = [k for k in retired if context.instance.has_dynamic_partition(documents_partitions.name, k)]
+        deletions = [documents_partitions.build_delete_request(gone)] if gone else []
         if not requested:
             seen = len(result.unchanged_files) + len(result.failed)
-            return dg.SensorResult(skip_reason=f"no new or changed papers ({seen} files seen)", cursor=cursor)
+            return dg.SensorResult(skip_reason=f"no new or changed papers ({seen} files seen)", cursor=cursor,
+                                   dynamic_partitions_requests=deletions or None)
         return dg.SensorResult(
             run_requests=plan_runs(requested, job.name, controller_tags(
                 storage, sorted({k for k, _ in requested}), karma_params.params().controller, context.log.info)),
-            dynamic_partitions_requests=add_requests(context.instance, {key for key, _ in requested}),
+            dynamic_partitions_requests=[*deletions, *add_requests(context.instance, {key for key, _ in requested})],
             cursor=cursor,
         )
 

@@ -80,7 +80,7 @@ def _fill_identifiers(doc: ParsedDocument, sections: list[RawSection]) -> dict[s
 
 def clean_document(doc: ParsedDocument) -> ParsedDocument:
     """A cleaned copy: same sections, same kinds, repaired text; empty sections dropped; metadata filled."""
-    if doc.source_format == "pubtator":  # curated text whose gold offsets must keep pointing at the same characters
+    if doc.source_format in ("pubtator", "bioc"):  # curated text whose gold offsets must keep pointing at the same characters
         return doc.model_copy(update=_fill_identifiers(doc, doc.sections))
     vocab = word_vocabulary(s.text for s in doc.sections)
     sections = []
