@@ -88,13 +88,15 @@ def import_seed_kg(data: DataPaths, nodes: Path | str, edges: Path | str, fmt: s
     rebuilds it from the KG (`entity_index`, kg/index_health.py)."""
     from karma_dagster.kg.entity_index import EntityIndex
     from karma_dagster.kg.index_health import build_lock, build_seed
+    from karma_dagster.export.kgx_import import import_kgx
     from karma_dagster.kg.seed_import import import_generic, import_hetionet
 
-    if fmt not in ("hetionet", "generic"):
-        raise ValueError(f"unknown KG format {fmt!r}: use 'hetionet' or 'generic'")
+    importers = {"hetionet": import_hetionet, "generic": import_generic, "kgx": import_kgx}
+    if fmt not in importers:
+        raise ValueError(f"unknown KG format {fmt!r}: use {', '.join(map(repr, importers))}")
     data.root.mkdir(parents=True, exist_ok=True)
     store = kg_store(data)
-    importer = import_hetionet if fmt == "hetionet" else import_generic
+    importer = importers[fmt]
     stats = importer(store, nodes, edges, seed_confidence)
     clear()  # the KG changed: forget the old seed's caches (and fingerprint) even if the index build fails
     with build_lock(data.index):
@@ -174,9 +176,13 @@ def identity_index(data: DataPaths, namespace: str | None = None, before: dt.dat
     from karma_dagster.kg.identity import Crosswalk, IdentityIndex, Node
 
     def seed() -> IdentityIndex:
+        from karma_dagster.export.kgx_import import seed_xrefs
+
         rows = seed_lexicon_rows(data)
-        return IdentityIndex((Node(r["id"], r["name"], r["kind"], tuple(r["synonyms"])) for r in rows),
-                             Crosswalk.load())
+        crosswalk = Crosswalk.load()
+        if kg_exists(data) and (own := seed_xrefs(kg_store(data))):  # a KGX import's xref column
+            crosswalk = crosswalk.with_xrefs(own)
+        return IdentityIndex((Node(r["id"], r["name"], r["kind"], tuple(r["synonyms"])) for r in rows), crosswalk)
 
     base = cached(("identity", kg_display(data), seed_fingerprint(data)), seed)
     if namespace is None or not kg_exists(data):

@@ -17,7 +17,8 @@ from karma_dagster.stages import SEED_KG
 class SeedKGConfig(dg.Config):
     nodes: str = Field("", description="node table; empty = the shipped demo subset data/seed_kg/nodes.tsv")
     edges: str = Field("", description="edge table; empty = data/seed_kg/edges.sif.gz")
-    format: str = Field("hetionet", description="'hetionet' (id/name/kind + sif) or 'generic' (see README)")
+    format: str = Field("hetionet", description="'hetionet' (id/name/kind + sif), 'generic' or 'kgx' (KGX TSV "
+                                                "nodes/edges with Biolink categories and predicates; see README)")
     reimport: bool = Field(False, description="import again even when the KG already holds this very seed")
 
 
@@ -25,7 +26,8 @@ class SeedKGConfig(dg.Config):
     key=SEED_KG,
     group_name="existing_kg",
     kinds={"duckdb", "lancedb"},
-    description="The KG you start from (Hetionet format first; your own node/edge tables with format=generic): "
+    description="The KG you start from (Hetionet format first; your own node/edge tables with format=generic, a "
+    "KGX graph such as Monarch's with format=kgx): "
     "imported into the DuckDB KG store (seed rows only; extracted knowledge is kept) and every entity name "
     "and synonym indexed in LanceDB, where the entity-extraction agent normalizes mentions.",
 )
@@ -54,10 +56,18 @@ def seed_kg(
             "indexed_names": index_rows,
             "nodes_by_kind": dg.MetadataValue.json(stats.nodes_by_kind),
             "edges_by_metaedge": dg.MetadataValue.json(stats.edges_by_metaedge),
+            # a KGX import: nodes and edges left out, per reason with examples (export/kgx_import.py)
+            "nodes_refused": _count(stats.refused.get("nodes")),
+            "edges_refused": _count(stats.refused.get("edges")),
+            "refused": dg.MetadataValue.json(stats.refused),
             "source_nodes": display_path(nodes),
             "seconds": stats.seconds,
         }
     )
+
+
+def _count(reasons: dict | None) -> int:
+    return sum(int(v["count"]) for v in (reasons or {}).values())
 
 
 def source_fingerprint(nodes: str | Path, edges: str | Path, fmt: str, confidence: float) -> str:
@@ -87,3 +97,21 @@ def _already_imported(
         "skipped": "already imported from the same files; set reimport: true in the run config to import again",
         "seconds": 0.0,
     })
+
+
+def import_summary(instance: dg.DagsterInstance) -> list[str]:
+    """What the latest seed import says (counts, and for KGX what it left out, with examples): `karma import-kg`."""
+    from karma_dagster.export.kgx_import import refusal_lines
+    from karma_dagster.kg.seed_import import SeedImportStats
+
+    event = instance.get_latest_materialization_event(dg.AssetKey(SEED_KG))
+    md = event.asset_materialization.metadata if event and event.asset_materialization else {}
+    value = {k: getattr(v, "value", v) for k, v in md.items()}
+    if "nodes" not in value:
+        return []
+    kinds = ", ".join(f"{k} {n}" for k, n in (value.get("nodes_by_kind") or {}).items())
+    lines = [f"nodes {value['nodes']}, edges {value['edges']}, synonyms {value.get('synonyms', 0)} ({kinds})"]
+    refused = value.get("refused") or {}
+    stats = SeedImportStats(n_nodes=0, n_edges=0, n_synonyms=0, n_edges_filtered=0, nodes_by_kind={},
+                            edges_by_metaedge={}, seconds=0.0, refused=refused)
+    return lines + refusal_lines(stats)

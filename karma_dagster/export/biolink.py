@@ -135,3 +135,92 @@ def known_prefixes() -> frozenset[str]:
     for name in tk.get_all_classes(formatted=False):
         out.update(getattr(tk.get_element(name), "id_prefixes", None) or [])
     return frozenset(out)
+
+
+# ---------------------------------------------------------------- the mapping read backwards (KGX import)
+_TOO_GENERAL = frozenset({NAMED_THING, "biolink:Entity", RELATED_TO, "biolink:related_to_at_instance_level",
+                          "biolink:related_to_at_concept_level"})
+
+
+class InverseMapping:
+    """Biolink terms -> the KG schema, by reading biolink_map.yaml backwards (one mapping both ways) along the
+    Biolink hierarchy: a category maps to the kind of its nearest ancestor the map names (biolink:SmallMolecule ->
+    ChemicalEntity -> Compound); a predicate to the metaedge whose mapping it is, or whose mapping is its nearest
+    ancestor, or its inverse with subject and object swapped (participates_in -> has_participant). Where the map
+    sends two kinds to one category (Symptom, Side Effect -> PhenotypicFeature) the kind schema.yaml lists first is
+    read back; where two metaedges share a predicate, qualifiers and kinds, the one that is not `lossy` (AeG, not
+    AuG/AdG). Anything else that has no single answer is None: the importer refuses it and says why."""
+
+    def __init__(self, mapping: BiolinkMapping, schema: KGSchema) -> None:
+        self.mapping, self.tk = mapping, toolkit()
+        self.kind_of_category: dict[str, str] = {}
+        for kind, category in mapping.categories.items():  # schema order: the first kind listed wins
+            self.kind_of_category.setdefault(category, kind)
+        by_abbrev = {m.abbrev: m for m in schema.metaedges}
+        self._by_predicate: dict[str, list[tuple[Any, PredicateMapping]]] = {}
+        for abbrev, pm in mapping.predicates.items():
+            self._by_predicate.setdefault(pm.predicate, []).append((by_abbrev[abbrev], pm))
+        self._kinds: dict[str, tuple[str | None, int]] = {}
+
+    def _category_kind(self, category: str) -> tuple[str | None, int]:
+        """(kind, depth in the Biolink tree) of one category; (None, 0) when no ancestor of it is mapped."""
+        if category not in self._kinds:
+            found: tuple[str | None, int] = (None, 0)
+            if category.startswith("biolink:") and self.tk.is_category(_name(category)):
+                ancestors = self.tk.get_ancestors(category, reflexive=True, formatted=True, mixin=False)
+                kind = next((self.kind_of_category[a] for a in ancestors
+                             if a not in _TOO_GENERAL and a in self.kind_of_category), None)
+                found = (kind, len(ancestors)) if kind else (None, 0)
+            self._kinds[category] = found
+        return self._kinds[category]
+
+    def is_category(self, category: str) -> bool:
+        return category.startswith("biolink:") and bool(self.tk.is_category(_name(category)))
+
+    def kind(self, categories: list[str]) -> str | None:
+        """The kind of a node with these categories (most specific first or not): the deepest one that maps."""
+        best: tuple[str | None, int] = (None, 0)
+        for c in categories:
+            kind, depth = self._category_kind(c)
+            if kind and depth > best[1]:
+                best = (kind, depth)
+        return best[0]
+
+    def is_predicate(self, predicate: str) -> bool:
+        return predicate.startswith("biolink:") and bool(self.tk.is_predicate(_name(predicate)))
+
+    def _inverse(self, predicate: str) -> str | None:
+        inverse = getattr(self.tk.get_element(_name(predicate)), "inverse", None)
+        return f"biolink:{inverse.replace(' ', '_')}" if inverse else None
+
+    def metaedge(self, predicate: str, qualifiers: dict[str, str], subject_kind: str,
+                 object_kind: str) -> tuple[Any, bool] | None:
+        """(metaedge, whether the KG edge's head is the statement's subject) for a Biolink statement between nodes
+        of these kinds; `qualifiers` are its QUALIFIER_SLOTS cells that are set. None: no single metaedge says it."""
+        if not self.is_predicate(predicate):
+            return None
+        for ancestor in self.tk.get_ancestors(predicate, reflexive=True, formatted=True, mixin=False):
+            if ancestor in _TOO_GENERAL:
+                continue
+            tries = [(ancestor, False)]
+            inverse = self._inverse(ancestor)
+            if inverse and not qualifiers:  # the inverse statement: its qualifiers would have to be inverted too
+                tries.append((inverse, True))
+            for pred, swapped in tries:
+                s_kind, o_kind = (object_kind, subject_kind) if swapped else (subject_kind, object_kind)
+                fits = [(m, pm) for m, pm in self._by_predicate.get(pred, [])
+                        if pm.qualifiers == qualifiers
+                        and (m.source, m.target) == ((o_kind, s_kind) if pm.invert else (s_kind, o_kind))]
+                if len(fits) > 1:
+                    fits = [f for f in fits if not f[1].lossy] or fits
+                if len(fits) == 1:
+                    m, pm = fits[0]
+                    return m, pm.invert == swapped  # head = the statement's subject unless exactly one swap
+                if fits:
+                    return None  # ambiguous
+        return None
+
+
+def inverse_mapping(schema: KGSchema | None = None) -> InverseMapping:
+    schema = schema or KGSchema.load()
+    return InverseMapping(load_mapping(schema), schema)

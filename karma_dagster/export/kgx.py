@@ -21,6 +21,10 @@ right and only sees the escape text.
 Ids: a node's vocabulary CURIE (DOID:9352, NCBIGene:1000, DRUGBANK:DB00331: prefixes put in Biolink's case) when
 Biolink knows the prefix and no other node has it (seed nodes first); else KARMA:<the KG id>, this export's own
 prefix (Hetionet's Pathway Commons ids have no registered prefix; a new entity may have no vocabulary id).
+
+A seed imported from KGX (export/kgx_import.py) is written back as it was read: its node and edge ids, categories,
+provenance and other columns (kept beside the seed rows), merged with what the KG added since (see `_merged`), so
+export -> import -> export gives the same files. karma_kind carries the node kind for that import.
 """
 
 from __future__ import annotations
@@ -45,12 +49,15 @@ EXTRACTED_SOURCE = "infores:karma-dagster"
 # description: Biolink's node slot, a KG tool instance's comment; karma_class: its tool-created class (category is
 # the Biolink class of its node kind). karma_property: the tool-created properties the edge was stated with
 # (original_predicate stays the KG relation, which such a property is a subproperty of).
+# karma_kind: the KG node kind (category is its Biolink class; two kinds may share one, a kind may have none), so an
+# import of this file (export/kgx_import.py) gets every node's kind back.
 NODE_COLUMNS = ("id", "category", "name", "synonym", "xref", "provided_by", "karma_id", "karma_source",
-                "karma_first_seen", "karma_last_seen", "description", "karma_class")
+                "karma_first_seen", "karma_last_seen", "description", "karma_class", "karma_kind")
 EDGE_COLUMNS = ("id", "subject", "predicate", "object", *QUALIFIER_SLOTS, "knowledge_level", "agent_type",
                 "primary_knowledge_source", "has_confidence_score", "original_predicate", "karma_metaedge",
                 "karma_n_evidence", "karma_documents", "karma_first_seen", "karma_last_seen", "karma_property")
 REQUIRED_NODE = ("id", "category")
+SWAP = "_swap"  # a KGX-imported edge's attribute: the file's subject was the KG edge's tail
 CURIE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*:[^\s|]+$")
 
 
@@ -109,7 +116,14 @@ def node_ids(snap: Snapshot, mapping: BiolinkMapping) -> dict[str, str]:
         known.update({p.lower(): p for p in prefixes})
     out: dict[str, str] = {}
     taken: set[str] = set()
+    for n in snap.nodes:  # a node a KGX import read keeps that file's id (attrs: export/kgx_import.py)
+        kept = (n.attrs or {}).get("id")
+        if kept and CURIE.match(kept) and kept not in taken:
+            out[n.id] = kept
+            taken.add(kept)
     for n in sorted(snap.nodes, key=lambda n: n.source != "seed"):  # a seed node keeps its CURIE over a newcomer
+        if n.id in out:
+            continue
         curie = None
         if n.vocab_id and CURIE.match(n.vocab_id):
             prefix, local = n.vocab_id.split(":", 1)
@@ -128,21 +142,28 @@ def write_kgx(snap: Snapshot, out_dir: Path, seed_source: str = SEED_SOURCE) -> 
     mapping = biolink.load_mapping(snap.schema_)
     ids = node_ids(snap, mapping)
     unmapped_nodes: dict[str, int] = {}
+    node_columns = (*NODE_COLUMNS, *_extra_columns((n.attrs for n in snap.nodes), NODE_COLUMNS))
     with open(out_dir / NODES, "w", encoding="utf-8", newline="") as fh:
         w = _TSVWriter(fh)
-        w.writerow(NODE_COLUMNS)
+        w.writerow(node_columns)
         for n in snap.nodes:
             category = mapping.category(n.kind)
             if category == NAMED_THING:
                 unmapped_nodes[n.kind] = unmapped_nodes.get(n.kind, 0) + 1
             xref = [n.vocab_id] if n.vocab_id and n.vocab_id != ids[n.id] else []
-            w.writerow([_cell(ids[n.id]), category, _cell(n.name), _multi(n.synonyms), _multi(xref),
-                        seed_source if n.source == "seed" else EXTRACTED_SOURCE, _cell(n.id), n.source,
-                        _cell(n.first_seen), _cell(n.last_seen), _cell(n.comment), _cell(n.class_label)])
+            cells = dict(zip(NODE_COLUMNS, [
+                _cell(ids[n.id]), category, _cell(n.name), _multi(n.synonyms), _multi(xref),
+                seed_source if n.source == "seed" else EXTRACTED_SOURCE, _cell(n.id), n.source,
+                _cell(n.first_seen), _cell(n.last_seen), _cell(n.comment), _cell(n.class_label), _cell(n.kind)],
+                strict=True))
+            if n.attrs is not None:
+                cells = _imported_node(cells, n.attrs)
+            w.writerow([cells.get(c, "") for c in node_columns])
     unmapped_edges: dict[str, int] = {}
+    edge_columns = (*EDGE_COLUMNS, *_extra_columns((e.attrs for e in snap.edges), EDGE_COLUMNS))
     with open(out_dir / EDGES, "w", encoding="utf-8", newline="") as fh:
         w = _TSVWriter(fh)
-        w.writerow(EDGE_COLUMNS)
+        w.writerow(edge_columns)
         for e in snap.edges:
             me = snap.metaedge_of(e)
             pm = mapping.predicates.get(me.abbrev) if me is not None and me.relation == e.relation else None
@@ -157,14 +178,17 @@ def write_kgx(snap: Snapshot, out_dir: Path, seed_source: str = SEED_SOURCE) -> 
                     subject, obj = obj, subject
             docs = sorted({ev.doc_key for ev in snap.evidence_by_edge.get(e.key, [])})
             digest = hashlib.sha1(f"{snap.namespace}\x1f{e.head_id}\x1f{e.relation}\x1f{e.tail_id}".encode())
-            w.writerow([
+            cells = dict(zip(EDGE_COLUMNS, [
                 f"{OWN_PREFIX}:edge-{digest.hexdigest()[:20]}", subject, predicate, obj,
                 *(qualifiers.get(q, "") for q in QUALIFIER_SLOTS), "knowledge_assertion",
                 "not_provided" if e.in_seed else "text_mining_agent",
                 seed_source if e.in_seed else EXTRACTED_SOURCE, f"{e.confidence:.6g}",
-                f"{OWN_PREFIX}:{quote(e.relation, safe='')}", me.abbrev if me else "", e.n_evidence, _multi(docs),
+                f"{OWN_PREFIX}:{quote(e.relation, safe='')}", me.abbrev if me else "", str(e.n_evidence), _multi(docs),
                 _cell(e.first_seen), _cell(e.last_seen), _multi(snap.created_properties(e)),
-            ])
+            ], strict=True))
+            if e.attrs is not None:
+                cells = _imported_edge(cells, e.attrs, ids[e.head_id], ids[e.tail_id])
+            w.writerow([cells.get(c, "") for c in edge_columns])
     check = validate_kgx(out_dir / NODES, out_dir / EDGES)
     if not check.ok:
         raise ValueError(f"KGX export of {snap.namespace} failed its own validation: {check.errors[:5]}")
@@ -186,6 +210,70 @@ def write_kgx(snap: Snapshot, out_dir: Path, seed_source: str = SEED_SOURCE) -> 
     counts = {"nodes": check.n_nodes, "edges": check.n_edges,
               "nodes_named_thing": sum(unmapped_nodes.values()), "edges_related_to": sum(unmapped_edges.values())}
     return [NODES, EDGES], counts, report
+
+
+# ---------------------------------------------------------------- rows a KGX import read (export/kgx_import.py)
+# What the import kept of a row (its attrs: the file's cells, as written) is written back, so export -> import ->
+# export gives the same files; what the KG computes is merged with it: names and synonyms, kind and metaedge,
+# confidence (the seed confidence the file gave, combined with the evidence merged since) are the KG's; evidence
+# counts, documents and tool properties add up; first/last seen widen; a comment or class the KG now has wins.
+# provided_by and primary_knowledge_source are the file's, empty if it gave none (never this export's default).
+_FROM_FILE_ONLY = ("provided_by", "primary_knowledge_source", *QUALIFIER_SLOTS)
+
+
+def _extra_columns(all_attrs: Iterable[dict[str, str] | None], columns: tuple[str, ...]) -> list[str]:
+    """The imported file's columns this export has none of (publications, in_taxon...), sorted."""
+    extra = {k for attrs in all_attrs if attrs for k in attrs}
+    return sorted(k for k in extra if k not in columns and not k.startswith("_"))
+
+
+def _dates(a: str, b: str, pick) -> str:  # noqa: ANN001 - min or max
+    both = [d for d in (a, b) if d]
+    return pick(both) if both else ""
+
+
+def _union(a: str, b: str) -> str:
+    values = {unescape(v) for cell in (a, b) for v in cell.split("|") if v}
+    return _multi(sorted(values))
+
+
+def _merged(cells: dict[str, str], attrs: dict[str, str]) -> dict[str, str]:
+    out = dict(cells)
+    for col, value in attrs.items():
+        if col.startswith("_") or col in ("karma_first_seen", "karma_last_seen", "description", "karma_class",
+                                          "karma_n_evidence", "karma_documents", "karma_property"):
+            continue
+        out[col] = value
+    for col in _FROM_FILE_ONLY:
+        if col in cells:
+            out[col] = attrs.get(col, "")
+    out["karma_first_seen"] = _dates(cells.get("karma_first_seen", ""), attrs.get("karma_first_seen", ""), min)
+    out["karma_last_seen"] = _dates(cells.get("karma_last_seen", ""), attrs.get("karma_last_seen", ""), max)
+    return out
+
+
+def _imported_node(cells: dict[str, str], attrs: dict[str, str]) -> dict[str, str]:
+    out = _merged(cells, attrs)
+    for col in ("id", "name", "synonym", "karma_id", "karma_kind"):  # the KG's (id: node_ids chose the file's)
+        out[col] = cells[col]
+    for col in ("description", "karma_class"):
+        out[col] = cells[col] or attrs.get(col, "")
+    return out
+
+
+def _imported_edge(cells: dict[str, str], attrs: dict[str, str], head: str, tail: str) -> dict[str, str]:
+    out = _merged(cells, attrs)
+    out["subject"], out["object"] = (tail, head) if attrs.get(SWAP) else (head, tail)
+    for col in ("has_confidence_score", "karma_metaedge"):
+        out[col] = cells[col]
+    try:
+        earlier = int(attrs.get("karma_n_evidence") or 0)
+    except ValueError:
+        earlier = 0
+    out["karma_n_evidence"] = str(earlier + int(cells["karma_n_evidence"]))
+    for col in ("karma_documents", "karma_property"):
+        out[col] = _union(cells[col], attrs.get(col, ""))
+    return out
 
 
 def _rows(path: Path) -> tuple[list[str], list[list[str]]]:

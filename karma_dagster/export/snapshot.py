@@ -9,6 +9,7 @@ connection (KGStore.export_snapshot), keeps nodes, edges and evidence consistent
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -32,6 +33,7 @@ class SnapshotNode(BaseModel):
     synonyms: list[str]
     comment: str | None = None  # a KG tool instance's comment (create_instance)
     class_label: str | None = None  # its tool-created class (kind: the schema kind that class leads to)
+    attrs: dict[str, str] | None = None  # a seed node a KGX import read: the file's other cells (seed_node_attrs)
 
 
 class SnapshotEdge(BaseModel):
@@ -47,6 +49,7 @@ class SnapshotEdge(BaseModel):
     n_docs: int
     in_seed: bool
     sources: list[str]
+    attrs: dict[str, str] | None = None  # a seed edge a KGX import read: the file's other cells (seed_edge_attrs)
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -70,6 +73,9 @@ class EvidenceRow(BaseModel):
     prompt_version: str
     run_id: str
     property: str | None = None  # the tool-created property the triple was stated with (relation: its ancestor's)
+    # publication | arrival | configured: whether `date` is the paper's publication date (ingest/dates.py);
+    # None: a review decision or tool statement, or merged before it was recorded
+    date_source: str | None = None
 
 
 class Supersession(BaseModel):
@@ -157,11 +163,16 @@ def read_snapshot(store: KGStore, namespace: str, as_of: dt.date | None, schema:
     """The namespace's graph as of `as_of` (None = everything); edges with an end that is no node then are
     set apart (dangling_edges) so no format writes an edge to nowhere."""
     raw = store.export_snapshot(namespace, as_of)
-    nodes = [SnapshotNode(**r) for r in raw["nodes"]]
+    node_attrs = {r["id"]: json.loads(r["attrs"]) for r in raw.get("node_attrs", [])}
+    edge_attrs = {(r["head_id"], r["relation"], r["tail_id"]): json.loads(r["attrs"])
+                  for r in raw.get("edge_attrs", [])}
+    nodes = [SnapshotNode(**r, attrs=node_attrs.get(r["id"]) if r["source"] == "seed" else None) for r in raw["nodes"]]
     ids = {n.id for n in nodes}
     edges, dangling = [], []
     for r in raw["edges"]:
-        e = SnapshotEdge(**{**r, "confidence": float(r["confidence"]), "sources": list(r["sources"] or [])})
+        attrs = edge_attrs.get((r["head_id"], r["relation"], r["tail_id"])) if r["in_seed"] else None
+        e = SnapshotEdge(**{**r, "confidence": float(r["confidence"]), "sources": list(r["sources"] or []),
+                            "attrs": attrs})
         (edges if e.head_id in ids and e.tail_id in ids else dangling).append(e)
     kept = {e.key for e in edges}
     evidence = [EvidenceRow(**r) for r in raw["evidence"] if (r["head_id"], r["relation"], r["tail_id"]) in kept]

@@ -208,6 +208,8 @@ def _annotation_properties(g: Graph, v: Vocab) -> None:
         "runId": "the Dagster run that merged it",
         "supersededBy": "the statement that replaced this one (the conflict agent's adjudication)",
         "property": "the tool-created property the triple was stated with (a subproperty of the statement's)",
+        "dateSource": "publication | arrival | configured: whether the evidence's date (prov:generatedAtTime) is "
+                      "its paper's publication date, the day the paper arrived, or the storage setting `undated`",
     }
     for name, comment in labels.items():
         p = v.karma[name]
@@ -274,6 +276,8 @@ def _evidence(g: Graph, v: Vocab, ns: str, ev) -> URIRef:  # noqa: ANN001 - Evid
     g.add((e, PROV.wasAttributedTo, v.agent[v.local(ev.backbone)]))
     if ev.property:
         g.add((e, v.karma.property, v.relation_iri(ev.property)))
+    if ev.date_source:
+        g.add((e, v.karma.dateSource, Literal(ev.date_source)))
     return e
 
 

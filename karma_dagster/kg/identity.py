@@ -84,9 +84,30 @@ class Crosswalk:
         return _load(str(vocab_dir or data_file("vocab")))
 
     def node_ids(self, node_id: str) -> frozenset[str]:
-        """Every id a node goes by: its own (in its one spelling) and its cross-references."""
+        """Every id a node goes by: its own (in its one spelling) and its cross-references, those listed for its
+        id or, for a node whose id is a CURIE (a KGX import's DOID:9352), for the node its CURIE names
+        (Disease::DOID:9352)."""
         own = curie_key(node_id)
-        return frozenset({own} if own else set()) | self.xrefs.get(node_id, frozenset())
+        by_key = self._by_key().get(own, frozenset()) if own else frozenset()
+        return frozenset({own} if own else set()) | self.xrefs.get(node_id, frozenset()) | by_key
+
+    def with_xrefs(self, more: Mapping[str, Iterable[str]]) -> "Crosswalk":
+        """This crosswalk plus cross-references of the KG's own (node id -> ids: a KGX import's xref column)."""
+        merged = {k: set(v) for k, v in self.xrefs.items()}
+        for node_id, ids in more.items():
+            keys = {k for k in map(curie_key, ids) if k}
+            if keys:
+                merged.setdefault(node_id, set()).update(keys)
+        return Crosswalk({k: frozenset(v) for k, v in merged.items()}, self.entry_terms)
+
+    def _by_key(self) -> Mapping[str, frozenset[str]]:
+        if "_keyed" not in self.__dict__:
+            keyed: dict[str, set[str]] = defaultdict(set)
+            for node_id, keys in self.xrefs.items():
+                if own := curie_key(node_id):
+                    keyed[own] |= keys
+            object.__setattr__(self, "_keyed", {k: frozenset(v) for k, v in keyed.items()})
+        return self.__dict__["_keyed"]
 
     def nodes_of(self, key: str) -> frozenset[str]:
         """The node ids that have this id (a curie key) among their cross-references."""

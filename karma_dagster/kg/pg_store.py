@@ -357,6 +357,10 @@ class PgKGStore(KGStore):
 
             raise duckdb.ConstraintException(f"schema_extension: {_first_line(exc)}") from exc
 
+    @staticmethod
+    def _has_table(con, name: str) -> bool:  # noqa: ANN001 - a PgConnection
+        return bool(con.execute("SELECT to_regclass(?::text) IS NOT NULL", [name]).fetchone()[0])
+
     def export_snapshot(self, namespace: str, as_of: dt.date | None = None) -> dict[str, list[dict]]:
         p = {"ns": namespace, "as_of": as_of}
         queries = {
@@ -373,8 +377,9 @@ class PgKGStore(KGStore):
         }
         out: dict[str, list[dict]] = {}
         with self.connect(read_only=True) as con:
-            for name, sql in queries.items():
-                cur = con.execute(sql, p)
+            has_attrs = self._has_table(con, "seed_node_attrs")
+            for name, sql in {**queries, **(kg_store.SEED_ATTRS_SQL if has_attrs else {})}.items():
+                cur = con.execute(sql, p if name in queries else None)
                 cols = [d[0] for d in cur.description or []]
                 out[name] = [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
         return out

@@ -42,6 +42,8 @@ class SeedImportStats(BaseModel):
     nodes_by_kind: dict[str, int]
     edges_by_metaedge: dict[str, int]
     seconds: float
+    # a KGX import: what it left out and why ({"nodes"|"edges": {reason: {"count", "examples"}}}, export/kgx_import.py)
+    refused: dict[str, dict[str, dict[str, object]]] = {}
 
 
 def hetionet_vocab_id(node_id: str, kind: str) -> str | None:
@@ -180,18 +182,40 @@ def _import(
     kept = {n.id for n in nodes}
     edges, filtered = read_edges(edges_path, all_nodes, kept, seed_confidence)
 
+    n_synonyms = write_seed(store, nodes, edges)
+    return SeedImportStats(
+        n_nodes=len(nodes), n_edges=len(edges), n_synonyms=n_synonyms, n_edges_filtered=filtered,
+        synonyms_rejected=rejected.figures(),
+        nodes_by_kind=dict(sorted(Counter(n.kind for n in nodes).items())),
+        edges_by_metaedge=dict(sorted(Counter(e[3] for e in edges).items())),
+        seconds=round(time.perf_counter() - t0, 3),
+    )
+
+
+SeedEdge = tuple[str, str, str, str, float]  # head_id, relation, tail_id, metaedge abbreviation, confidence
+
+
+def write_seed(store: KGStore, nodes: list[NodeIn], edges: list[SeedEdge], node_attrs: dict[str, str] | None = None,
+               edge_attrs: dict[tuple[str, str, str], str] | None = None) -> int:
+    """Replace the seed tables with these rows in one transaction (all or nothing; evidence and extracted nodes are
+    never touched); `*_attrs`: a KGX import's other cells per node id / (head, relation, tail), as JSON. Returns the
+    number of synonyms written."""
     node_df = pd.DataFrame(
         {"id": [n.id for n in nodes], "name": [n.name for n in nodes], "kind": [n.kind for n in nodes],
          "vocab_id": [n.vocab_id for n in nodes]}
     )
     syn_df = pd.DataFrame([(n.id, s) for n in nodes for s in n.synonyms], columns=["id", "synonym"])
     edge_df = pd.DataFrame(edges, columns=["head_id", "relation", "tail_id", "metaedge", "confidence"])
+    node_attr_df = pd.DataFrame(list((node_attrs or {}).items()), columns=["id", "attrs"])
+    edge_attr_df = pd.DataFrame([(*k, v) for k, v in (edge_attrs or {}).items()],
+                                columns=["head_id", "relation", "tail_id", "attrs"])
     with store.connect() as con:
         con.execute("BEGIN TRANSACTION")
         try:
             # Drop and recreate rather than DELETE: re-inserting the same keys makes DuckDB's commit ~25x slower.
             con.execute(
-                "DROP TABLE IF EXISTS seed_edges; DROP TABLE IF EXISTS node_synonyms; DROP TABLE IF EXISTS seed_nodes"
+                "DROP TABLE IF EXISTS seed_edges; DROP TABLE IF EXISTS node_synonyms; DROP TABLE IF EXISTS seed_nodes; "
+                "DROP TABLE IF EXISTS seed_node_attrs; DROP TABLE IF EXISTS seed_edge_attrs"
             )
             con.execute(SEED_DDL)
             con.register("_n", node_df)
@@ -203,6 +227,13 @@ def _import(
                 "INSERT INTO seed_edges SELECT head_id::VARCHAR, relation::VARCHAR, tail_id::VARCHAR, "
                 "metaedge::VARCHAR, confidence::DOUBLE FROM _e"
             )
+            if len(node_attr_df):
+                con.register("_na", node_attr_df)
+                con.execute("INSERT INTO seed_node_attrs SELECT id::VARCHAR, attrs::VARCHAR FROM _na")
+            if len(edge_attr_df):
+                con.register("_ea", edge_attr_df)
+                con.execute("INSERT INTO seed_edge_attrs SELECT head_id::VARCHAR, relation::VARCHAR, "
+                            "tail_id::VARCHAR, attrs::VARCHAR FROM _ea")
             con.execute("COMMIT")
         except BaseException:
             try:
@@ -210,13 +241,7 @@ def _import(
             except Exception:  # noqa: BLE001
                 pass
             raise
-    return SeedImportStats(
-        n_nodes=len(nodes), n_edges=len(edges), n_synonyms=len(syn_df), n_edges_filtered=filtered,
-        synonyms_rejected=rejected.figures(),
-        nodes_by_kind=dict(sorted(Counter(n.kind for n in nodes).items())),
-        edges_by_metaedge=dict(sorted(Counter(e[3] for e in edges).items())),
-        seconds=round(time.perf_counter() - t0, 3),
-    )
+    return len(syn_df)
 
 
 def import_hetionet(

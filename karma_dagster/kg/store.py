@@ -180,6 +180,13 @@ CREATE TABLE IF NOT EXISTS seed_edges(
     head_id VARCHAR NOT NULL, relation VARCHAR NOT NULL, tail_id VARCHAR NOT NULL, metaedge VARCHAR NOT NULL,
     confidence DOUBLE NOT NULL CHECK (confidence >= 0 AND confidence <= 1),
     PRIMARY KEY (head_id, relation, tail_id));
+-- What a KGX import read beside the graph (export/kgx_import.py): a seed node's or edge's KGX columns the tables above
+-- do not hold (its KGX id, categories, provenance, publications...) as a JSON object of the file's cells, so an
+-- export writes them back (export/kgx.py). Emptied by every seed import; no rows for a Hetionet or generic one.
+CREATE TABLE IF NOT EXISTS seed_node_attrs(id VARCHAR PRIMARY KEY, attrs VARCHAR NOT NULL);
+CREATE TABLE IF NOT EXISTS seed_edge_attrs(
+    head_id VARCHAR NOT NULL, relation VARCHAR NOT NULL, tail_id VARCHAR NOT NULL, attrs VARCHAR NOT NULL,
+    PRIMARY KEY (head_id, relation, tail_id));
 -- A namespace's edge count as its last merge left it, with the state it was counted in (kg/sizes.py): a merge
 -- updates it from the edges it touched instead of counting the whole graph. A seed (re-)import empties it.
 CREATE TABLE IF NOT EXISTS kg_sizes(
@@ -190,6 +197,9 @@ DELETE FROM kg_sizes;
 DDL = SEED_DDL + """
 -- comment / class_label: a KG tool instance's comment and its tool-created class (NULL otherwise); evidence.property:
 -- the tool-created property a triple was stated with (its `relation` is the schema relation that property leads to).
+-- evidence.date_source: publication | arrival | configured, the date source of its document when merged (its
+-- date is the paper's publication date only for 'publication'; NULL: a review decision, a KG tool statement, or
+-- a row merged before it was recorded); ingest/dates.py.
 CREATE TABLE IF NOT EXISTS extracted_nodes(
     namespace VARCHAR NOT NULL DEFAULT 'local', id VARCHAR NOT NULL, name VARCHAR NOT NULL, kind VARCHAR NOT NULL,
     vocab_id VARCHAR, synonyms VARCHAR[], doc_key VARCHAR NOT NULL, date DATE NOT NULL, run_id VARCHAR NOT NULL,
@@ -199,7 +209,7 @@ CREATE TABLE IF NOT EXISTS evidence(
     triple_id VARCHAR NOT NULL, head_id VARCHAR NOT NULL, relation VARCHAR NOT NULL, tail_id VARCHAR NOT NULL,
     metaedge VARCHAR, score DOUBLE NOT NULL CHECK (score >= 0 AND score <= 1), segment_id VARCHAR NOT NULL,
     evidence VARCHAR NOT NULL, backbone VARCHAR NOT NULL, prompt_version VARCHAR NOT NULL, run_id VARCHAR NOT NULL,
-    merged_at TIMESTAMP NOT NULL, property VARCHAR, PRIMARY KEY (namespace, doc_key, triple_id));
+    merged_at TIMESTAMP NOT NULL, property VARCHAR, date_source VARCHAR, PRIMARY KEY (namespace, doc_key, triple_id));
 CREATE TABLE IF NOT EXISTS increments(
     namespace VARCHAR NOT NULL DEFAULT 'local', date DATE NOT NULL, n_docs INTEGER NOT NULL,
     n_new_nodes INTEGER NOT NULL, n_new_edges INTEGER NOT NULL, n_reinforced INTEGER NOT NULL,
@@ -298,7 +308,7 @@ CREATE OR REPLACE VIEW edges AS SELECT * FROM kg_edges_all(NULL);
 # (KGStore._init_schema, PgKGStore._init_schema), nullable, so rows merged before read as NULL. A fresh store has
 # them from its CREATE TABLE (same place: the end of the table), where these statements change nothing.
 ADDED_COLUMNS = (("extracted_nodes", "comment", "VARCHAR"), ("extracted_nodes", "class_label", "VARCHAR"),
-                 ("evidence", "property", "VARCHAR"))
+                 ("evidence", "property", "VARCHAR"), ("evidence", "date_source", "VARCHAR"))
 
 
 def added_columns_ddl() -> list[str]:
@@ -709,13 +719,16 @@ class KGStore:
 
     def edge_evidence(self, head_id: str, relation: str, tail_id: str, namespace: str = DEFAULT_NAMESPACE) -> list[dict]:
         """Every evidence row of one edge in the namespace (oldest first): who stated it, where and when, and the
-        tool-created property it was stated with (`property`, None for a schema relation's)."""
+        tool-created property it was stated with (`property`, None for a schema relation's), and whether its date
+        is the paper's publication date (`date_source`: publication | arrival | configured; None: not a catalog
+        document, or merged before this was recorded)."""
         rows = self._fetch(
-            "SELECT date, doc_key, triple_id, score, segment_id, evidence, backbone, prompt_version, run_id, property "
+            "SELECT date, doc_key, triple_id, score, segment_id, evidence, backbone, prompt_version, run_id, property, "
+            "date_source "
             "FROM evidence WHERE namespace = ? AND head_id = ? AND relation = ? AND tail_id = ? "
             "ORDER BY date, doc_key, triple_id", [namespace, head_id, relation, tail_id])
         keys = ("date", "doc_key", "triple_id", "score", "segment_id", "evidence", "backbone", "prompt_version",
-                "run_id", "property")
+                "run_id", "property", "date_source")
         return [dict(zip(keys, r, strict=True)) for r in rows]
 
     # ------------------------------------------------------------ KG tools: classes and properties they add
@@ -754,6 +767,17 @@ class KGStore:
         """Every namespace the store knows ('local' always; backbones once they merged something)."""
         return sorted(r[0] for r in self._fetch("SELECT namespace FROM namespaces"))
 
+    @staticmethod
+    def _has_table(con, name: str) -> bool:  # noqa: ANN001 - this engine's connection
+        return bool(con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [name]).fetchone()[0])
+
+    def seed_node_attrs(self) -> dict[str, str]:
+        """node id -> the KGX cells a KGX import kept of it (JSON; export/kgx_import.py); {} when it kept none."""
+        with self.connect(read_only=True) as con:
+            if not self._has_table(con, "seed_node_attrs"):  # a store made before the table, never re-imported
+                return {}
+            return dict(con.execute("SELECT id, attrs FROM seed_node_attrs").fetchall())
+
     def export_snapshot(self, namespace: str, as_of: dt.date | None = None) -> dict[str, list[dict]]:
         """The namespace's graph as of a date, read in one connection so the parts agree: nodes (with synonyms
         known by then), edges (kg_edges: support dated <= as_of, superseded support dropped), the live evidence
@@ -772,8 +796,9 @@ class KGStore:
         }
         out: dict[str, list[dict]] = {}
         with self.connect(read_only=True) as con:
-            for name, sql in queries.items():
-                cur = con.execute(sql, p)
+            has_attrs = self._has_table(con, "seed_node_attrs")
+            for name, sql in {**queries, **(SEED_ATTRS_SQL if has_attrs else {})}.items():
+                cur = con.execute(sql, p if name in queries else None)
                 cols = [d[0] for d in cur.description]
                 out[name] = [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
         return out
@@ -833,10 +858,14 @@ SELECT n.id, n.name, n.kind, n.source, n.vocab_id, n.first_seen, n.last_seen, n.
 FROM kg_nodes($ns, as_of := $as_of::DATE) n LEFT JOIN syns s USING (id) LEFT JOIN notes x USING (id) ORDER BY n.id
 """
 
+# export_snapshot: what a KGX import kept of the seed rows (a store made before seed_node_attrs existed has none)
+SEED_ATTRS_SQL = {"node_attrs": "SELECT id, attrs FROM seed_node_attrs",
+                  "edge_attrs": "SELECT head_id, relation, tail_id, attrs FROM seed_edge_attrs"}
+
 # export_snapshot: the evidence rows kg_edges counts as of the date (superseded support left out)
 _EXPORT_EVIDENCE_SQL = """
 SELECT e.head_id, e.relation, e.tail_id, e.date, e.doc_key, e.triple_id, e.score, e.segment_id, e.evidence,
-    e.backbone, e.prompt_version, e.run_id, e.property
+    e.backbone, e.prompt_version, e.run_id, e.property, e.date_source
 FROM evidence e LEFT JOIN kg_superseded($as_of::DATE, only_ns := $ns) x USING (namespace, head_id, relation, tail_id)
 WHERE e.namespace = $ns AND ($as_of::DATE IS NULL OR e.date <= $as_of::DATE)
     AND (x.superseded_on IS NULL OR e.date > x.superseded_on)
