@@ -44,7 +44,7 @@ def test_module_definitions_load_with_every_stage_grouped_and_partitioned():
     assert "documents_merged" in checks
     assert not graph.get_check_spec(dg.AssetCheckKey(kg.key, "documents_merged")).blocking
     assert {s.name for s in defs.sensors} == {"new_papers", "kg_increments", "prompt_versions", "karma_freshness",
-                                              "review_decisions", "questions"}
+                                              "review_decisions", "questions", "literature_feed"}
 
 
 def test_backbones_file_keeps_keys_out_and_each_backbone_gets_its_own_chain():

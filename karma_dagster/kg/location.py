@@ -30,7 +30,8 @@ URL_FORM = "postgresql://user[:password]@host[:port]/database"
 MASK = "***"
 # URLs that may carry credentials, besides the ones stores are opened with (shared_storage's and the lock's)
 SECRET_URL_ENVS = (KG_URL_ENV, "KARMA_STORAGE_URL", "KARMA_LOCK_URL")
-SECRET_ENVS = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")  # passed to LanceDB's object store (shared_storage)
+# passed to LanceDB's object store (shared_storage); the literature feed's NCBI key (ingest/feed/settings.py)
+SECRET_ENVS = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "NCBI_API_KEY")
 
 # query keys whose values say how to connect, not who connects: shown, and not scrubbed from messages
 HARMLESS_KEYS = frozenset({"sslmode", "connect_timeout", "target_session_attrs", "gssencmode", "channel_binding",
