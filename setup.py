@@ -1,4 +1,5 @@
-"""Bundles the project's shipped files (prompts/, data/, backbones.yaml) into the wheel as package data.
+"""Bundles the project's shipped files (prompts/, data/, backbones.yaml, dagster_home/dagster.yaml) into the wheel
+as package data.
 
 They live at the project root (prompts/ is a required top-level name) and `karma_dagster.paths` finds them
 there in a checkout; a non-editable install finds this copy under karma_dagster/_bundled/ instead.
@@ -12,7 +13,9 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
-SHIPPED = ("prompts", "data", "backbones.yaml")  # what karma_dagster.paths.project_root() must hold
+# what karma_dagster.paths.project_root() must hold; dagster_home/dagster.yaml is the instance config `karma init`
+# copies into a new project (only that file: the rest of dagster_home/ is run-time data)
+SHIPPED = ("prompts", "data", "backbones.yaml", "dagster_home/dagster.yaml")
 
 
 class BuildWithShippedFiles(build_py):

@@ -1,7 +1,8 @@
 """`karma`: the main job, the KG import, date-range backfills and the report, from a shell.
 
-Everything runs against the Dagster instance in $DAGSTER_HOME (default: the repo's dagster_home/), so what
-the commands do shows in the UI afterwards.
+Everything runs against the Dagster instance in $DAGSTER_HOME (default: the project's dagster_home/, else the
+repo's), so what the commands do shows in the UI afterwards. The project is $KARMA_PROJECT, else the current
+directory when it holds a karma.yaml (`karma init DIR` writes one), else none: the package's defaults.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import NoReturn
 def _defs(args: argparse.Namespace):
     from karma_dagster.config import read_backbones
     from karma_dagster.definitions import build_definitions
+    from karma_dagster.paths import backbones_label
     from karma_dagster.resources.backbones import backbone_configs_from_file
     from karma_dagster.resources.storage import KarmaStorageResource
 
@@ -34,9 +36,11 @@ def _defs(args: argparse.Namespace):
         if keyless:
             raise UsageError(f"--backbone {', '.join(keyless)}: NOT CONFIGURED")
         configs = {b: configs.get(b) or config_of(entries[b]) for b in args.backbone}
-    storage = KarmaStorageResource(inbox=getattr(args, "inbox", "") or "", data_dir=getattr(args, "data_dir", "") or "")
+    storage = KarmaStorageResource(inbox=getattr(args, "inbox", "") or "", data_dir=getattr(args, "data_dir", "") or "",
+                                   undated=getattr(args, "undated", "") or "")
     # every backbone of the file, so backbones_status lists the disabled and NOT CONFIGURED ones too
-    return build_definitions(backbones=configs, storage=storage, statuses=read_backbones().statuses())
+    return build_definitions(backbones=configs, storage=storage, statuses=read_backbones().statuses(),
+                             backbones_source=backbones_label())
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -78,7 +82,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     items not in the KG as their date's merge takes them (never merged, or that merge failed) count as unmerged."""
     from karma_dagster import runner
 
-    states = runner.document_states(_defs(args), runner.instance())
+    defs = _defs(args)
+    states = runner.document_states(defs, runner.instance())
     names = ("registered", "evaluated", "merged", "unmerged", "failed", "pending")
     print("| backbone | " + " | ".join(names) + " |")
     print("|---|" + "---|" * len(names))
@@ -94,7 +99,17 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(f"{ns}: {len(state.reviewed)} accepted review item(s) merged")
         for key, why in sorted(state.failed.items()):
             print(f"{ns}: failed {key}: {why}")
+    _print_undated(defs.resources["storage"].catalog_path())  # type: ignore[index, union-attr]
     return 0
+
+
+def _print_undated(path: Path) -> None:
+    """Which documents have no publication date and why, and what `undated: skip` kept out (ingest/undated.py)."""
+    from karma_dagster.ingest.catalog import Catalog
+    from karma_dagster.ingest.undated import undated_summary
+
+    if path.exists() and (lines := undated_summary(Catalog(path)).lines()):
+        print("\n" + "\n".join(lines))
 
 
 def _print_comparison(defs, inst) -> bool:  # noqa: ANN001
@@ -157,12 +172,19 @@ def cmd_gold_eval(args: argparse.Namespace) -> int:
 
 def cmd_import_kg(args: argparse.Namespace) -> int:
     from karma_dagster import runner
+    from karma_dagster.assets.seed_kg import import_summary
 
     for option, given in (("--nodes", args.nodes), ("--edges", args.edges)):
         if given and not Path(given).is_file():  # before a Dagster run is launched for it
             raise UsageError(f"{option} {given}: " + ("a folder, not a file" if Path(given).is_dir() else "no such file"))
-    ok = runner.import_kg(_defs(args), runner.instance(), args.nodes or "", args.edges or "", args.format, reimport=True)
+    if args.format == "kgx" and not (args.nodes and args.edges):
+        raise UsageError("--format kgx: give the graph's files, --nodes NODES.tsv[.gz] --edges EDGES.tsv[.gz]")
+    inst = runner.instance()
+    ok = runner.import_kg(_defs(args), inst, args.nodes or "", args.edges or "", args.format, reimport=True,
+                          on_failure=lambda error: print(f"karma import-kg: {error}", file=sys.stderr))
     print("seed KG imported and indexed" if ok else "seed KG import FAILED (see the import_kg run in the UI)")
+    for line in import_summary(inst) if ok else []:
+        print(line)
     return 0 if ok else 1
 
 
@@ -212,11 +234,14 @@ def cmd_ledger(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from karma_dagster.ingest.catalog import Catalog
     from karma_dagster.report import build_report
 
     defs = _defs(args)
     storage = defs.resources["storage"]  # type: ignore[index]
-    report = build_report(storage.stage_store(), storage.kg_store(), defs.resources["backbones"].names())  # type: ignore[index, union-attr]
+    catalog = Catalog(storage.catalog_path()) if storage.catalog_path().exists() else None  # type: ignore[union-attr]
+    report = build_report(storage.stage_store(), storage.kg_store(), defs.resources["backbones"].names(),  # type: ignore[index, union-attr]
+                          catalog=catalog)
     print(report.markdown())
     return 0
 
@@ -287,7 +312,8 @@ USAGE_ERRORS = frozenset({
     "karma_dagster.cogmg.questions.QuestionFileError", "karma_dagster.kg.schema.SchemaError",
     "karma_dagster.prompts.PromptError", "karma_dagster.kg.names.NameRejected",
     "karma_dagster.cogmg.decompose_local.NoLinkableEntity", "karma_dagster.removal.UnknownDocument",
-    "karma_dagster.shared_storage.StorageURLError", "karma_dagster.cli.UsageError", "pydantic_core._pydantic_core.ValidationError",
+    "karma_dagster.shared_storage.StorageURLError", "karma_dagster.project.discover.ProjectError",
+    "karma_dagster.project.starter.InitError", "karma_dagster.cli.UsageError", "pydantic_core._pydantic_core.ValidationError",
 })
 DISK_FULL = ("no space left on device", "database or disk is full", "disk is full", "disk full")
 
@@ -358,7 +384,10 @@ def _data_dir(argv: list[str]) -> Path:
         return Path(given)
     from karma_dagster.paths import default_data_dir
 
-    return default_data_dir()
+    try:
+        return default_data_dir()
+    except ValueError:  # a wrong $KARMA_PROJECT: the error being explained says so
+        return Path("dagster_home")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -374,6 +403,7 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in argv  # a global flag, taken wherever it is typed
     argv = [a for a in argv if a != "--debug"]
     command = next((a for a in argv if not a.startswith("-")), "")
+    previous = _say_which_backbones_file(command)
     try:
         return _main(argv)
     except SystemExit as exc:
@@ -395,6 +425,25 @@ def main(argv: list[str] | None = None) -> int:
         line, code = explain(command, exc, _data_dir(argv))
         print(line, file=sys.stderr)
         return code
+    finally:
+        from karma_dagster import config
+
+        config.listen_to_reads(previous)
+
+
+def _say_which_backbones_file(command: str):  # noqa: ANN202 - the listener it replaced
+    """The header line of a command's output the first time it reads a backbones.yaml: which one (the project's
+    or the package default), named without an absolute path. On stdout: an error stays the one stderr line."""
+    from karma_dagster import config, paths
+
+    said: set[Path] = set()
+
+    def say(path: Path) -> None:
+        if path.resolve() not in said:
+            said.add(path.resolve())
+            print(f"backbones: {paths.backbones_label(path)}", flush=True)
+
+    return config.listen_to_reads(say)
 
 
 def _main(argv: list[str]) -> int:
@@ -404,9 +453,12 @@ def _main(argv: list[str]) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
 
     def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--inbox", help="folder of papers (default: the repo's data/inbox sample)")
+        p.add_argument("--inbox", help="folder of papers (default: the project's inbox/, else the package's "
+                                       "data/inbox sample)")
         p.add_argument("--data-dir", help="run-time data folder (default: $DAGSTER_HOME/karma)")
         p.add_argument("--backbone", action="append", help="only this backbone (repeatable; default: all enabled)")
+        p.add_argument("--undated", help="a document without a publication date: 'arrival' (default; dated the day "
+                                         "it arrived), 'skip', or a date YYYY-MM-DD (storage setting `undated`)")
 
     p = sub.add_parser("run", help="the main job: import the seed KG if needed, ingest the inbox, grow the KG, report")
     common(p)
@@ -414,9 +466,11 @@ def _main(argv: list[str]) -> int:
 
     p = sub.add_parser("import-kg", help="import an existing KG (node + edge tables) and index its entity names")
     common(p)
-    p.add_argument("--nodes", help="node table (Hetionet nodes.tsv, or id/name/kind[/synonyms] for --format generic)")
-    p.add_argument("--edges", help="edge table (Hetionet .sif[.gz], or source/relation/target for --format generic)")
-    p.add_argument("--format", choices=["hetionet", "generic"], default="hetionet")
+    p.add_argument("--nodes", help="node table (Hetionet nodes.tsv, or id/name/kind[/synonyms] for --format generic, "
+                                   "or a KGX nodes.tsv[.gz] for --format kgx)")
+    p.add_argument("--edges", help="edge table (Hetionet .sif[.gz], or source/relation/target for --format generic, "
+                                   "or a KGX edges.tsv[.gz] for --format kgx)")
+    p.add_argument("--format", choices=["hetionet", "generic", "kgx"], default="hetionet")
     p.set_defaults(func=cmd_import_kg)
 
     p = sub.add_parser("backfill", help="process the documents of a date range, then their KG increments in date order")
@@ -457,7 +511,7 @@ def _main(argv: list[str]) -> int:
     p = sub.add_parser("gold-eval", help="run one backbone's extraction over a PubTator file and print P/R/F1")
     common(p)
     p.add_argument("--pubtator", required=True, nargs="+",
-                   help="PubTator file(s) with gold (e.g. BioRED Dev.PubTator); several: one summary table after")
+                   help="PubTator or BioC (XML, JSON) file(s) with gold (e.g. BioRED Dev.PubTator); several: one summary table after")
     p.add_argument("--limit", type=int, help="only the first N documents")
     p.add_argument("--table", action="store_true", help="also print per-type scores")
     p.set_defaults(func=cmd_gold_eval)
@@ -466,12 +520,14 @@ def _main(argv: list[str]) -> int:
     from karma_dagster.backbones.llm.cli_serve import add_parser as add_llm_serve_parser
     from karma_dagster.cogmg.cli_ask import add_parser as add_ask_parser
     from karma_dagster.export.cli_export import add_parser as add_export_parser
+    from karma_dagster.ingest.feed.cli_fetch import add_parser as add_fetch_parser
     from karma_dagster.kg.cli_dedupe import add_parser as add_dedupe_parser
     from karma_dagster.kg_tools.cli_mcp import add_parser as add_mcp_parser
+    from karma_dagster.project.cli_init import add_parser as add_init_parser
     from karma_dagster.review.cli_review import add_parser as add_review_parser
 
     for add in (add_ask_parser, add_review_parser, add_mcp_parser, add_export_parser, add_dedupe_parser,
-                add_llm_serve_parser):
+                add_llm_serve_parser, add_init_parser, add_fetch_parser):
         add(sub)
 
     args = parser.parse_args(argv)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -217,14 +217,28 @@ def _explain(path: Path, error: ValidationError, key_lines: dict[tuple[str, ...]
     return f"{paths.display_path(path)}: " + "; ".join(messages)
 
 
+_read_listener: Callable[[Path], None] | None = None
+
+
+def listen_to_reads(listener: Callable[[Path], None] | None) -> Callable[[Path], None] | None:
+    """Call `listener` with the path of every backbones.yaml read from now on (the CLI says which one it read);
+    None stops. Returns the previous listener, to restore."""
+    global _read_listener
+    previous, _read_listener = _read_listener, listener
+    return previous
+
+
 def read_backbones(path: Path | str | None = None) -> BackbonesFile:
-    """Parse and validate backbones.yaml (default: the shipped one); errors name the file, key and line."""
+    """Parse and validate backbones.yaml (default: the project's, else the package's; paths.backbones_file);
+    errors name the file, key and line."""
     path = Path(path) if path is not None else paths.backbones_file()
     shown = paths.display_path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{shown}: cannot be read: {exc}") from exc
+    if _read_listener is not None:
+        _read_listener(path)
     try:
         data: Any = yaml.safe_load(text) or {}
         lines = _key_lines(yaml.compose(text))

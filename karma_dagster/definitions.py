@@ -22,16 +22,19 @@ from karma_dagster.assets.questions import question_assets
 from karma_dagster.assets.seed_kg import seed_kg
 from karma_dagster.config import BackboneStatus, read_backbones
 from karma_dagster.kg.location import install_scrubber
+from karma_dagster.paths import backbones_label
 from karma_dagster.resources.backbones import (
     BackboneConfig,
     BackbonesResource,
     backbone_configs_from_file,
     settings_of,
 )
+from karma_dagster.resources.feed import LiteratureFeedResource
 from karma_dagster.resources.judge import JudgeResource, judge_from_file
 from karma_dagster.resources.params import KarmaParamsResource
 from karma_dagster.resources.storage import KarmaStorageResource
 from karma_dagster.sensors.kg_increments import build_kg_increments_sensor
+from karma_dagster.sensors.literature_feed import build_literature_feed_sensor
 from karma_dagster.sensors.new_papers import build_new_papers_sensor
 from karma_dagster.sensors.prompt_versions import build_prompt_versions_sensor
 from karma_dagster.sensors.questions import build_questions_sensor
@@ -56,10 +59,16 @@ def build_definitions(
     judge: JudgeResource | None = None,
     statuses: list[BackboneStatus] | None = None,
     registry: Sequence[Stage] = STAGES,
+    backbones_source: str | None = None,
+    feed: LiteratureFeedResource | None = None,
 ) -> dg.Definitions:
+    """`backbones_source`: which backbones.yaml the backbones came from, as the UI says it (the project's or the
+    package default; paths.backbones_label); default: that file when they are read here, else "given in code"."""
     check(registry)
     install_scrubber()  # every process that serves or runs these assets: no store credential in its log records
     from_file = backbones is None
+    if backbones_source is None:
+        backbones_source = backbones_label() if from_file else "given in code (no backbones.yaml)"
     backbones = backbones if backbones is not None else backbone_configs_from_file()
     if not backbones:
         raise ValueError("no backbone is enabled: enable at least one in backbones.yaml")
@@ -76,7 +85,7 @@ def build_definitions(
     for ns, config in backbones.items():
         assets += chain_assets(ns, config, prompts_dir, registry)
     assets.append(report.build(names))
-    assets += comparison_assets(names, statuses, judge.label)
+    assets += comparison_assets(names, statuses, judge.label, backbones_source)
     assets += export_assets(names)
     assets += question_assets(names)  # CogMG: answers, completions and the QA benchmark per backbone
     document_job, kg_jobs = jobs.document_job(names, registry), jobs.kg_jobs(names)
@@ -84,7 +93,8 @@ def build_definitions(
                   for ns, config in backbones.items() if config.kind == "litellm"}
     sensors = [build_new_papers_sensor(document_job, names), build_kg_increments_sensor(names, kg_jobs),
                build_prompt_versions_sensor(llm_chains, prompts_dir),  # without LLM chains: a visible no-op
-               freshness_sensor(names), build_review_sensor(names, kg_jobs), build_questions_sensor()]
+               freshness_sensor(names), build_review_sensor(names, kg_jobs), build_questions_sensor(),
+               build_literature_feed_sensor()]  # off by default: a saved query into the inbox, once a day
     return dg.Definitions(
         assets=assets,
         # One process per run, every step in it: the models (spaCy, lexicon, classifiers, index) load once per run,
@@ -95,14 +105,16 @@ def build_definitions(
         sensors=sensors,
         resources={
             "storage": storage or KarmaStorageResource(),
-            "backbones": BackbonesResource(backbones=backbones, prompts_dir=prompts_dir),
+            "backbones": BackbonesResource(backbones=backbones, prompts_dir=prompts_dir, source=backbones_source),
             "karma_params": params or KarmaParamsResource(),
             "judge": judge,
+            "literature_feed": feed or LiteratureFeedResource(),
         },
     )
 
 
 @dg.definitions
 def defs() -> dg.Definitions:
-    """What `dagster dev -w workspace.yaml` loads: backbones.yaml's runnable backbones, default storage."""
+    """What `dagster dev -w workspace.yaml` loads: backbones.yaml's runnable backbones, default storage; from
+    the project folder when there is one ($KARMA_PROJECT, else the working directory's karma.yaml)."""
     return build_definitions()

@@ -3,13 +3,16 @@
 The one module that computes a path from `__file__`. Shipped files are found in the project checkout (an
 editable install or a run from the repo) or, in a wheel, in the copy `setup.py` bundles as package data under
 `karma_dagster/_bundled/`, so a non-editable install finds them too. Run-time data goes under `$DAGSTER_HOME`.
-Nothing here runs at import time beyond resolving this file's folder.
+A project folder (`karma init`; found by project/discover.py) takes precedence for backbones.yaml, the inbox,
+DAGSTER_HOME and, when it has its own, prompts/. Nothing here runs at import time beyond resolving this file's folder.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+
+from karma_dagster.project.discover import Project, find
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 BUNDLED = "_bundled"  # the folder name inside the package that a wheel carries the shipped files in
@@ -42,18 +45,59 @@ def data_file(*parts: str) -> Path:
     return shipped("data", *parts)
 
 
+def project() -> Project | None:
+    """The project folder in effect ($KARMA_PROJECT, else the current directory's karma.yaml), or None."""
+    return find()
+
+
 def prompts_dir() -> Path:
-    return shipped("prompts")
+    """The project's own prompts/ when it has one (used whole), else the shipped prompts."""
+    here = project()
+    own = here.prompts if here is not None else None
+    return own if own is not None else shipped("prompts")
 
 
 def backbones_file() -> Path:
+    """The project's backbones.yaml, else the package default (the checkout's or the wheel's bundled copy)."""
+    here = project()
+    if here is not None and here.backbones.is_file():
+        return here.backbones
     return shipped("backbones.yaml")
 
 
+def backbones_label(path: Path | None = None) -> str:
+    """Which backbones.yaml `path` (default: the one in effect) is, as logs and the UI say it: by the project
+    folder's name or as the package default, never by an absolute path."""
+    path = Path(path) if path is not None else backbones_file()
+    here = project()
+    if here is not None and _same(path, here.backbones):
+        return f"backbones.yaml of project '{here.name}' (found by {here.found_by})"
+    if _same(path, shipped("backbones.yaml")):
+        lacks = f"; project '{here.name}' has none" if here is not None else ""
+        return f"the package default backbones.yaml{lacks}"
+    return display_path(path)
+
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:
+        return False
+
+
+def default_inbox() -> Path:
+    """The project's inbox/, else the shipped sample inbox (data/inbox)."""
+    here = project()
+    return here.inbox if here is not None else data_file("inbox")
+
+
 def dagster_home() -> Path:
-    """$DAGSTER_HOME; else the checkout's dagster_home/ (README), else ./dagster_home."""
+    """$DAGSTER_HOME; else the project's dagster_home/, else the checkout's (README), else ./dagster_home."""
     if os.environ.get("DAGSTER_HOME"):
         return Path(os.environ["DAGSTER_HOME"])
+    here = project()
+    if here is not None:
+        return here.dagster_home
     checkout = _checkout_root()
     return (checkout if checkout is not None else Path.cwd()) / "dagster_home"
 
@@ -67,7 +111,12 @@ def display_path(path: Path | str, base: Path | None = None) -> str:
     if "://" in str(path):
         return str(path)
     p = Path(path)
-    roots = [base, default_data_dir(), dagster_home(), _checkout_root(), PACKAGE_DIR / BUNDLED]
+    try:
+        here = project()
+        homes = [default_data_dir(), dagster_home(), here.root if here else None]
+    except ValueError:  # a wrong $KARMA_PROJECT: its own error says so; a path is still shown without it
+        homes = []
+    roots = [base, *homes, _checkout_root(), PACKAGE_DIR / BUNDLED]
     for root in roots:
         if root is None:
             continue
@@ -83,7 +132,7 @@ class DataPaths:
 
     Built from the storage resource's settings (or the CLI's flags); plain paths, so agents, services,
     metrics and tests use it without Dagster. Empty settings mean: data under $DAGSTER_HOME/karma, the
-    shipped sample inbox, rebuildable caches in <data>/cache.
+    project's inbox/ (else the shipped sample inbox), rebuildable caches in <data>/cache.
     """
 
     def __init__(self, data_dir: Path | str = "", inbox: Path | str = "", cache_dir: Path | str = "",
@@ -93,7 +142,7 @@ class DataPaths:
         self.root = Path(data_dir) if str(data_dir) else default_data_dir()
         # stage tables and entity index: under this URL when set (argument, else $KARMA_STORAGE_URL), else in root
         self.shared_url = configured_url(storage_url)
-        self.inbox = Path(inbox) if str(inbox) else data_file("inbox")
+        self.inbox = Path(inbox) if str(inbox) else default_inbox()
         self._cache = Path(cache_dir) if str(cache_dir) else self.root / "cache"
 
     def __repr__(self) -> str:

@@ -46,6 +46,7 @@ from karma_dagster.jobs import (
 )
 from karma_dagster.partitions import KG_DATES, documents_partitions, ensure_registered, first_kg_date
 from karma_dagster.progress import Progress
+from karma_dagster.removal import remove_deleted_citations, retire_rekeyed
 from karma_dagster.report import RunReport
 from karma_dagster.resources.backbones import BackbonesResource
 from karma_dagster.resources.storage import KarmaStorageResource
@@ -60,7 +61,13 @@ def instance() -> dg.DagsterInstance:
     """The instance of $DAGSTER_HOME; its creation holds the home's lock so two processes that start together on
     a fresh home do not both set up Dagster's SQLite schema (home.py)."""
     from karma_dagster.home import under_home_lock
+    from karma_dagster.project.discover import ProjectError
 
+    if not os.environ.get("DAGSTER_HOME"):
+        project = paths.project()
+        if project is not None and not project.dagster_home.is_dir():  # Dagster would say "not a directory"
+            raise ProjectError(f"project '{project.name}' has no dagster_home/ (Dagster's instance folder): "
+                               "`karma init --keep-existing .` in the project writes it again with its dagster.yaml")
     os.environ.setdefault("DAGSTER_HOME", str(paths.dagster_home()))
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     return under_home_lock(os.environ["DAGSTER_HOME"], dg.DagsterInstance.get)
@@ -117,13 +124,16 @@ def _resources(defs: dg.Definitions) -> tuple[KarmaStorageResource, BackbonesRes
 
 
 def import_kg(defs: dg.Definitions, inst: dg.DagsterInstance, nodes: str = "", edges: str = "", fmt: str = "hetionet",
-              reimport: bool = False) -> bool:
+              reimport: bool = False, on_failure: Callable[[str], None] | None = None) -> bool:
+    """The import_kg job in process; `on_failure` gets the failed step's error (e.g. "file:line: problem")."""
     config = {"nodes": nodes, "edges": edges, "format": fmt, "reimport": reimport}
     result = defs.resolve_job_def(IMPORT_KG_JOB).execute_in_process(
         instance=inst,
         run_config={**QUIET, "ops": {"seed_kg": {"config": config}}},
         raise_on_error=False, tags=_tags(),
     )
+    if not result.success and on_failure is not None:
+        on_failure(_first_failure(result))
     return result.success
 
 
@@ -132,7 +142,13 @@ def register_inbox(defs: dg.Definitions, inst: dg.DagsterInstance) -> tuple[list
     storage, _ = _resources(defs)
     with interrupts.active().interruptible("the inbox scan"):  # a signal stops the scan at once (no run is open)
         result = scan_inbox(storage.inbox_dir(), Catalog(storage.catalog_path()), arrival_date=dt.date.today(),
-                        limits=storage.input_limits())
+                            limits=storage.input_limits(), undated=storage.undated_policy())
+    for old, _new in retire_rekeyed(storage.paths()):  # a document moved to its publication date: old key gone
+        if inst.has_dynamic_partition(documents_partitions.name, old):
+            inst.delete_dynamic_partition(documents_partitions.name, old)
+    for plan in remove_deleted_citations(storage.paths()):  # PubMed's <DeleteCitation>: as `karma remove` does
+        if inst.has_dynamic_partition(documents_partitions.name, plan.doc_key):
+            inst.delete_dynamic_partition(documents_partitions.name, plan.doc_key)
     keys = sorted(result.keys_to_run)
     ensure_registered(inst, keys)
     return keys, {f.path: f.error for f in result.failed}

@@ -19,7 +19,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "karma_dagster"
 # Low to high; a module may import its own layer or lower ones, never a higher one. The last layer is the
 # Dagster section: the only modules that may import dagster.
 LAYERS: list[tuple[str, ...]] = [
-    ("paths", "strict_keys", "params", "schemas", "prompts", "config", "date_range", "interrupts", "progress",
+    ("project", "paths", "strict_keys", "params", "schemas", "prompts", "config", "date_range", "interrupts", "progress",
      "integrity", "shared_storage", "web"),
     ("dictionary", "ingest", "kg", "stage_store"),
     ("backbones",),

@@ -203,13 +203,17 @@ def build_backbone_comparison(namespaces: list[str], statuses: list[BackboneStat
 
 
 def build_backbones_status(statuses: list[BackboneStatus], judge_label: str,
-                           loaded: list[str] | None = None) -> dg.AssetsDefinition:
+                           loaded: list[str] | None = None, source: str = "") -> dg.AssetsDefinition:
+    """`source`: which backbones.yaml was read (the project's or the package default), in the description and
+    the metadata, so the UI says it before and after a materialization."""
+    read_from = f" Read from: {source}." if source else ""
 
     @dg.asset(key="backbones_status", group_name=GROUP, kinds={"python"},
               description="Every backbone of backbones.yaml: enabled, disabled or NOT CONFIGURED (with the variable "
-                          "to set), and the judge.")
+                          "to set), and the judge." + read_from)
     def backbones_status(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         return dg.MaterializeResult(metadata={
+            "backbones_file": dg.MetadataValue.text(source or "not recorded"),
             "backbones": dg.MetadataValue.md(statuses_markdown(statuses, judge_label, loaded)),
             "not_configured": dg.MetadataValue.json({s.name: s.key_env for s in statuses if s.enabled and not s.configured}),
             "disabled": dg.MetadataValue.json([s.name for s in statuses if not s.enabled]),
@@ -219,9 +223,11 @@ def build_backbones_status(statuses: list[BackboneStatus], judge_label: str,
     return backbones_status
 
 
-def comparison_assets(namespaces: list[str], statuses: list[BackboneStatus], judge_label: str) -> list[dg.AssetsDefinition]:
+def comparison_assets(namespaces: list[str], statuses: list[BackboneStatus], judge_label: str,
+                      backbones_source: str = "") -> list[dg.AssetsDefinition]:
     out: list[dg.AssetsDefinition] = []
     for ns in namespaces:
         out += [build_kg_metrics(ns), build_gold_evaluation(ns)]
-    out += [build_backbone_comparison(namespaces, statuses), build_backbones_status(statuses, judge_label, namespaces)]
+    out += [build_backbone_comparison(namespaces, statuses),
+            build_backbones_status(statuses, judge_label, namespaces, backbones_source)]
     return out

@@ -23,7 +23,10 @@ def settings_of(config: dg.Config) -> BackboneSettings:
 
 class BackbonesResource(StrictResource):
     backbones: dict[str, BackboneConfig] = Field(default_factory=lambda: {"local": BackboneConfig()})  # type: ignore[valid-type]
-    prompts_dir: str = Field("", description="prompt files; empty = the project's prompts/")
+    prompts_dir: str = Field("", description="prompt files; empty = the project folder's own prompts/ when it has "
+                             "one, else the package's")
+    source: str = Field("", description="which backbones.yaml these backbones were read from: the project "
+                        "folder's or the package default (shown, never used to read)")
 
     def names(self) -> list[str]:
         return list(self.backbones)
