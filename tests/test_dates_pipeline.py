@@ -13,8 +13,9 @@ from karma_dagster import cli, runner
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.ingest.keys import date_of_document_key
 from karma_dagster.partitions import documents_partitions
+from karma_dagster.paths import data_file
 
-from conftest import SAMPLE_INBOX
+SAMPLE_INBOX = data_file("inbox")
 
 PMIDS = ("16867246", "20735774")  # DRD2 / chlorpromazine, paracetamol / liver failure: both state relations
 
