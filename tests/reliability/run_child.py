@@ -143,14 +143,14 @@ def install_pause(spec: dict) -> None:
     elif where == "scan":
         from karma_dagster.ingest.catalog import Catalog
 
-        register = Catalog.register
+        register = Catalog.register_batch  # every registration's one transaction (`register` calls it too)
 
         def pausing_register(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
             out = register(self, *args, **kwargs)
             _pause(spec, "scan")
             return out
 
-        Catalog.register = pausing_register
+        Catalog.register_batch = pausing_register
     elif where == "stage":
         from karma_dagster.stage_store import StageStore
 
