@@ -85,11 +85,12 @@ class Recount:
         original = kg_merge._delete_previous
 
         def wrapped(con, stamp, doc_keys):
-            original(con, stamp, doc_keys)
+            stamp = original(con, stamp, doc_keys)  # the stamp with the evidence's kept date sources
             self.after_delete = {
                 "nodes": con.execute("SELECT count(*) FROM kg_nodes(?)", [stamp.ns]).fetchall()[0][0],
                 "edges": _all_edges(con, stamp.ns),
             }
+            return stamp
 
         monkeypatch.setattr(kg_merge, "_delete_previous", wrapped)
 
