@@ -84,8 +84,8 @@ def _build(path: Path, n_edges: int) -> dict[str, int]:
               "CASE WHEN d.i % 10 < 3 THEN s.relation ELSE x.relation END, "
               "CASE WHEN d.i % 10 < 3 THEN s.tail_id WHEN d.i % 50 = 5 THEN 'bench:E' || (d.i // 50) ELSE x.tail_id END, "
               "CASE WHEN d.i % 10 < 3 THEN s.metaedge ELSE x.metaedge END, 0.3 + (hash(d.i, 3) % 700) / 1000.0, "
-              "d.doc_key || '#s' || (d.i % 7), '{sentence}', '{ns}', 'v1', 'bench', TIMESTAMP '2025-01-01', NULL "
-              "FROM (SELECT i, '{ns}-' || (i // 10) AS doc_key, DATE '{first}' + CAST((i // 10) * {days} // {docs} "
+              "d.doc_key || '#s' || (d.i % 7), '{sentence}', '{ns}', 'v1', 'bench', TIMESTAMP '2025-01-01', NULL, "
+              "'publication' FROM (SELECT i, '{ns}-' || (i // 10) AS doc_key, DATE '{first}' + CAST((i // 10) * {days} // {docs} "
               "AS INTEGER) AS date FROM range({n}) r(i)) d "
               "JOIN _se s ON s.k = hash(d.i, 5) % {n_se} JOIN _gxk x ON x.k = hash(d.i, 7) % {n_gx}")
         for ns, n in ((NS, n_ev), (OTHER, n_other)):
