@@ -16,6 +16,9 @@ REPORT_JOB = "report"
 COMPARE_JOB = "compare_backbones"
 KG_WRITER_POOL = "kg_writer"
 KG_WRITER_POOL_LIMIT = 1  # DuckDB allows one writing process; the store's file lock is the second line
+# The run queue starts higher priorities first (dagster/priority): a KG increment before any paper run, whose
+# priority is the Central Controller's score x 100 (scheduling/controller.py), so the KG grows while the inbox is read.
+INCREMENT_PRIORITY = 1_000_000
 
 
 def llm_pool(ns: str) -> str:
@@ -47,6 +50,7 @@ def kg_jobs(namespaces: Sequence[str]) -> dict[str, UnresolvedAssetJobDefinition
             kg_job_name(ns),
             selection=dg.AssetSelection.assets(dg.AssetKey([ns, "knowledge_graph"])),
             description=f"The KG increment of one date for backbone {ns}.",
+            tags={"dagster/priority": str(INCREMENT_PRIORITY)},
         )
         for ns in namespaces
     }

@@ -96,3 +96,58 @@ def test_papers_already_processed_by_karma_run_are_not_requested_again(make_pipe
     xml = p.inbox / "PMC4686705.xml"
     xml.write_text(xml.read_text().replace("Saudi", "Saudi Arabian", 1))
     assert [r.partition_key for r in tick(p, "new_papers", first.cursor).run_requests] == keys
+
+
+def test_kg_increments_requests_a_date_once_its_documents_are_done_and_outranks_paper_runs(make_pipeline,
+                                                                                          monkeypatch):
+    """Issue 31: a date is requested when none of its documents is pending (or DEBOUNCE_S after its last finish),
+    not once per finished paper; a queued increment of the date covers it; increment runs outrank paper runs."""
+    from dagster._core.storage.dagster_run import DagsterRun
+
+    from karma_dagster.jobs import INCREMENT_PRIORITY, kg_job_name
+    from karma_dagster.sensors import kg_increments
+
+    p = make_pipeline(inbox_files=("abstracts.pubtator",))
+    shipped = p.inbox / "abstracts.pubtator"  # three of the sample's undated abstracts: one arrival date
+    shipped.write_text("\n\n".join(shipped.read_text().strip().split("\n\n")[:3]) + "\n")
+    assert runner.import_kg(p.defs, p.instance)
+    keys, _ = runner.register_inbox(p.defs, p.instance)
+    by_date: dict[str, list[str]] = {}
+    for key in keys:
+        by_date.setdefault(key.split("_", 1)[0], []).append(key)
+    date, docs = max(by_date.items(), key=lambda kv: len(kv[1]))
+    assert len(docs) == 3, by_date
+    first = tick(p, "kg_increments")
+
+    def run(some: list[str]) -> None:
+        assert not runner.run_documents(p.defs, p.instance, some, log=lambda _m: None)
+
+    run(docs[:1])
+    held = tick(p, "kg_increments", first.cursor)
+    assert not held.run_requests and "wait for their other documents" in held.skip_message
+    assert json.loads(held.cursor)["__waiting__"]["local"].keys() == {date}
+
+    run(docs[1:2])  # another paper of the date finishes: still no request, the date keeps waiting
+    still = tick(p, "kg_increments", held.cursor)
+    assert not still.run_requests
+
+    monkeypatch.setattr(kg_increments, "DEBOUNCE_S", 0)  # no finish for DEBOUNCE_S: requested despite the rest
+    debounced = tick(p, "kg_increments", still.cursor)
+    assert [r.partition_key for r in debounced.run_requests] == [date]
+    assert "__waiting__" not in json.loads(debounced.cursor) or not json.loads(debounced.cursor)["__waiting__"]
+    monkeypatch.undo()
+
+    run(docs[2:])  # the date's last papers: requested once, as soon as none is pending
+    done = tick(p, "kg_increments", debounced.cursor)
+    assert [(r.partition_key, r.job_name) for r in done.run_requests] == [(date, kg_job_name("local"))]
+    assert not tick(p, "kg_increments", done.cursor).run_requests
+
+    # A queued or not started increment of the date covers a document that finishes before it starts.
+    p.instance.add_run(DagsterRun(job_name=kg_job_name("local"), run_id="queued-increment",
+                                  status=dg.DagsterRunStatus.NOT_STARTED, tags={"dagster/partition": date}))
+    run(docs[:1])  # evaluated again: a new record of the date
+    covered = tick(p, "kg_increments", done.cursor)
+    assert not covered.run_requests, [r.run_key for r in covered.run_requests]
+
+    job = p.defs.get_job_def(kg_job_name("local"))
+    assert int(job.tags["dagster/priority"]) == INCREMENT_PRIORITY > 100 * 100  # any controller score x 100
