@@ -93,6 +93,17 @@ class BackboneEntry(BackboneSettings):
         """The settings without the file-only fields (the key is added by whoever reads the environment)."""
         return BackboneSettings(**self.model_dump(include=set(BackboneSettings.model_fields) - {"api_key"}))
 
+    def keyed_settings(self, name: str) -> BackboneSettings:
+        """The settings with the key read from `api_key_env` now, for a call outside a Dagster run (`karma ask`,
+        the LLM controller; a run reads it through EnvVar: resources/backbones.config_of). An unset variable is
+        the error `karma run --backbone` gives, naming it: never a fallback to another provider's variable."""
+        if self.key_missing():
+            raise ConfigError(not_configured(name, self.api_key_env))
+        settings = self.settings()
+        if self.api_key_env:
+            settings = settings.model_copy(update={"api_key": os.environ[self.api_key_env]})
+        return settings
+
 
 class BackboneStatus(BaseModel):
     name: str
@@ -168,6 +179,11 @@ class BackbonesFile(BaseModel):
         if entry.key_missing():
             return name, None, f"controller {name!r} NOT CONFIGURED: set {entry.api_key_env}"
         return name, entry, ""
+
+
+def not_configured(name: str, key_env: str | None) -> str:
+    """What `karma run --backbone` and `karma ask` say about a backbone whose key variable is unset."""
+    return f"--backbone {name} (set {key_env}): NOT CONFIGURED"
 
 
 def key_missing(key_env: str | None) -> bool:

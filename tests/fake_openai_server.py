@@ -55,6 +55,7 @@ class FakeOpenAIServer:
         self.responder: Responder = responder or karma_responder
         self.model_name = model_name
         self.requests: list[dict[str, Any]] = []
+        self.authorizations: list[str] = []  # each request's Authorization header, kept apart from `requests`
         # (request, usage) of every plain reply sent in full at once: what a client was billed for (a delayed,
         # dripped or faulted reply is left out: the client may have hung up before it arrived)
         self.answered: list[tuple[dict[str, Any], dict[str, int]]] = []
@@ -75,6 +76,7 @@ class FakeOpenAIServer:
         with self._lock:
             self._queue.clear()
             self.requests.clear()
+            self.authorizations.clear()
             self.answered.clear()
 
     @property
@@ -111,6 +113,8 @@ class FakeOpenAIServer:
                 except json.JSONDecodeError:
                     self._send(400, {"error": {"message": "request body is not JSON", "type": "invalid_request"}})
                     return
+                with owner._lock:
+                    owner.authorizations.append(self.headers.get("Authorization", ""))
                 request["_headers"] = {k.lower(): v for k, v in self.headers.items()  # for replay keys;
                                        if k.lower() not in ("authorization", "api-key")}  # never the key
                 reply = owner._next_reply(request)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import re
 import shutil
 from pathlib import Path
 from types import SimpleNamespace
@@ -142,15 +143,156 @@ def test_karma_ask_prints_plan_miss_and_supported_completions(data, capsys):
     from karma_dagster.cogmg.cli_ask import cmd_ask
 
     args = argparse.Namespace(question=BY_ID["arrhythmia-drug"].question, backbone="local",
-                              data_dir=str(data.root), no_complete=False)
+                              data_dir=str(data.root), no_complete=False, no_queue=True)
     assert cmd_ask(args) == 1  # a miss
     out = capsys.readouterr().out
     assert "plan (local:" in out and "? -causes-> cardiac arrhythmia" in out and "MISS on the local KG" in out
     assert "missing triples:" in out and "SUPPORTED" in out
     bad = argparse.Namespace(question="What is the meaning of life?", backbone="local", data_dir=str(data.root),
-                             no_complete=False)
+                             no_complete=False, no_queue=True)
     assert cmd_ask(bad) == 1
     assert "no linkable entity" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- `karma ask`: cited answers, two hops, review
+def _ask_args(data: DataPaths, question: str, backbone: str = "local", **kw) -> argparse.Namespace:
+    return argparse.Namespace(question=question, backbone=backbone, data_dir=str(data.root), no_complete=False,
+                              no_queue=False, **kw)
+
+
+def _seed_edges() -> set[tuple[str, str, str]]:
+    """(head name, relation, tail name) of the shipped seed KG, read from its files (not through the code tested)."""
+    import csv
+    import gzip
+
+    from karma_dagster.services import kg_schema
+
+    names = {r["id"]: r["name"] for r in csv.DictReader((REPO / "data/seed_kg/nodes.tsv").open(), delimiter="\t")}
+    rel = {me.abbrev: me.relation for me in kg_schema().metaedges}
+    with gzip.open(REPO / "data/seed_kg/edges.sif.gz", "rt") as fh:
+        rows = list(csv.reader(fh, delimiter="\t"))[1:]
+    return {(names[h], rel[m], names[t]) for h, m, t in rows if m in rel}
+
+
+def _markers(text: str) -> set[int]:
+    return {int(n) for group in re.findall(r"\[(\d+(?:,\s*\d+)*)\]", text) for n in group.split(",")}
+
+
+def test_karma_ask_writes_a_cited_answer_for_a_seed_hit(data, capsys):
+    from karma_dagster.cogmg.cli_ask import cmd_ask
+
+    question = BY_ID["graves-genes"].question
+    assert cmd_ask(_ask_args(data, question)) == 0
+    out = capsys.readouterr().out
+    assert "HIT on the local KG" in out and "written answer (local: template):" in out
+    seed = _seed_edges()
+    from karma_dagster.cogmg.write import write_local
+
+    answer = write_local(_ask(data, "graves-genes"))
+    assert answer.text and answer.citations and answer.writer == "local: template"
+    assert _markers(answer.text) == {c.marker for c in answer.citations}  # every triple cited, no marker invented
+    for c in answer.citations:
+        assert (c.head, c.relation, c.tail) in seed and c.source == "seed" and c.sentence == "seed KG"
+        assert f"{c.label()}" in out
+    named = answer.text.split(" is associated with ")[1]
+    assert all(a in named for a in answer.answers)
+
+
+def test_a_two_hop_question_answers_through_a_bridge_with_both_hops_cited(data, capsys):
+    from karma_dagster.cogmg.cli_ask import cmd_ask
+    from karma_dagster.cogmg.write import write_local
+
+    question = "Which genes are targeted by drugs that treat glaucoma?"
+    answer = write_local(answer_question(question, backbone="local", settings=LOCAL, data=data))
+    assert answer.hit and answer.plan.steps
+    for step in answer.plan.steps:
+        assert step.entity.name == "glaucoma" and step.then is not None and step.answer_kinds == ["Compound"]
+        assert step.then.answer_kinds == ["Gene"] and {step.relation, step.then.relation} <= {
+            "treats", "palliates", "binds", "downregulates"}
+    # the answers, independently: genes that a compound treating / palliating glaucoma binds or downregulates
+    seed = _seed_edges()
+    drugs = {h for h, r, t in seed if t == "glaucoma" and r in ("treats", "palliates")}
+    genes = {t for h, r, t in seed if h in drugs and r in ("binds", "downregulates")}
+    assert answer.answers and set(answer.answers) <= genes
+    support = {g: len({h for h, r, t in seed if h in drugs and t == g and r in ("binds", "downregulates")})
+               for g in genes}
+    assert support[answer.answers[0]] == max(support.values())  # ranked by the number of bridges reaching it
+    hop1 = {(t.head_name, t.tail_name) for t in answer.triples if t.hop == 1}
+    for t in (t for t in answer.triples if t.hop == 2):
+        assert (t.head_name, "glaucoma") in hop1 and t.head_name in drugs and t.answer == t.tail_name  # the path
+        assert t.provenance and t.provenance[0]["evidence"] == "seed KG (imported)"
+    by_triple = {(c.head, c.relation, c.tail): c.marker for c in answer.citations}
+    assert _markers(answer.text) == set(by_triple.values())
+    for t in (t for t in answer.triples if t.hop == 2 and (t.head_name, t.relation, t.tail_name) in by_triple):
+        bridge_hop = next(b for b in answer.triples if b.hop == 1 and b.head_name == t.head_name)
+        m1, m2 = by_triple[(bridge_hop.head_name, bridge_hop.relation, "glaucoma")], by_triple[
+            (t.head_name, t.relation, t.tail_name)]
+        # one sentence cites the path: the bridge with its first hop's marker, the answer with the second's
+        assert any(f"{t.head_name} [{m1}]" in x and f" {t.tail_name} [" in x and m2 in _markers(x.split(t.tail_name)[1])
+                   for x in answer.text.split(". ")), (t, answer.text)
+    assert cmd_ask(_ask_args(data, question)) == 0
+    out = capsys.readouterr().out
+    assert "glaucoma <-treats- ? -binds-> ?" in out and "via: Compound; answer kinds: Gene" in out
+    # no cued relation joins a compound to a symptom in one hop: the schema bridges them through a disease
+    plan = answer_question("Which symptoms does lithium cause?", backbone="local", settings=LOCAL, data=data).plan
+    assert [(s.relation, s.answer_kinds, s.then.relation, s.then.answer_kinds) for s in plan.steps] == [
+        ("causes", ["Disease"], "presents", ["Symptom"])]
+
+
+def _kg_edge_count(data: DataPaths) -> int:
+    with KGStore(data.kg).connect(read_only=True) as con:
+        return con.execute("SELECT count(*) FROM kg_edges('local')").fetchone()[0]
+
+
+def test_karma_ask_queues_a_miss_completions_for_review_once(data, capsys):
+    from karma_dagster.cogmg.cli_ask import ask_key, cmd_ask
+    from karma_dagster.cogmg.store import CogmgStore
+    from karma_dagster.review.cogmg_items import collect_cogmg
+    from karma_dagster.review.queue import ReviewQueue
+
+    question = BY_ID["arrhythmia-drug"].question
+    queue, key = ReviewQueue.for_data(data), ask_key(question)
+    edges = _kg_edge_count(data)
+    try:
+        assert cmd_ask(_ask_args(data, question)) == 1
+        out = capsys.readouterr().out
+        pending = [i for i, _ in queue.items(source="cogmg")]
+        completions = CogmgStore(data).read_completions("local", key)
+        assert completions and any(c.supported for c in completions)
+        assert len(pending) == len({(c.head_id, c.relation, c.tail_id) for c in completions})
+        assert all(i.origin == key and i.change for i in pending)
+        assert f"queued for review: {len(pending)} item(s) ({len(pending)} new" in out
+        assert f"karma review --data-dir {data.root}" in out
+        # `karma review` collects the very same items from the completions file
+        assert {i.item_id for i in collect_cogmg(data)} == {i.item_id for i in pending}
+        assert cmd_ask(_ask_args(data, question)) == 1  # asked again: refreshed, not duplicated
+        assert "(0 new, " in capsys.readouterr().out
+        assert len(queue.items(source="cogmg")) == len(pending)
+        assert _kg_edge_count(data) == edges  # nothing enters the KG without review
+    finally:  # the module's later tests review their own items
+        for f in queue.path.parent.glob(queue.path.name + "*"):
+            f.unlink()
+        (CogmgStore(data).root / "local" / "completions" / f"{key}.json").unlink(missing_ok=True)
+
+
+def test_the_written_answer_check_keeps_only_claims_citing_existing_markers():
+    from karma_dagster.cogmg.models import Citation
+    from karma_dagster.cogmg.write import ClaimOutput, check_claims
+
+    cites = [Citation(marker=1, head="Timolol", relation="treats", tail="glaucoma", source="seed"),
+             Citation(marker=2, head="Timolol", relation="binds", tail="ADRB1", source="seed")]
+    text, notes = check_claims([
+        ClaimOutput(text="Glaucoma is treated by Timolol [1]", cites=[]),
+        ClaimOutput(text="Timolol binds ADRB1", cites=[2, 7]),
+        ClaimOutput(text="Timolol also cures migraine", cites=[9]),
+        ClaimOutput(text="Latanoprost lowers eye pressure", cites=[]),
+        ClaimOutput(text="Aspirin thins blood", cites=[1]),
+    ], cites)
+    assert text == "Glaucoma is treated by Timolol [1]. Timolol binds ADRB1 [2]."
+    assert any("[7]" in n and "removed" in n for n in notes)
+    assert any("[9]" in n and "cures migraine" in n for n in notes)
+    assert any("uncited claim" in n and "Latanoprost" in n for n in notes)
+    assert any("names no entity" in n and "Aspirin" in n for n in notes)
 
 
 # ---------------------------------------------------------------- the LLM path, through the loopback server
@@ -175,7 +317,7 @@ def test_llm_decomposition_is_schema_constrained_asked_again_once_and_completes(
                              llm_backbone=llm)
     assert [agent_of(r) for r in server.requests] == ["cogmg_decompose", "cogmg_decompose"]
     assert '"induces"' in server.requests[1]["messages"][0]["content"]  # the re-ask names the bad label
-    assert answer.plan.decomposer.startswith("cogmg_decompose.v1@")
+    assert answer.plan.decomposer.startswith("cogmg_decompose.v2@")
     assert any("asked again once" in n for n in answer.plan.notes)
     assert [(s.relation, s.direction) for s in answer.plan.steps] == [("causes", "in")]
     assert not answer.hit and answer.missing[0].head == "?"
@@ -184,6 +326,66 @@ def test_llm_decomposition_is_schema_constrained_asked_again_once_and_completes(
     [c] = completions
     assert (c.method, c.head_name, c.relation) == ("llm", "Lithium", "causes") and c.head_id.startswith("Compound::")
     assert c.supported and q.source.split("#")[1] in c.evidence_doc_keys[0]
+
+
+def test_karma_ask_on_an_llm_backbone_reads_its_key_env_plans_two_hops_and_checks_citations(
+        data, server, tmp_path, monkeypatch, capsys):
+    """The key comes from the backbone's api_key_env (OPENAI_API_KEY unset): it reaches the server as the bearer
+    token; a missing one is `karma run`'s error naming the variable, before any request."""
+    from fake_openai_server import agent_of
+
+    from karma_dagster.cogmg.cli_ask import cmd_ask
+
+    server.reset()
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "karma.yaml").write_text("karma_project: 1\n")
+    (project / "backbones.yaml").write_text(
+        "backbones:\n  local: {kind: local}\n"
+        f"  asker: {{kind: litellm, model: openai/fake-model, api_base: '{server.url}', api_key_env: KARMA_TEST_KEY,"
+        " max_retries: 0, timeout: 10, enabled: false}\n")
+    monkeypatch.setenv("KARMA_PROJECT", str(project))
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("KARMA_TEST_KEY", raising=False)
+    question = "Which genes are targeted by drugs that treat glaucoma?"
+    assert cmd_ask(_ask_args(data, question, "asker")) == 2
+    err = capsys.readouterr().err
+    assert "--backbone asker (set KARMA_TEST_KEY): NOT CONFIGURED" in err and "Missing credentials" not in err
+    assert not server.requests
+
+    monkeypatch.setenv("KARMA_TEST_KEY", "sk-karma-test-ask-0000")
+    step = {"entity": "glaucoma", "entity_kind": "Disease", "relation": "treats", "direction": "in",
+            "answer_kind": "Compound", "then": {"relation": "binds", "direction": "out", "answer_kind": "Gene"}}
+    server.script(json.dumps({"steps": [step]}))
+
+    def claims(request):  # noqa: ANN001, ANN202 - the writer: one good claim, one citing a marker that is not there
+        triples = json.loads(request["messages"][1]["content"].split("<triples>")[1].split("</triples>")[0])
+        hop1 = next(t for t in triples if t["relation"] == "treats")
+        hop2 = next(t for t in triples if t["relation"] == "binds" and t["head"] == hop1["head"])
+        return json.dumps({"claims": [
+            {"text": f"{hop1['head']} treats glaucoma and binds {hop2['tail']}", "cites": [hop1["marker"],
+                                                                                     hop2["marker"]]},
+            {"text": "Glaucoma is also treated by cannabis", "cites": [len(triples) + 5]},
+            {"text": "Laser surgery lowers eye pressure", "cites": []}]})
+
+    server.responder = claims
+    try:
+        assert cmd_ask(_ask_args(data, question, "asker")) == 0
+    finally:
+        from fake_openai_server import karma_responder
+
+        server.responder = karma_responder
+    out = capsys.readouterr().out
+    assert server.authorizations and set(server.authorizations) == {"Bearer sk-karma-test-ask-0000"}
+    assert [agent_of(r) for r in server.requests] == ["cogmg_decompose", "cogmg_answer"]
+    assert "plan (cogmg_decompose.v2@" in out and "glaucoma <-treats- ? -binds-> ?" in out
+    assert "written answer (cogmg_answer.v1@" in out
+    written = out.split("written answer")[1].splitlines()[1]
+    assert "treats glaucoma and binds" in written and "cannabis" not in written and "Laser" not in written
+    assert "FLAGGED: markers [" in out and "cannabis" in out.split("FLAGGED")[1]
+    assert "FLAGGED: the model added an uncited claim, dropped: 'Laser surgery" in out
+    listed = {int(m) for m in re.findall(r"^  \[(\d+)\] ", out, re.M)}  # the citation list's markers
+    assert _markers(written) and _markers(written) <= listed
 
 
 # ---------------------------------------------------------------- Dagster: the question assets
@@ -282,3 +484,10 @@ def test_the_loop_miss_completion_review_page_kg_increment_hit(data, tmp_path):
     after = _ask(data, q.id)
     assert after.hit and any(a.lower() in answers for a in after.answers)
     assert after.triples[0].provenance[0]["prompt_version"] == "reviewed by alice via cogmg"
+    from karma_dagster.cogmg.write import write_local
+
+    written = write_local(after)  # the written answer cites the reviewed triple with its evidence row
+    c = written.citations[0]
+    assert (c.prompt_version, c.source, c.doc_key) == ("reviewed by alice via cogmg", "extracted",
+                                                       after.triples[0].provenance[0]["doc_key"])
+    assert c.doc_key and c.sentence == after.triples[0].provenance[0]["evidence"] and "[1]" in written.text

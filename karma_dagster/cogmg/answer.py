@@ -1,7 +1,8 @@
 """Answering one question on one backbone: decompose, execute over the KG, hit or the missing triples.
 
 A hit is a plan whose steps return answers in the namespace's KG (+ an optional overlay of completions); each
-step that returns nothing names its missing triple with '?' for the unknown end.
+step that returns nothing names its missing triple with '?' for the unknown end (a two-hop step: the hop that
+broke the chain).
 """
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from karma_dagster.cogmg import decompose_local, llm
-from karma_dagster.cogmg.models import Answer, Completion, QueryPlan
-from karma_dagster.cogmg.plan import execute
+from karma_dagster.cogmg.models import Answer, Completion, OpenTriple, QueryPlan, QueryStep
+from karma_dagster.cogmg.plan import bridges, execute
 from karma_dagster.cogmg.questions import check_question
 from karma_dagster.config import BackboneSettings
 from karma_dagster.kg.backends import kg_exists, kg_store
@@ -37,12 +38,26 @@ def run_plan(plan: QueryPlan, *, question_id: str, backbone: str, data: DataPath
     triples = execute(kg_store(data), backbone, plan, overlay) if kg_exists(data) else []
     # the steps are alternatives (their answers are united): a question is a miss only when none answers, and then
     # each step names the triple the KG lacks
-    missing = [] if triples else [step.open_triple() for step in plan.steps]
-    names = [t.tail_name if any(s.direction == "out" and s.entity.entity_id == t.head_id for s in plan.steps)
-             else t.head_name for t in triples]
+    missing = [] if triples else [m for step in plan.steps for m in _missing(step, backbone, data, overlay)]
+    names = [t.answer for t in triples if t.answer]
     error = "" if plan.steps else "no query step: " + "; ".join(plan.notes)
     return Answer(question_id=question_id, question=plan.question, backbone=backbone, plan=plan, hit=bool(triples),
                   answers=list(dict.fromkeys(names)), triples=triples, missing=missing, error=error)
+
+
+MISSING_BRIDGES = 3  # a two-hop miss whose first hop reached nodes names the second hop's triple from the best few
+
+
+def _missing(step: QueryStep, backbone: str, data: DataPaths, overlay: Sequence[Completion]) -> list[OpenTriple]:
+    """What completion would fill: the first hop's triple, or (when the first hop reached bridge nodes but none
+    leads on) the second hop's triple from each of the best bridges."""
+    if step.then is None or not kg_exists(data):
+        return [step.open_triple()]
+    found = bridges(kg_store(data), backbone, step, overlay)[:MISSING_BRIDGES]
+    if not found:
+        return [step.open_triple()]
+    return [QueryStep(entity=b, relation=step.then.relation, direction=step.then.direction,
+                      answer_kinds=step.then.answer_kinds).open_triple() for b in found]
 
 
 def answer_question(question: str, *, backbone: str, settings: BackboneSettings, data: DataPaths,

@@ -1,43 +1,75 @@
 """`karma ask "question" [--backbone local]`: answer one question from the shell, CogMG style.
 
-Prints the query plan, hit or miss, the answer with its triples and provenance, or the missing triples with
-their verified completions (nothing is written: completions enter the KG only through review).
+Prints the query plan (up to two hops), hit or miss; a hit's written answer with its citations (marker -> triple
+-> evidence), or a miss's missing triples with their verified completions, which are queued for review (the items
+`karma review` collects from the same completions file; asking again refreshes them, never duplicates). Nothing
+enters the KG without review. An LLM backbone's key is read from its `api_key_env` as `karma run` reads it.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import sys
+from typing import Any
 
-SHOWN = 10  # triples printed with their provenance
+SHOWN = 10  # triples printed with their provenance when there is no written answer
 
 
 def add_parser(sub) -> None:  # noqa: ANN001 - argparse's private subparsers type
-    p = sub.add_parser("ask", help="answer a question from the KG; on a miss, show the missing triples and their "
-                                   "verified completions")
+    p = sub.add_parser("ask", help="answer a question from the KG with cited triples; on a miss, queue the missing "
+                                   "triples' verified completions for review")
     p.add_argument("question", help="the question, in quotes")
     p.add_argument("--backbone", default="local", help="whose KG namespace and decomposer (default: local)")
     p.add_argument("--data-dir", default="", help="run-time data folder (default: $DAGSTER_HOME/karma)")
     p.add_argument("--no-complete", action="store_true", help="only answer; do not complete a miss")
+    p.add_argument("--no-queue", action="store_true", help="show a miss's completions without queueing them for review")
     p.set_defaults(func=cmd_ask)
 
 
-def _backbone(name: str, data):  # noqa: ANN001, ANN202
+class AskError(ValueError):
+    """The backbone cannot be used here (unknown, or its key variable unset); the message names it."""
+
+
+def _backbone(name: str, data) -> tuple[Any, Any]:  # noqa: ANN001
+    """(settings, the LLM backbone or None for local). A backbone named here runs even when backbones.yaml has it
+    disabled, as with `karma run --backbone`; one whose key variable is unset cannot, with the same error."""
     from karma_dagster import services
+    from karma_dagster.cogmg import llm, write
     from karma_dagster.config import read_backbones
 
-    entries = read_backbones().runnable()
+    entries = read_backbones().backbones
     if name not in entries:
-        raise SystemExit(f"karma ask: unknown, disabled or NOT CONFIGURED backbone {name!r}; runnable in "
-                         f"backbones.yaml: {sorted(entries)}")
-    settings = entries[name].settings()
+        raise AskError(f"--backbone {name}: not in backbones.yaml; it has: {', '.join(sorted(entries))}")
+    settings = entries[name].keyed_settings(name)  # ConfigError naming the variable when it is unset
     if settings.kind == "local":
         return settings, None
-    built = services.backbone(name, settings, data)
+    built = services.backbone(name, settings, data, required_prompts=(llm.DECOMPOSE, llm.COMPLETE, write.ANSWER))
     return settings, getattr(built, "base", built)
 
 
-def render(answer, completions, out=None) -> None:  # noqa: ANN001
+def ask_key(question: str) -> str:
+    """The completions file and review items' origin of an asked question: the same question, the same items."""
+    return "ask-" + hashlib.sha256(" ".join(question.split()).encode()).hexdigest()[:12]
+
+
+def queue_completions(completions: list, backbone: str, key: str, data) -> dict[str, int]:  # noqa: ANN001
+    """Write the completions where the completions asset writes them and add their review items (with the KG
+    change each would make), exactly what `karma review` collects from that file."""
+    from karma_dagster.cogmg.store import CogmgStore
+    from karma_dagster.kg.backends import kg_location
+    from karma_dagster.review.changes import with_changes
+    from karma_dagster.review.cogmg_items import items_from_completions
+    from karma_dagster.review.queue import ReviewQueue
+
+    CogmgStore(data).write_completions(backbone, key, completions)
+    items = items_from_completions(completions, partition_key=key)
+    counts = ReviewQueue.for_data(data).add_items(with_changes(items, kg_location(data)))
+    return {"items": len(items), **counts}
+
+
+def render(answer, completions, out=None, queued: dict[str, int] | None = None,  # noqa: ANN001
+           review_hint: str = "karma review") -> None:
     out = out or sys.stdout  # looked up per call: a default bound at import keeps a stream that may be closed
     plan = answer.plan
     print(f"question: {answer.question}", file=out)
@@ -45,8 +77,9 @@ def render(answer, completions, out=None) -> None:  # noqa: ANN001
     for i, s in enumerate(plan.steps, 1):
         e = s.entity
         where = f"{e.entity_id}, {e.kind}" + ("" if e.linked else ", not in the KG")
-        arrow = f"{e.name} -{s.relation}-> ?" if s.direction == "out" else f"? -{s.relation}-> {e.name}"
-        print(f"  {i}. {arrow}   ({where}; answer kinds: {', '.join(s.answer_kinds) or 'any'})", file=out)
+        kinds = s.then.answer_kinds if s.then is not None else s.answer_kinds
+        via = f"; via: {', '.join(s.answer_kinds) or 'any'}" if s.then is not None else ""
+        print(f"  {i}. {s.describe()}   ({where}{via}; answer kinds: {', '.join(kinds) or 'any'})", file=out)
     for note in plan.notes:
         print(f"  note: {note}", file=out)
     if answer.error:
@@ -55,14 +88,26 @@ def render(answer, completions, out=None) -> None:  # noqa: ANN001
     print(("HIT" if answer.hit else "MISS") + f" on the {answer.backbone} KG", file=out)
     if answer.hit:
         print(f"answer: {', '.join(answer.answers)}", file=out)
+    if answer.citations:
+        print(f"written answer ({answer.writer}):", file=out)
+        print(f"  {answer.text or '(none: no claim kept)'}", file=out)
+        for note in answer.writer_notes:
+            print(f"  FLAGGED: {note}", file=out)
+        print("citations:", file=out)
+        for c in answer.citations:
+            print(f"  {c.label()}", file=out)
+            if c.doc_key:
+                print(f"      {c.sentence[:200]}", file=out)
+    elif answer.hit:
         for t in answer.triples[:SHOWN]:
             print(f"  {t.head_name} -{t.relation}-> {t.tail_name}  [{t.source}, confidence "
                   f"{t.confidence if t.confidence is None else round(t.confidence, 3)}]", file=out)
             for p in t.provenance[:3]:
                 where = f"{p.get('doc_key')} {p.get('date', '')} ({p.get('backbone', '')})" if p.get("doc_key") else ""
                 print(f"     {where} {str(p.get('evidence', ''))[:160]}".rstrip(), file=out)
-        if len(answer.triples) > SHOWN:
-            print(f"  ... and {len(answer.triples) - SHOWN} more triples", file=out)
+    shown = len(answer.citations) or SHOWN
+    if answer.hit and len(answer.triples) > shown:
+        print(f"  ... and {len(answer.triples) - shown} more triples", file=out)
     if answer.missing:
         print("missing triples:", file=out)
         for m in answer.missing:
@@ -77,14 +122,19 @@ def render(answer, completions, out=None) -> None:  # noqa: ANN001
             if top is not None:
                 print(f"     {top.passage_id} (BM25 {top.score:.2f}; marks {', '.join(top.entities) or 'none'}): "
                       f"{top.text[:200]}", file=out)
+    if queued is not None:
+        print(f"queued for review: {queued['items']} item(s) ({queued['new']} new, {queued['refreshed']} already "
+              f"queued, {queued['decided_kept']} already decided); review them with `{review_hint}`", file=out)
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
+    from karma_dagster.cogmg import write
     from karma_dagster.cogmg.answer import NoLinkableEntity, answer_question
     from karma_dagster.cogmg.pipeline import complete_answer
-    from karma_dagster.paths import DataPaths
-
     from karma_dagster.cogmg.questions import QuestionRejected, check_question
+    from karma_dagster.config import ConfigError
+    from karma_dagster.kg.backends import kg_exists
+    from karma_dagster.paths import DataPaths
 
     if not args.question.strip():
         print("karma ask: the question is empty", file=sys.stderr)
@@ -94,21 +144,30 @@ def cmd_ask(args: argparse.Namespace) -> int:
     except QuestionRejected as exc:
         print(f"karma ask: {exc}", file=sys.stderr)
         return 2
-    from karma_dagster.kg.backends import kg_exists
-
     data = DataPaths(args.data_dir)
     if not kg_exists(data):
-        print(f"karma ask: no KG under the data folder yet: run `karma import-kg` or `karma run` first",
+        print("karma ask: no KG under the data folder yet: run `karma import-kg` or `karma run` first",
               file=sys.stderr)
         return 2
-    settings, llm_backbone = _backbone(args.backbone, data)
+    try:
+        settings, llm_backbone = _backbone(args.backbone, data)
+    except (AskError, ConfigError) as exc:
+        print(f"karma ask: {exc}", file=sys.stderr)
+        return 2
+    key = ask_key(args.question)
     try:
         answer = answer_question(args.question, backbone=args.backbone, settings=settings, data=data,
-                                 llm_backbone=llm_backbone)
+                                 llm_backbone=llm_backbone, question_id=key)
     except NoLinkableEntity as exc:
         print(f"karma ask: {exc}", file=sys.stderr)
         return 1
+    if answer.hit:
+        answer = write.write_local(answer) if llm_backbone is None else write.write_llm(answer, llm_backbone)
     completions = [] if args.no_complete else complete_answer(answer, settings=settings, data=data,
                                                               llm_backbone=llm_backbone)
-    render(answer, completions)
+    queued = None
+    if completions and not getattr(args, "no_queue", False):
+        queued = queue_completions(completions, args.backbone, key, data)
+    hint = "karma review" + (f" --data-dir {args.data_dir}" if args.data_dir else "")
+    render(answer, completions, queued=queued, review_hint=hint)
     return 0 if answer.hit else 1

@@ -72,3 +72,19 @@ def answer_kinds(text: str) -> list[str]:
         if kinds:
             return kinds
     return []
+
+
+def which_span(text: str) -> tuple[int, int] | None:
+    """Where the words after which/what (the answer's kind) are, or None."""
+    m = _WHICH_RE.search(text)
+    return m.span(1) if m else None
+
+
+def named_kinds(text: str, exclude: list[tuple[int, int]] = ()) -> list[str]:
+    """KG kinds a word of the text names outside the `exclude` spans: a chain's bridge ("... by drugs that treat X")."""
+    kinds: list[str] = []
+    for pattern, ks in _KIND_COMPILED:
+        for m in pattern.finditer(text):
+            if not any(s < m.end() and m.start() < e for s, e in exclude):
+                kinds += [k for k in ks if k not in kinds]
+    return kinds

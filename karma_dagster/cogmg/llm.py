@@ -2,7 +2,8 @@
 
 The calls go through the backbone's own client (cache, retries, deadline, JSON repair) with versioned prompts
 (prompts/cogmg_decompose, prompts/cogmg_complete). A step whose relation is outside the KG schema is asked again
-once with the offending labels named (as CogMG does); what is still outside after that is dropped and noted.
+once with the offending labels named (as CogMG does); what is still outside after that is dropped and noted. A
+step may chain a second hop (`then`, cogmg_decompose.v2): never more than two relations.
 """
 
 from __future__ import annotations
@@ -12,15 +13,22 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from karma_dagster import services
-from karma_dagster.cogmg.models import LinkedEntity, OpenTriple, QueryPlan, QueryStep
+from karma_dagster.cogmg.models import Hop, LinkedEntity, OpenTriple, QueryPlan, QueryStep
 from karma_dagster.kg.embeddings import normalize_name
 from karma_dagster.paths import DataPaths
 
 DECOMPOSE, COMPLETE = "cogmg_decompose", "cogmg_complete"
+MAX_STEPS = 6  # a plan's steps (each of up to two hops): the model's fan-out is bounded like the lexicon's
 
 
 class _Out(BaseModel):
     model_config = ConfigDict(extra="ignore")
+
+
+class HopOutput(_Out):
+    relation: str
+    direction: Literal["out", "in"] = "out"
+    answer_kind: str = ""
 
 
 class StepOutput(_Out):
@@ -29,6 +37,7 @@ class StepOutput(_Out):
     relation: str
     direction: Literal["out", "in"] = "out"
     answer_kind: str = ""
+    then: HopOutput | None = None  # a second hop from the nodes the first reaches (cogmg_decompose.v2)
 
 
 class DecomposeOutput(_Out):
@@ -82,18 +91,20 @@ def decompose(question: str, backbone: Any, data: DataPaths, namespace: str, rho
     out: DecomposeOutput = _ask(backbone, DECOMPOSE, DecomposeOutput, _schema_terms(), question=question,
                                 metaedges=metaedges, invalid=[])
     notes: list[str] = []
-    invalid = sorted({s.relation for s in out.steps if s.relation not in relations})
+    invalid = sorted({r for s in out.steps for r in _relations(s) if r not in relations})
     if invalid:
         notes.append(f"relations outside the schema {invalid}: asked again once")
         out = _ask(backbone, DECOMPOSE, DecomposeOutput, _schema_terms(), question=question, metaedges=metaedges,
                    invalid=invalid)
-        still = sorted({s.relation for s in out.steps if s.relation not in relations})
+        still = sorted({r for s in out.steps for r in _relations(s) if r not in relations})
         if still:
             notes.append(f"still outside the schema after asking again, dropped: {still}")
     steps: list[QueryStep] = []
     linked: dict[tuple[str, str], LinkedEntity] = {}
-    for s in out.steps:
-        if s.relation not in relations:
+    if len(out.steps) > MAX_STEPS:
+        notes.append(f"the model gave {len(out.steps)} steps: the first {MAX_STEPS} are followed")
+    for s in out.steps[:MAX_STEPS]:
+        if any(r not in relations for r in _relations(s)):
             continue
         key = (s.entity, s.entity_kind)
         if key not in linked:
@@ -102,10 +113,20 @@ def decompose(question: str, backbone: Any, data: DataPaths, namespace: str, rho
         here = entity.kind or s.entity_kind
         direction = _orient(s.relation, entity.kind or s.entity_kind, s.answer_kind, s.direction)
         kinds = [s.answer_kind] if s.answer_kind in schema.node_kinds else []
-        steps.append(QueryStep(entity=entity, relation=s.relation, direction=direction, answer_kinds=kinds))
+        then = None
+        if s.then is not None:
+            bridge = kinds[0] if kinds else ""
+            then_kinds = [s.then.answer_kind] if s.then.answer_kind in schema.node_kinds else []
+            then = Hop(relation=s.then.relation, answer_kinds=then_kinds,
+                       direction=_orient(s.then.relation, bridge, s.then.answer_kind, s.then.direction))
+        steps.append(QueryStep(entity=entity, relation=s.relation, direction=direction, answer_kinds=kinds, then=then))
     if not steps:
         notes.append("the model gave no step within the schema")
     return QueryPlan(question=question, decomposer=prompt_id(backbone, DECOMPOSE), steps=steps, notes=notes)
+
+
+def _relations(step: StepOutput) -> list[str]:
+    return [step.relation] + ([step.then.relation] if step.then is not None else [])
 
 
 def _orient(relation: str, here: str, answer_kind: str, proposed: str) -> str:

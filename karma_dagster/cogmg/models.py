@@ -69,20 +69,52 @@ def _schema_relations() -> list[str]:
     return kg_schema().relation_names
 
 
+def _in_schema(relation: str) -> str:
+    if relation not in _schema_relations():
+        raise ValueError(f"relation {relation!r} is not in the KG schema ({', '.join(_schema_relations())})")
+    return relation
+
+
+class Hop(BaseModel):
+    """A step's second hop, from each node the first hop reached (the bridge) to the answer: at most two hops."""
+
+    relation: str
+    direction: Literal["out", "in"]
+    answer_kinds: list[str] = []
+
+    @field_validator("relation")
+    @classmethod
+    def _in_schema(cls, relation: str) -> str:
+        return _in_schema(relation)
+
+
 class QueryStep(BaseModel):
-    """One hop: from the linked entity along a KG relation; `out` = the entity is the head, the answer the tail."""
+    """One hop: from the linked entity along a KG relation; `out` = the entity is the head, the answer the tail.
+    With `then`, a chain of two (entity -relation-> bridge -then.relation-> answer): `answer_kinds` are then the
+    bridge's kinds and the answers are the second hop's ends."""
 
     entity: LinkedEntity
     relation: str
     direction: Literal["out", "in"]
     answer_kinds: list[str] = []  # the answer node's kinds (empty: any)
+    then: Hop | None = None
 
     @field_validator("relation")
     @classmethod
     def _in_schema(cls, relation: str) -> str:
-        if relation not in _schema_relations():
-            raise ValueError(f"relation {relation!r} is not in the KG schema ({', '.join(_schema_relations())})")
-        return relation
+        return _in_schema(relation)
+
+    def first_hop(self) -> Hop:
+        return Hop(relation=self.relation, direction=self.direction, answer_kinds=self.answer_kinds)
+
+    def describe(self) -> str:
+        """`Graves' disease <-treats- ? -binds-> ?` style: the arrows a reader checks the plan by."""
+        e, r = self.entity.name, self.relation
+        if self.then is None:
+            return f"{e} -{r}-> ?" if self.direction == "out" else f"? -{r}-> {e}"
+        first = f"{e} -{r}-> ?" if self.direction == "out" else f"{e} <-{r}- ?"
+        t = self.then
+        return first + (f" -{t.relation}-> ?" if t.direction == "out" else f" <-{t.relation}- ?")
 
     def open_triple(self) -> OpenTriple:
         name = self.entity.name
@@ -95,7 +127,7 @@ class QueryStep(BaseModel):
 
 class QueryPlan(BaseModel):
     """What a question becomes: typed steps, executed over the KG's tables with bound parameters only.
-    Answers are the union of the steps' answers (the shipped questions are one hop)."""
+    Answers are the union of the steps' answers (the shipped questions are one hop; a step may chain two)."""
 
     question: str
     decomposer: str  # "local: entity index + relation cues" or the prompt id that decomposed it
@@ -112,6 +144,30 @@ class AnswerTriple(BaseModel):
     confidence: float | None = None
     source: str  # "seed" | "extracted" (a chain's merge) | "completion" (not yet in the KG)
     provenance: list[dict] = []  # evidence rows: doc_key, date, evidence, backbone, prompt_version
+    hop: int = 1  # 2: the second hop of a two-hop step (its first hop's triple is in the answer too)
+    answer: str = ""  # the answer node this triple gives ('' for a first hop that only reaches the bridge)
+
+
+class Citation(BaseModel):
+    """A written answer's marker [n] -> its triple and where the triple comes from (the first evidence row)."""
+
+    marker: int
+    head: str
+    relation: str
+    tail: str
+    hop: int = 1
+    source: str  # seed | extracted | completion
+    doc_key: str = ""  # '' for a seed edge
+    date: str = ""
+    sentence: str = ""  # the evidence sentence; "seed KG" for an imported edge
+    backbone: str = ""
+    prompt_version: str = ""
+
+    def label(self) -> str:
+        where = ("seed KG" if self.source == "seed" and not self.doc_key else
+                 ", ".join(x for x in (self.doc_key, self.date, self.backbone, self.prompt_version) if x)
+                 or self.source)
+        return f"[{self.marker}] {self.head} -{self.relation}-> {self.tail} ({where})"
 
 
 class Answer(BaseModel):
@@ -124,4 +180,9 @@ class Answer(BaseModel):
     triples: list[AnswerTriple] = []
     missing: list[OpenTriple] = []
     error: str = ""  # why there is no plan (no linkable entity, no relation the schema allows)
+    # the written answer (cogmg/write.py): sentences whose every claim cites a marker of `citations`
+    text: str = ""
+    citations: list[Citation] = []
+    writer: str = ""  # "local: template" or the prompt id that wrote it
+    writer_notes: list[str] = []  # what the writer's checks dropped (claims citing nothing, unknown markers)
 

@@ -1,16 +1,18 @@
 """A query plan executed over the KG store's DuckDB tables: fixed SQL, every value a bound parameter.
 
 Model text never reaches SQL: a step's entity id, relation and kinds are parameters of one fixed statement, and
-completions not yet in the KG (the benchmark's "after completion") join as a registered table, not as text.
+completions not yet in the KG (the benchmark's "after completion") join as a registered table, not as text. A
+two-hop step runs the same statement per hop: from the entity, then from each of its best first-hop nodes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import pandas as pd
 
-from karma_dagster.cogmg.models import AnswerTriple, Completion, QueryPlan, QueryStep
+from karma_dagster.cogmg.models import AnswerTriple, Completion, Hop, LinkedEntity, QueryPlan, QueryStep
 from karma_dagster.kg.store import KGStore
 
 _STEP_SQL = """
@@ -46,38 +48,109 @@ def overlay_frames(completions: Sequence[Completion]) -> tuple[pd.DataFrame, pd.
     return edges, node_frame
 
 
+BRIDGES = 25  # a two-hop step follows its second hop from at most this many first-hop nodes (best ranked first)
+PATHS_PER_ANSWER = 3  # the paths kept as one two-hop answer's evidence
+TWO_HOP_ANSWERS = 25  # the answers a two-hop step returns, ranked by how many bridges reach them
+
+
 def execute(kg: KGStore, namespace: str, plan: QueryPlan,
             overlay: Sequence[Completion] = ()) -> list[AnswerTriple]:
-    """The triples answering the plan's steps in the namespace's KG (+ `overlay`), with their provenance."""
+    """The triples answering the plan's steps in the namespace's KG (+ `overlay`), with their provenance; a
+    two-hop step gives each answer's path (first hop, then second hop)."""
     if not plan.steps:
         return []
-    edges, nodes = overlay_frames(overlay)
     out: list[AnswerTriple] = []
     seen: set[tuple[str, str, str]] = set()
+    with _connected(kg, overlay) as con:
+        for step in plan.steps:
+            found = _run_hop(con, namespace, step.entity.entity_id, step.entity.name, step.first_hop()) \
+                if step.then is None else _run_chain(con, namespace, step)
+            for triple in found:
+                key = (triple.head_id, triple.relation, triple.tail_id)
+                if key not in seen:
+                    seen.add(key)
+                    out.append(triple)
+                elif triple.answer:  # a triple two steps share: it names an answer if either says so
+                    i = next(i for i, t in enumerate(out) if (t.head_id, t.relation, t.tail_id) == key)
+                    out[i] = out[i].model_copy(update={"answer": out[i].answer or triple.answer})
+    return out
+
+
+def bridges(kg: KGStore, namespace: str, step: QueryStep, overlay: Sequence[Completion] = ()) -> list[LinkedEntity]:
+    """The nodes a two-hop step's first hop reaches (best first, at most BRIDGES): a miss then names the second hop's
+    missing triple from them."""
+    kinds: dict[str, str] = {}
+    with _connected(kg, overlay) as con:
+        first = _run_hop(con, namespace, step.entity.entity_id, step.entity.name, step.first_hop(), kinds)
+    return _bridge_nodes(step, first, kinds)
+
+
+@contextmanager
+def _connected(kg: KGStore, overlay: Sequence[Completion]) -> Iterator:
+    edges, nodes = overlay_frames(overlay)
     with kg.connect(read_only=True) as con:
         con.register("cogmg_overlay_edges", edges)
         con.register("cogmg_overlay_nodes", nodes)
         try:
-            for step in plan.steps:
-                for triple in _run_step(con, namespace, step):
-                    key = (triple.head_id, triple.relation, triple.tail_id)
-                    if key not in seen:
-                        seen.add(key)
-                        out.append(triple)
+            yield con
         finally:
             con.unregister("cogmg_overlay_edges")
             con.unregister("cogmg_overlay_nodes")
+
+
+def _bridge_nodes(step: QueryStep, first: list[AnswerTriple], kinds: dict[str, str]) -> list[LinkedEntity]:
+    out: dict[str, LinkedEntity] = {}
+    for t in first:
+        node_id, name = (t.tail_id, t.tail_name) if step.direction == "out" else (t.head_id, t.head_name)
+        if node_id != step.entity.entity_id and node_id not in out and len(out) < BRIDGES:
+            out[node_id] = LinkedEntity(mention=name, entity_id=node_id, name=name, kind=kinds.get(node_id, ""),
+                                        distance=0.0)
+    return list(out.values())
+
+
+def _run_chain(con, namespace: str, step: QueryStep) -> list[AnswerTriple]:  # noqa: ANN001
+    """entity -r1-> bridge -r2-> answer: the second hop from each of the first hop's best BRIDGES nodes (a fixed
+    statement per bridge, values bound); answers ranked by the number of bridges reaching them, then confidence."""
+    assert step.then is not None
+    kinds: dict[str, str] = {}
+    first = _run_hop(con, namespace, step.entity.entity_id, step.entity.name, step.first_hop(), kinds)
+    first_of: dict[str, AnswerTriple] = {}
+    for t in first:
+        first_of.setdefault(t.tail_id if step.direction == "out" else t.head_id, t)
+    paths: dict[str, list[tuple[AnswerTriple, AnswerTriple]]] = {}
+    for bridge in _bridge_nodes(step, first, kinds):
+        for t in _run_hop(con, namespace, bridge.entity_id, bridge.name, step.then):
+            answer_id = t.tail_id if step.then.direction == "out" else t.head_id
+            if answer_id == step.entity.entity_id:  # back to where the chain started: not an answer
+                continue
+            paths.setdefault(answer_id, []).append((first_of[bridge.entity_id].model_copy(update={"answer": ""}),
+                                                    t.model_copy(update={"hop": 2})))
+
+    def rank(item: tuple[str, list[tuple[AnswerTriple, AnswerTriple]]]) -> tuple:
+        _id, ps = item
+        best = max((min(a.confidence if a.confidence is not None else 0.0,
+                        b.confidence if b.confidence is not None else 0.0) for a, b in ps), default=0.0)
+        return (-len(ps), -best, ps[0][1].answer)
+
+    out: list[AnswerTriple] = []
+    for _answer_id, ps in sorted(paths.items(), key=rank)[:TWO_HOP_ANSWERS]:
+        for a, b in ps[:PATHS_PER_ANSWER]:
+            out += [a, b]
     return out
 
 
-def _run_step(con, namespace: str, step: QueryStep) -> list[AnswerTriple]:
-    d, eid, rel = step.direction, step.entity.entity_id, step.relation
+def _run_hop(con, namespace: str, entity_id: str, entity_name: str, hop: Hop,  # noqa: ANN001
+             kinds: dict[str, str] | None = None) -> list[AnswerTriple]:
+    """One hop's triples from the entity (`kinds` collects each answer node's kind)."""
+    d, eid, rel = hop.direction, entity_id, hop.relation
     rows = con.execute(_STEP_SQL, [namespace, rel, d, eid, rel, d, eid, d, namespace]).fetchall()
     triples = []
-    for head_id, relation, tail_id, confidence, in_seed, origin, _answer_id, answer_name, answer_kind in rows:
-        if step.answer_kinds and answer_kind not in step.answer_kinds:
+    for head_id, relation, tail_id, confidence, in_seed, origin, answer_id, answer_name, answer_kind in rows:
+        if hop.answer_kinds and answer_kind not in hop.answer_kinds:
             continue
-        head_name, tail_name = ((step.entity.name, answer_name) if d == "out" else (answer_name, step.entity.name))
+        if kinds is not None:
+            kinds.setdefault(answer_id, answer_kind or "")
+        head_name, tail_name = ((entity_name, answer_name) if d == "out" else (answer_name, entity_name))
         if origin == "completion":
             source, provenance = "completion", []
         else:
@@ -89,5 +162,5 @@ def _run_step(con, namespace: str, step: QueryStep) -> list[AnswerTriple]:
                 provenance.insert(0, {"doc_key": "", "evidence": "seed KG (imported)"})
         triples.append(AnswerTriple(head_id=head_id, head_name=head_name, relation=relation, tail_id=tail_id,
                                     tail_name=tail_name, confidence=confidence, source=source,
-                                    provenance=provenance))
+                                    provenance=provenance, answer=answer_name))
     return triples

@@ -11,7 +11,6 @@ paper the model leaves out keeps the rule U; a failed call leaves the whole batc
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 from typing import Annotated, Protocol
 
@@ -95,9 +94,7 @@ def controller_utility(data: DataPaths, path: Path | str | None = None,
     name, entry, why = read_backbones(path).controller_entry()
     if entry is None or name is None:
         return None, why
-    settings = entry.settings()
-    if entry.api_key_env:
-        settings = settings.model_copy(update={"api_key": os.environ.get(entry.api_key_env)})
+    settings = entry.keyed_settings(name)
     data.llm_cache.mkdir(parents=True, exist_ok=True)
     client = LLMClient.from_settings(settings, name=f"controller:{name}",
                                      cache=ResponseCache(data.llm_cache / "llm_responses.sqlite"))
