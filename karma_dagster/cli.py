@@ -15,7 +15,7 @@ from typing import NoReturn
 
 
 def _defs(args: argparse.Namespace):
-    from karma_dagster.config import read_backbones
+    from karma_dagster.config import not_configured, read_backbones
     from karma_dagster.definitions import build_definitions
     from karma_dagster.paths import backbones_label
     from karma_dagster.resources.backbones import backbone_configs_from_file
@@ -32,9 +32,9 @@ def _defs(args: argparse.Namespace):
         if unknown:
             raise UsageError(f"--backbone {', '.join(unknown)}: not in backbones.yaml; it has: "
                              f"{', '.join(sorted(entries))}")
-        keyless = [f"{b} (set {entries[b].api_key_env})" for b in args.backbone if entries[b].key_missing()]
+        keyless = [not_configured(b, entries[b].api_key_env) for b in args.backbone if entries[b].key_missing()]
         if keyless:
-            raise UsageError(f"--backbone {', '.join(keyless)}: NOT CONFIGURED")
+            raise UsageError("; ".join(keyless))
         configs = {b: configs.get(b) or config_of(entries[b]) for b in args.backbone}
     storage = KarmaStorageResource(inbox=getattr(args, "inbox", "") or "", data_dir=getattr(args, "data_dir", "") or "",
                                    undated=getattr(args, "undated", "") or "")
@@ -291,7 +291,6 @@ def _quiet_known_noise() -> None:
     import warnings
 
     os.environ.setdefault("LANCE_LOG", "error")
-    warnings.filterwarnings("ignore", category=FutureWarning, module="spacy")
     warnings.filterwarnings("ignore", message=r".*is currently in (beta|preview).*")
 
 
@@ -519,15 +518,16 @@ def _main(argv: list[str]) -> int:
     # Commands whose bodies live with what they serve (Dagster-free): questions, review page, MCP server, exports.
     from karma_dagster.backbones.llm.cli_serve import add_parser as add_llm_serve_parser
     from karma_dagster.cogmg.cli_ask import add_parser as add_ask_parser
+    from karma_dagster.cogmg.cli_context import add_parser as add_context_parser
     from karma_dagster.export.cli_export import add_parser as add_export_parser
     from karma_dagster.ingest.feed.cli_fetch import add_parser as add_fetch_parser
     from karma_dagster.kg.cli_dedupe import add_parser as add_dedupe_parser
-    from karma_dagster.kg_tools.cli_mcp import add_parser as add_mcp_parser
+    from karma_dagster.mcp_server.cli import add_parser as add_mcp_parser
     from karma_dagster.project.cli_init import add_parser as add_init_parser
     from karma_dagster.review.cli_review import add_parser as add_review_parser
 
-    for add in (add_ask_parser, add_review_parser, add_mcp_parser, add_export_parser, add_dedupe_parser,
-                add_llm_serve_parser, add_init_parser, add_fetch_parser):
+    for add in (add_ask_parser, add_context_parser, add_review_parser, add_mcp_parser, add_export_parser,
+                add_dedupe_parser, add_llm_serve_parser, add_init_parser, add_fetch_parser):
         add(sub)
 
     args = parser.parse_args(argv)

@@ -26,7 +26,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("agents",),
     ("metrics", "scheduling", "services", "stages", "report", "ledger", "document_states", "removal", "kg_tools",
      "export"),
-    ("cogmg", "review"),  # CogMG's questions and the review queue build on the chain's stores and services
+    ("cogmg", "review", "browse", "mcp_server"),  # CogMG's questions, the review queue and the KG browser build on the stores
     ("partitions", "resources", "assets", "sensors", "jobs", "executors", "definitions", "home", "runner",
      "cli"),
 ]

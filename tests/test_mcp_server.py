@@ -21,7 +21,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from karma_dagster import services
 from karma_dagster.kg.store import KGStore
-from karma_dagster.kg_tools.mcp_server import serve
+from karma_dagster.mcp_server.server import serve
 from karma_dagster.paths import DataPaths
 
 SEED = Path(__file__).resolve().parents[1] / "data" / "seed_kg"
@@ -29,7 +29,7 @@ NS, DOC = "mcp", "2022-07-08_mcptest"
 LISINOPRIL, METFORMIN = "Compound::DB00722", "Compound::DB00331"
 HYPERTENSION, GESTATIONAL_DIABETES = "Disease::DOID:10763", "Disease::DOID:11714"
 TOOLS = {"search_instance", "create_instance", "search_class", "create_class", "search_property", "create_property",
-         "create_statement", "neighbours", "edges_between", "edge_provenance", "merge_document"}
+         "create_statement", "neighbours", "edges_between", "edge_provenance", "merge_document", "kg_context"}
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +47,7 @@ def data_dir(seeded: Path, tmp_path: Path) -> Path:
 
 
 def _server_command(data_dir: Path, *extra: str) -> list[str]:
-    return ["-m", "karma_dagster.kg_tools.cli_mcp", "--data-dir", str(data_dir), "--caller", "pytest-agent", *extra]
+    return ["-m", "karma_dagster.mcp_server.cli", "--data-dir", str(data_dir), "--caller", "pytest-agent", *extra]
 
 
 def _env() -> dict[str, str]:
@@ -70,10 +70,34 @@ def _kg_state(data_dir: Path) -> tuple:
     return counts, staged, json.dumps(kg.schema_extension(NS), default=str)
 
 
+def _bounded(name: str, prop: dict) -> bool:
+    """A parameter a client can fill blind: described, and bounded for its type (strings in length, counts and
+    scores in range); an optional one's bound sits in its non-null branch."""
+    branches = [b for b in prop.get("anyOf", [prop]) if b.get("type") != "null"]
+    assert branches, name
+    for b in branches:
+        if b["type"] == "string" and not ("maxLength" in b or "enum" in b):
+            return False
+        if b["type"] in ("integer", "number") and not ("minimum" in b and "maximum" in b):
+            return False
+    return bool(prop.get("description", "").strip())
+
+
+def _check_listed_schemas(tools: list) -> None:
+    """What the client sees: every tool described, every parameter described and bounded, nothing else taken."""
+    for tool in tools:
+        schema = tool.input_schema
+        assert tool.description and tool.description.strip(), tool.name
+        assert schema.get("additionalProperties") is False, tool.name
+        unbounded = [p for p, prop in schema["properties"].items() if not _bounded(f"{tool.name}.{p}", prop)]
+        assert not unbounded, (tool.name, unbounded, schema)
+
+
 async def _session(client: Client, data_dir: Path) -> None:
     """The scenario both transports run: list, search, refuse invalid calls, stage and merge a valid one."""
-    names = {t.name for t in (await client.list_tools()).tools}
-    assert names == TOOLS  # no raw query tool
+    listed = (await client.list_tools()).tools
+    assert {t.name for t in listed} == TOOLS  # no raw query tool
+    _check_listed_schemas(listed)
     found = _payload(await client.call_tool("search_instance", {"text": "metformin"}))
     assert found["results"][0]["id"] == METFORMIN
     cls = _payload(await client.call_tool("search_class", {"text": "Protein"}))
@@ -96,6 +120,11 @@ async def _session(client: Client, data_dir: Path) -> None:
                                                "evidence": "x", "document": DOC}, "contradiction"),
         "unknown super class": ("create_class", {"label": "Oncogene", "comment": "x", "super_class": "Gen"},
                                 "did you mean 'Gene'"),
+        "unknown argument": ("neighbours", {"entity": GESTATIONAL_DIABETES, "limt": 3}, "limt"),
+        "misspelt document": ("create_instance", {"label": "FRB1", "comment": "a gene", "type": "Gene",
+                                                  "documnet": DOC}, "documnet"),
+        "out of bounds": ("search_instance", {"text": "metformin", "k": 1000}, "less than or equal to 25"),
+        "too long": ("search_instance", {"text": "m" * 201}, "at most 200 characters"),
     }
     for name, (tool, args, needle) in invalid.items():
         result = await client.call_tool(tool, args)
@@ -199,6 +228,6 @@ def test_serve_refuses_a_non_loopback_host_and_a_missing_kg(data_dir: Path, tmp_
         serve("sse", data_dir=str(data_dir))
     with pytest.raises(FileNotFoundError, match="no KG yet"):
         serve("stdio", data_dir=str(tmp_path / "empty"))
-    from karma_dagster.kg_tools.cli_mcp import main
+    from karma_dagster.mcp_server.cli import main
 
     assert main(["--transport", "streamable-http", "--host", "10.0.0.1", "--data-dir", str(data_dir)]) == 2

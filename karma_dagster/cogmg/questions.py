@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from karma_dagster.kg import names as kg_names
+from karma_dagster.kg_tools.bounds import QUESTION_MAX_CHARS  # the tools' schema bounds it too
 from karma_dagster.paths import data_file
 
 _NAME = r"[a-z0-9]+(?:[-_][a-z0-9]+)*"
@@ -27,7 +28,6 @@ KEY_SEP = "__"
 
 
 QUESTION_MAX_ENV = "KARMA_QUESTION_MAX_CHARS"
-QUESTION_MAX_CHARS = 2000  # a question, however detailed; planning and BM25 time grow with its length
 
 
 class QuestionFileError(ValueError):

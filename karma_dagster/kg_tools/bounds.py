@@ -22,6 +22,8 @@ NEIGHBOURS_LIMIT_MAX = 200  # neighbours: edges per call
 SEARCH_TEXT_MAX_CHARS = kg_names.NAME_MAX_CHARS  # a search is for a name: no longer than a name can be
 COMMENT_MAX_CHARS = 1000  # a create call's comment: a sentence or two for a curator
 EVIDENCE_MAX_CHARS = kg_names.EVIDENCE_MAX_CHARS  # the sentence that states a statement (the chain's bound)
+CONTEXT_BUDGET_MIN, CONTEXT_BUDGET_MAX, CONTEXT_BUDGET_DEFAULT = 64, 32_000, 1_000  # kg_context: tokens of context
+QUESTION_MAX_CHARS = 2000  # a question, however detailed; planning and BM25 time grow with its length
 
 
 def count(value: object, what: str, maximum: int) -> int:

@@ -1,5 +1,6 @@
 """Read-only KG queries for tool callers: an entity's neighbours, the edges between two entities, the
 provenance of an edge. Named queries only: no tool takes SQL, so nothing reaches the KG around the validation.
+(The KG context of a question is cogmg/kg_context.py's, served beside these by `karma mcp`.)
 """
 
 from __future__ import annotations

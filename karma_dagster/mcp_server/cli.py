@@ -30,7 +30,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
-    from karma_dagster.kg_tools.mcp_server import serve
+    from karma_dagster.mcp_server.server import serve
 
     try:
         serve(args.transport, args.host, args.port, args.data_dir, args.namespace, args.caller,
@@ -44,7 +44,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run without the karma CLI (`python -m karma_dagster.kg_tools.cli_mcp ...`): what the tests spawn."""
+    """Run without the karma CLI (`python -m karma_dagster.mcp_server.cli ...`): what the tests spawn."""
     parser = argparse.ArgumentParser(prog="karma")
     sub = parser.add_subparsers(dest="command", required=True)
     add_parser(sub)

@@ -1,4 +1,4 @@
-"""The KG tools over MCP (the official `mcp` SDK's MCPServer): stdio, or streamable HTTP on a loopback address.
+"""The KG tools and the KG context of a question over MCP (the official `mcp` SDK's MCPServer): stdio, or streamable HTTP on a loopback address.
 
 An external agent searches and curates the KG under the same validation as the tool API (session.KGTools): the
 server only adapts it. Writes name their document; `merge_document` merges that document's date through
@@ -8,26 +8,33 @@ Streamable HTTP binds loopback addresses only and answers only its own Host name
 TransportSecuritySettings, and web.guard.LocalGuard in front of every path), so a DNS-rebinding page is refused
 before any KG is opened; every request needs the bearer token printed at start (random per start, or
 $KARMA_MCP_TOKEN), so neither a web page nor another user of the machine can call the tools.
+Every tool takes the tool API's own argument model (schemas.py): the schema a client lists describes and bounds each
+parameter, and a call with an unknown, missing or out-of-bounds argument is refused before the tool runs.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
-from collections.abc import Iterable
-from typing import Annotated, Any
+from collections.abc import Callable, Iterable
+from functools import partial
+from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import ToolAnnotations
-from pydantic import ConfigDict, Field
+from pydantic import BaseModel, Field, create_model
 
+from karma_dagster.cogmg.kg_context import context_tool
+from karma_dagster.ingest.keys import KEY_MAX_CHARS
 from karma_dagster.kg.backends import kg_exists
 from karma_dagster.kg_tools import MCP_NAMESPACE as DEFAULT_NAMESPACE
 from karma_dagster.kg_tools import MCP_TRANSPORTS as TRANSPORTS
-from karma_dagster.kg_tools.bounds import NEIGHBOURS_LIMIT_MAX, SEARCH_K_MAX
 from karma_dagster.kg_tools.results import ToolResult
-from karma_dagster.kg_tools.schemas import ALL_ARGS, description
+from karma_dagster.kg_tools.schemas import (ALL_ARGS, CONTEXT_ARGS, DOCUMENT_TEXT, READ_ARGS, MergeDocumentArgs,
+                                           description, parameters)
 from karma_dagster.kg_tools.session import KGTools
 from karma_dagster.paths import DataPaths
 from karma_dagster.web.guard import LocalGuard, host_name, new_token, own_hosts, own_origins
@@ -43,9 +50,11 @@ INSTRUCTIONS = (
     "to call next. merge_document merges the document's staged statements into the KG."
 )
 
-Doc = Annotated[str, Field(description="the document key the evidence comes from, e.g. 2016-02-12_pmc4737013")]
-K = Annotated[int, Field(ge=1, le=SEARCH_K_MAX, description="how many results")]
-OptDoc = Annotated[str | None, Field(description="a document key: its staged (unmerged) instances are searched too")]
+# The tools that name a document in MCP (the tool API's session may carry one instead): required for a write that
+# stages, optional where it only widens a search or records who asked.
+DOCUMENT_REQUIRED = ("create_instance", "create_statement")
+DOCUMENT_OPTIONAL = ("search_instance", "create_class", "create_property")
+READ_ONLY = frozenset(READ_ARGS) | frozenset(CONTEXT_ARGS) | {"search_instance", "search_class", "search_property"}
 
 
 def _answer(result: ToolResult) -> dict[str, Any]:
@@ -54,72 +63,49 @@ def _answer(result: ToolResult) -> dict[str, Any]:
     return {"message": result.message, **result.data}
 
 
+def argument_model(name: str) -> type[BaseModel]:
+    """A tool's MCP arguments: the tool API's own model (schemas.ALL_ARGS: described, bounded, unknown arguments
+    forbidden), with the document a write is staged in, made the SDK's argument model so it validates each call."""
+    base = MergeDocumentArgs if name == "merge_document" else {**ALL_ARGS, **CONTEXT_ARGS}[name]
+    fields: dict[str, Any] = {}
+    if name in DOCUMENT_REQUIRED:
+        fields["document"] = (str, Field(min_length=1, max_length=KEY_MAX_CHARS, description=DOCUMENT_TEXT))
+    elif name in DOCUMENT_OPTIONAL:
+        fields["document"] = (str | None, Field(None, max_length=KEY_MAX_CHARS, description=(
+            DOCUMENT_TEXT + "; for a search, that document's staged (unmerged) instances are searched too")))
+    return create_model(f"MCP{base.__name__}", __base__=(base, ArgModelBase), __module__=__name__,
+                        __doc__=base.__doc__, **fields)
+
+
+def _tool_function(method: Callable[..., ToolResult], name: str, model: type[BaseModel]) -> Callable[..., dict[str, Any]]:
+    """`method` taking exactly the model's fields (the SDK reads the signature; the model replaces its own)."""
+
+    def call(**arguments: Any) -> dict[str, Any]:
+        return _answer(method(**arguments))
+
+    call.__name__ = name
+    call.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter(f, inspect.Parameter.KEYWORD_ONLY, annotation=Any) for f in model.model_fields],
+        return_annotation=dict[str, Any])
+    return call
+
+
 def build_server(paths: DataPaths, namespace: str = DEFAULT_NAMESPACE, caller: str = "mcp-client") -> MCPServer:
     """The MCP server over one data dir and namespace; every write is recorded as `caller`'s."""
     tools = KGTools(paths, namespace=namespace, caller=caller)
     server = MCPServer("karma-kg", instructions=INSTRUCTIONS)
-
-    def search_instance(text: str, type: str | None = None, k: K = 5, document: OptDoc = None) -> dict[str, Any]:
-        return _answer(tools.search_instance(text, type, k, document=document))
-
-    def create_instance(label: str, comment: str, type: str, document: Doc) -> dict[str, Any]:
-        return _answer(tools.create_instance(label, comment, type, document=document))
-
-    def search_class(text: str, k: K = 5) -> dict[str, Any]:
-        return _answer(tools.search_class(text, k))
-
-    def create_class(label: str, comment: str, super_class: str | None = None,
-                     document: str | None = None) -> dict[str, Any]:
-        return _answer(tools.create_class(label, comment, super_class, document=document))
-
-    def search_property(text: str, k: K = 5) -> dict[str, Any]:
-        return _answer(tools.search_property(text, k))
-
-    def create_property(label: str, comment: str, domain: str | None = None, range: str | None = None,
-                        super_property: str | None = None, document: str | None = None) -> dict[str, Any]:
-        return _answer(tools.create_property(label, comment, domain, range, super_property, document=document))
-
-    def create_statement(subject: str, predicate: str, object: str, evidence: str, document: Doc,
-                         confidence: Annotated[float | None, Field(ge=0.0, le=1.0)] = None,
-                         segment: str | None = None) -> dict[str, Any]:
-        return _answer(tools.create_statement(subject, predicate, object, evidence, confidence, segment,
-                                              document=document))
-
-    def neighbours(entity: str, limit: Annotated[int, Field(ge=1, le=NEIGHBOURS_LIMIT_MAX)] = 25) -> dict[str, Any]:
-        return _answer(tools.neighbours(entity, limit))
-
-    def edges_between(a: str, b: str) -> dict[str, Any]:
-        return _answer(tools.edges_between(a, b))
-
-    def edge_provenance(subject: str, predicate: str, object: str) -> dict[str, Any]:
-        return _answer(tools.edge_provenance(subject, predicate, object))
-
-    def merge_document(document: Doc) -> dict[str, Any]:
-        return _answer(tools.merge_document(document))
-
-    read_only = {"search_instance", "search_class", "search_property", "neighbours", "edges_between",
-                 "edge_provenance"}
-    for fn in (search_instance, create_instance, search_class, create_class, search_property, create_property,
-               create_statement, neighbours, edges_between, edge_provenance, merge_document):
-        text = description(ALL_ARGS[fn.__name__]) if fn.__name__ in ALL_ARGS else (
-            "Merge the document's staged statements (and every other staged document of its date) into the KG, "
-            "with the same validation and transaction as the date increment.")
-        server.add_tool(fn, description=text, annotations=ToolAnnotations(
-            read_only_hint=fn.__name__ in read_only, destructive_hint=False, open_world_hint=False))
-        _forbid_unknown_arguments(server, fn.__name__)
+    methods: dict[str, Callable[..., ToolResult]] = {name: getattr(tools, name) for name in (*ALL_ARGS, "merge_document")}
+    methods["kg_context"] = partial(context_tool, paths, tools.namespace)
+    for name, method in methods.items():
+        model = argument_model(name)
+        server.add_tool(_tool_function(method, name, model), name=name, description=description(model),
+                        annotations=ToolAnnotations(read_only_hint=name in READ_ONLY, destructive_hint=False,
+                                                    open_world_hint=False))
+        tool = server._tool_manager.get_tool(name)  # noqa: SLF001 - the SDK offers no hook for the argument model
+        assert tool is not None
+        tool.fn_metadata.arg_model = model
+        tool.parameters = parameters(model)
     return server
-
-
-def _forbid_unknown_arguments(server: MCPServer, name: str) -> None:
-    """The SDK's argument model ignores an argument it does not know (a misspelt `limt` would be dropped
-    silently): refuse it instead, as the tool API's schemas do, and say so in the published schema."""
-    tool = server._tool_manager.get_tool(name)  # noqa: SLF001 - the SDK offers no hook for the argument model
-    assert tool is not None
-    base = tool.fn_metadata.arg_model
-    strict = type(base.__name__, (base,), {"model_config": ConfigDict(**base.model_config, extra="forbid"),
-                                           "__module__": base.__module__})
-    tool.fn_metadata.arg_model = strict
-    tool.parameters = strict.model_json_schema(by_alias=True)
 
 
 def session_token() -> str:

@@ -140,7 +140,7 @@ def _env() -> dict[str, str]:
 
 def test_the_mcp_server_refuses_out_of_bounds_calls(data_dir: Path) -> None:
     params = StdioServerParameters(command=sys.executable, env=_env(), cwd=str(REPO), args=[
-        "-m", "karma_dagster.kg_tools.cli_mcp", "--data-dir", str(data_dir), "--caller", "bounds-agent"])
+        "-m", "karma_dagster.mcp_server.cli", "--data-dir", str(data_dir), "--caller", "bounds-agent"])
     refused: dict[str, str] = {}
 
     async def main() -> None:
