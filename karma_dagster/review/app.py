@@ -20,6 +20,8 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
+from karma_dagster.browse.routes import browse_routes
+from karma_dagster.kg.store import KGStore
 from karma_dagster.review.marks import marked_html
 from karma_dagster.review.models import DEFAULT_DAGSTER_URL, EDITABLE, SOURCES, DecisionIn, ReviewItem
 from karma_dagster.review.queue import AlreadyDecided, ReviewError, ReviewQueue, UnknownItem
@@ -44,14 +46,15 @@ def _validation_text(exc: ValidationError) -> str:
 
 
 def create_app(queue: ReviewQueue, *, dagster_url: str = DEFAULT_DAGSTER_URL, hosts: list[str] | None = None,
-               token: str | None = None, port: int = 8766) -> Starlette:
+               token: str | None = None, port: int = 8766, kg: KGStore | None = None) -> Starlette:
     """The page; `hosts` are the Host header values it answers to (default: the loopback names with `port`),
-    `token` the session's (default: a new random one, in `app.state.token`)."""
+    `token` the session's (default: a new random one, in `app.state.token`); with `kg`, the KG browser's pages
+    (browse/routes.py: /kg...) behind the same guard."""
     token = token or new_token()
     templates = Jinja2Templates(directory=str(HERE / "templates"))
     templates.env.filters["marked"] = lambda ev: marked_html(ev.text, ev.spans)
     templates.env.globals["dagster_link"] = lambda item: dagster_link(dagster_url, item)
-    templates.env.globals.update(session_token=token, token_field=TOKEN_FIELD)
+    templates.env.globals.update(session_token=token, token_field=TOKEN_FIELD, kg_browser=kg is not None)
 
     def filters_of(request: Request) -> dict[str, str]:
         return {k: request.query_params[k] for k in FILTERS if request.query_params.get(k)}
@@ -118,6 +121,7 @@ def create_app(queue: ReviewQueue, *, dagster_url: str = DEFAULT_DAGSTER_URL, ho
         Route("/api/items", api_items),
         Route("/api/items/{item_id}/decision", api_decide, methods=["POST"]),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
+        *(browse_routes(kg, dagster_url=dagster_url) if kg is not None else []),
     ], middleware=[Middleware(LocalGuard, hosts=hosts or own_hosts("127.0.0.1", port), token=token,
                               read_key=f"karma_review_{port}")])
     app.state.token = token

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING
 
-from karma_dagster.kg.backends import kg_location
+from karma_dagster.kg.backends import kg_location, kg_store
 from karma_dagster.paths import DataPaths
 from karma_dagster.review.models import DEFAULT_DAGSTER_URL
 
@@ -24,7 +24,8 @@ DEFAULT_PORT = 8766  # `karma mcp` serves on 8765
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser(
-        "review", help="the review queue in a browser: accept, edit or reject what needs a person",
+        "review", help="the review queue and the KG browser in a browser: accept, edit or reject what needs a "
+                       "person; search the KG, read an entity's or an edge's evidence as of a date",
         description="Collect KARMA's review outcomes (schema review, unresolved conflicts, new relation types) and "
                     "CogMG completions into one queue, then serve it on the loopback (keys: j/k move, a accept, "
                     "r reject, e edit). --merge merges accepted decisions into the KG instead of serving. CogMG "
@@ -116,10 +117,11 @@ def cmd_review(args: argparse.Namespace) -> int:
     from karma_dagster.web.guard import KEY_PARAM, host_name, own_hosts
 
     app = create_app(queue, dagster_url=args.dagster_url, hosts=own_hosts(args.host, args.port, args.allow_host),
-                     port=args.port)
+                     port=args.port, kg=kg_store(paths))
     # the key in the address is the session's token: only whoever reads this line can open the page
     print(f"review page: http://{host_name(args.host)}:{args.port}/?{KEY_PARAM}={app.state.token}  "
           "(Ctrl-C stops it)", flush=True)
+    print(f"KG browser: http://{host_name(args.host)}:{args.port}/kg?{KEY_PARAM}={app.state.token}", flush=True)
     try:
         uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     except KeyboardInterrupt:
