@@ -98,12 +98,14 @@ def test_tokenizer_is_built_without_the_set_union_warning_and_tokenizes_as_scisp
     import spacy
     from scispacy.custom_tokenizer import combined_rule_tokenizer
 
+    from karma_dagster.dictionary.lexicon import make_nlp
     from karma_dagster.dictionary.sentences import scispacy_tokenizer
 
     nlp = spacy.blank("en")
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # any warning, FutureWarning included, fails the build
         ours = scispacy_tokenizer(nlp)
+        make_nlp()  # the dictionary NER's pipeline builds on the same tokenizer
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         theirs = combined_rule_tokenizer(nlp)

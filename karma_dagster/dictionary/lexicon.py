@@ -183,10 +183,11 @@ def make_nlp():  # -> spacy.Language
     2.9 % with the extra infixes (spaCy's default tokenizer: 3.2 %).
     """
     import spacy
-    from scispacy.custom_tokenizer import combined_rule_tokenizer
+
+    from karma_dagster.dictionary.sentences import scispacy_tokenizer  # scispaCy's, built without re's warning
 
     nlp = spacy.blank("en")
-    tok = combined_rule_tokenizer(nlp)
+    tok = scispacy_tokenizer(nlp)
     extra = r"(?<=[A-Za-z0-9αβγδκε])[-/](?=[A-Za-z0-9αβγδκε])|(?<=[A-Za-z0-9])\((?=[-+/])"  # Ptpn22(-/-), CXCR4(+)
     tok.infix_finditer = re.compile(tok.infix_finditer.__self__.pattern + "|" + extra).finditer  # type: ignore[attr-defined]
     nlp.tokenizer = tok
