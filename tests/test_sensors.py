@@ -149,5 +149,5 @@ def test_kg_increments_requests_a_date_once_its_documents_are_done_and_outranks_
     covered = tick(p, "kg_increments", done.cursor)
     assert not covered.run_requests, [r.run_key for r in covered.run_requests]
 
-    job = p.defs.get_job_def(kg_job_name("local"))
+    job = p.defs.resolve_job_def(kg_job_name("local"))
     assert int(job.tags["dagster/priority"]) == INCREMENT_PRIORITY > 100 * 100  # any controller score x 100
