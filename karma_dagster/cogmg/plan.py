@@ -59,21 +59,18 @@ def execute(kg: KGStore, namespace: str, plan: QueryPlan,
     two-hop step gives each answer's path (first hop, then second hop)."""
     if not plan.steps:
         return []
-    out: list[AnswerTriple] = []
-    seen: set[tuple[str, str, str]] = set()
+    out: dict[tuple[str, str, str], AnswerTriple] = {}  # first seen first
     with _connected(kg, overlay) as con:
         for step in plan.steps:
             found = _run_hop(con, namespace, step.entity.entity_id, step.entity.name, step.first_hop()) \
                 if step.then is None else _run_chain(con, namespace, step)
             for triple in found:
                 key = (triple.head_id, triple.relation, triple.tail_id)
-                if key not in seen:
-                    seen.add(key)
-                    out.append(triple)
-                elif triple.answer:  # a triple two steps share: it names an answer if either says so
-                    i = next(i for i, t in enumerate(out) if (t.head_id, t.relation, t.tail_id) == key)
-                    out[i] = out[i].model_copy(update={"answer": out[i].answer or triple.answer})
-    return out
+                if key not in out:
+                    out[key] = triple
+                elif triple.answer and not out[key].answer:  # a triple two steps share names an answer if either does
+                    out[key] = out[key].model_copy(update={"answer": triple.answer})
+    return list(out.values())
 
 
 def bridges(kg: KGStore, namespace: str, step: QueryStep, overlay: Sequence[Completion] = ()) -> list[LinkedEntity]:
