@@ -4,10 +4,16 @@ Served on the loopback only, without accounts: a reviewer types their name once 
 decision carries it. web.guard.LocalGuard stands in front of every route: only this server's Host names, only its
 own Origin, bounded bodies, and a decision only with the session token the page embeds (a hidden field in every
 form, a <meta> for JSON callers), so another site's page, framed or DNS-rebound, cannot decide for the reviewer.
+
+A real day's inbox is hundreds of items: the page shows PAGE_SIZE of them (`?page=N`, best score first, then item
+id, an order no decision moves) under counts per source and status, for the whole queue and the filters. The page's
+script sends decisions to the JSON API, whose answer is the decision read back from the store and the item with
+its edits applied: the card shows what was stored, not what the form held.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import quote, urlencode
 
@@ -23,12 +29,30 @@ from starlette.templating import Jinja2Templates
 from karma_dagster.browse.routes import browse_routes
 from karma_dagster.kg.store import KGStore
 from karma_dagster.review.marks import marked_html
-from karma_dagster.review.models import DEFAULT_DAGSTER_URL, EDITABLE, SOURCES, DecisionIn, ReviewItem
-from karma_dagster.review.queue import AlreadyDecided, ReviewError, ReviewQueue, UnknownItem
+from karma_dagster.review.models import (DEFAULT_DAGSTER_URL, EDITABLE, REVIEWER_MAX_CHARS, REVIEWER_MIN_CHARS,
+                                         SOURCES, STATES, STATUSES, DecisionIn, ReviewItem)
+from karma_dagster.review.queue import AlreadyDecided, ReviewError, ReviewQueue, UnknownItem, final_item
 from karma_dagster.web.guard import TOKEN_FIELD, LocalGuard, new_token, own_hosts
 
 HERE = Path(__file__).resolve().parent
 FILTERS = ("source", "relation", "backbone", "min_score", "status")
+PAGE_SIZE, PAGE_SIZE_MAX = 50, 200  # a real day's inbox held 775 items (2.1 MB as one page); 50 are ~0.15 MB
+
+
+class Paging(ValueError):
+    """A page or page size that names no page: the request is refused (422), nothing is read."""
+
+
+def paging(params: Mapping[str, str]) -> tuple[int, int]:
+    """(page, per_page) from `?page=N&per_page=M`: 1-based, per_page within 1..PAGE_SIZE_MAX."""
+    raw_page, raw_per = params.get("page") or "1", params.get("per_page") or str(PAGE_SIZE)
+    page = int(raw_page) if raw_page.isascii() and raw_page.isdigit() and len(raw_page) < 10 else 0
+    if page < 1:
+        raise Paging(f"page {raw_page!r} is not a page number: pages are 1, 2, 3, ...")
+    per = int(raw_per) if raw_per.isascii() and raw_per.isdigit() and len(raw_per) < 10 else 0
+    if not 1 <= per <= PAGE_SIZE_MAX:
+        raise Paging(f"per_page {raw_per!r}: show 1 to {PAGE_SIZE_MAX} items per page (default {PAGE_SIZE})")
+    return page, per
 
 
 def dagster_link(base: str, item: ReviewItem) -> str:
@@ -55,28 +79,61 @@ def create_app(queue: ReviewQueue, *, dagster_url: str = DEFAULT_DAGSTER_URL, ho
     templates.env.filters["marked"] = lambda ev: marked_html(ev.text, ev.spans)
     templates.env.globals["dagster_link"] = lambda item: dagster_link(dagster_url, item)
     templates.env.globals.update(session_token=token, token_field=TOKEN_FIELD, kg_browser=kg is not None)
+    templates.env.globals.update(states=STATES, reviewer_min=REVIEWER_MIN_CHARS, reviewer_max=REVIEWER_MAX_CHARS,
+                                 final_item=final_item, page_size=PAGE_SIZE)
+    templates.env.filters["thousands"] = lambda n: f"{n:,}"
 
     def filters_of(request: Request) -> dict[str, str]:
         return {k: request.query_params[k] for k in FILTERS if request.query_params.get(k)}
 
-    def listed(f: dict[str, str]) -> list:
+    def kept(request: Request) -> dict[str, str]:
+        """The filters and the page: what every link and form of the page carries, so a decision returns there."""
+        return {**filters_of(request), **{k: request.query_params[k] for k in ("page", "per_page")
+                                          if request.query_params.get(k)}}
+
+    def selection(f: dict[str, str]) -> dict:
+        """The filters as the queue's arguments (all but status, which the counts break down instead)."""
+        if f.get("status", "pending") not in STATUSES:
+            raise ReviewError(f"status {f['status']!r}: use pending, decided or all")
         try:
             min_score = float(f["min_score"]) if f.get("min_score") else None
         except ValueError:
             raise ReviewError(f"min_score {f['min_score']!r} is not a number") from None
-        return queue.items(source=f.get("source"), relation=f.get("relation"), backbone=f.get("backbone"),
-                           min_score=min_score, status=f.get("status", "pending"))
+        return dict(source=f.get("source"), relation=f.get("relation"), backbone=f.get("backbone"),
+                    min_score=min_score)
+
+    def listed(f: dict[str, str], **page) -> list:
+        return queue.items(**selection(f), status=f.get("status", "pending"), **page)
+
+    def counters(f: dict[str, str]) -> dict[str, int]:
+        """The page's counters by key: the whole queue, and the filters' selection (every status)."""
+        return {**queue.counts().flat("whole", SOURCES), **queue.counts(**selection(f)).flat("filtered", SOURCES)}
 
     def page(request: Request, *, message: str = "", error: str = "", status: int = 200) -> Response:
         f = filters_of(request)
+        rows, counts, pager = [], {}, None
         try:
-            rows = listed(f)
-        except ReviewError as exc:
+            number, per = paging(request.query_params)
+            counts = counters(f)
+            total = counts[f"filtered:all:{f.get('status', 'pending')}"]
+            last = max(1, -(-total // per))
+            if number > last:  # past the end (e.g. its last items were just decided): the last page, said so
+                message = message or f"page {number} is past the last page ({last}): showing page {last}"
+                number = last
+            rows = listed(f, limit=per, offset=(number - 1) * per)
+            at = dict(f, **({"per_page": str(per)} if per != PAGE_SIZE else {}))
+            pager = {"page": number, "last": last, "per_page": per, "total": total,
+                     "first": (number - 1) * per + 1 if rows else 0, "upto": (number - 1) * per + len(rows),
+                     "links": {n: "/?" + urlencode(dict(at, page=str(n))) for n in
+                               sorted({1, last, *range(max(1, number - 2), min(last, number + 2) + 1)})}}
+        except (ReviewError, Paging) as exc:
             rows, error, status = [], str(exc), 422
+        here = dict(f, **({"page": str(pager["page"])} if pager else {}),
+                    **({"per_page": str(pager["per_page"])} if pager and pager["per_page"] != PAGE_SIZE else {}))
         return templates.TemplateResponse(request, "queue.html", {
             "rows": rows, "filters": f, "facets": queue.facets(), "sources": SOURCES, "editable": EDITABLE,
-            "message": message or request.query_params.get("message", ""), "error": error,
-            "query": urlencode(f)}, status_code=status)
+            "message": message or request.query_params.get("message", ""), "error": error, "counts": counts,
+            "pager": pager, "query": urlencode(here)}, status_code=status)
 
     async def index(request: Request) -> Response:
         return page(request)
@@ -94,13 +151,17 @@ def create_app(queue: ReviewQueue, *, dagster_url: str = DEFAULT_DAGSTER_URL, ho
         except ReviewError as exc:
             return page(request, error=str(exc), status=_status(exc))
         verb = {"accept": "accepted", "edit": "edited and accepted", "reject": "rejected"}[decision.action]
-        back = dict(filters_of(request), message=f"{verb} {queue.item(item_id).triple_text} ({decision.reviewer})")
+        stored = final_item(queue.item(item_id), decision)  # as decided: the edited triple, not the proposed one
+        back = dict(kept(request), message=f"{verb} {stored.triple_text} ({decision.reviewer})")
         return RedirectResponse(f"/?{urlencode(back)}", status_code=303)
 
     async def api_items(request: Request) -> Response:
+        """Every item under the filters, or with `page` (and `per_page`) one page of them."""
         try:
-            rows = listed(filters_of(request))
-        except ReviewError as exc:
+            paged = "page" in request.query_params or "per_page" in request.query_params
+            number, per = paging(request.query_params)
+            rows = listed(filters_of(request), **({"limit": per, "offset": (number - 1) * per} if paged else {}))
+        except (ReviewError, Paging) as exc:
             return JSONResponse({"error": str(exc)}, status_code=422)
         return JSONResponse([{"item": i.model_dump(mode="json"), "decision": d.model_dump(mode="json") if d else None,
                               "dagster": dagster_link(dagster_url, i)} for i, d in rows])
@@ -108,12 +169,21 @@ def create_app(queue: ReviewQueue, *, dagster_url: str = DEFAULT_DAGSTER_URL, ho
     async def api_decide(request: Request) -> Response:
         try:
             decision_in = DecisionIn.model_validate_json(await request.body())
-            decision = queue.decide(request.path_params["item_id"], decision_in)
+            item_id = request.path_params["item_id"]
+            queue.decide(item_id, decision_in)
         except ValidationError as exc:
             return JSONResponse({"error": _validation_text(exc)}, status_code=422)
         except ReviewError as exc:
             return JSONResponse({"error": str(exc)}, status_code=_status(exc))
-        return JSONResponse(decision.model_dump(mode="json"), status_code=201)
+        # the row as the store holds it, read back: the page renders its confirmation from this, not from the form
+        stored = queue.decision(item_id)
+        try:
+            counts = counters(filters_of(request))  # the page's filters ride on the query: its counters refresh
+        except ReviewError:
+            counts = {}
+        return JSONResponse({"decision": stored.model_dump(mode="json"),
+                             "item": final_item(queue.item(item_id), stored).model_dump(mode="json"),
+                             "counts": counts}, status_code=201)
 
     app = Starlette(routes=[
         Route("/", index),

@@ -20,7 +20,9 @@ Source = Literal["cogmg", "schema_review", "unresolved_conflict", "new_relation_
 SOURCES: tuple[str, ...] = ("cogmg", "schema_review", "unresolved_conflict", "new_relation_type")
 Action = Literal["accept", "edit", "reject"]  # edit = edit then accept
 EDITABLE = ("head_id", "head_name", "relation", "tail_id", "tail_name")
-REVIEWER_MAX_CHARS = 80
+REVIEWER_MIN_CHARS, REVIEWER_MAX_CHARS = 2, 80  # one letter is a stray shortcut key, not a name ("reject by a")
+STATUSES = ("pending", "decided", "all")  # the list's status filter
+STATES = ("pending", "accept", "edit", "reject")  # what the counts tell apart: undecided, or the decision's action
 
 
 class Span(BaseModel):
@@ -91,6 +93,9 @@ class DecisionIn(BaseModel):
             if clean.code == "empty":
                 raise ValueError("reviewer name is empty: say who decides")
             raise ValueError(f"reviewer name: {clean.reason} in {kg_names.preview(value)}")
+        if len(clean) < REVIEWER_MIN_CHARS:
+            raise ValueError(f"reviewer name {clean!r} is too short (at least {REVIEWER_MIN_CHARS} characters): "
+                             "say who decides")
         return clean
 
     @field_validator("edits")
@@ -110,6 +115,24 @@ class DecisionIn(BaseModel):
             except kg_names.NameRejected as exc:
                 raise ValueError(str(exc)) from None
         return out
+
+
+class QueueCounts(BaseModel):
+    """Items per source and state (STATES) under the page's filters: the figures above the list."""
+
+    by_source: dict[str, dict[str, int]] = {}
+
+    def n(self, source: str | None = None, state: str | None = None) -> int:
+        """One source's (or every source's) count in one state, "decided" (any action), or all states."""
+        rows = [self.by_source.get(source, {})] if source else list(self.by_source.values())
+        states = (STATES[1:] if state == "decided" else (state,)) if state and state != "all" else STATES
+        return sum(row.get(s, 0) for row in rows for s in states)
+
+    def flat(self, scope: str, sources: tuple[str, ...]) -> dict[str, int]:
+        """`scope:source:state` -> count for every source (and `all`) and state: what the page's counters are
+        keyed by, so a decision's response can refresh them in place."""
+        return {f"{scope}:{src or 'all'}:{state}": self.n(src, state)
+                for src in (*sources, None) for state in (*STATES, "decided", "all")}
 
 
 class Decision(BaseModel):

@@ -20,7 +20,7 @@ from filelock import FileLock
 from karma_dagster.kg import names as kg_names
 from karma_dagster.kg.store import schema_relations
 from karma_dagster.paths import DataPaths
-from karma_dagster.review.models import Decision, DecisionIn, ReviewItem
+from karma_dagster.review.models import STATUSES, Decision, DecisionIn, QueueCounts, ReviewItem
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS items(
@@ -31,6 +31,7 @@ CREATE TABLE IF NOT EXISTS decisions(
     action TEXT NOT NULL CHECK (action IN ('accept', 'edit', 'reject')),
     reviewer TEXT NOT NULL, decided_at TEXT NOT NULL, edits TEXT NOT NULL, merged_at TEXT, merge_date TEXT,
     merge_note TEXT NOT NULL DEFAULT '');
+CREATE INDEX IF NOT EXISTS items_order ON items(score DESC, item_id);
 """
 
 
@@ -132,29 +133,34 @@ class ReviewQueue:
 
     def items(
         self, *, source: str | None = None, relation: str | None = None, min_score: float | None = None,
-        status: str = "pending", backbone: str | None = None,
+        status: str = "pending", backbone: str | None = None, limit: int | None = None, offset: int = 0,
     ) -> list[tuple[ReviewItem, Decision | None]]:
-        """The queue, best score first. status: pending (undecided), decided, or all."""
-        if status not in ("pending", "decided", "all"):
-            raise ReviewError(f"status {status!r}: use pending, decided or all")
-        where, args = [], []
-        for column, value in (("i.source", source), ("i.relation", relation), ("i.backbone", backbone)):
-            if value:
-                where.append(f"{column} = ?")
-                args.append(value)
-        if min_score is not None:
-            where.append("i.score >= ?")
-            args.append(min_score)
-        if status == "pending":
-            where.append("d.item_id IS NULL")
-        elif status == "decided":
-            where.append("d.item_id IS NOT NULL")
+        """The queue, best score first (then item id: a total order a decision never changes, so pages hold still).
+        status: pending (undecided), decided, or all; `limit`/`offset` take one page of it."""
+        where, args = _where(source, relation, min_score, status, backbone)
         sql = ("SELECT i.body, d.item_id, d.action, d.reviewer, d.decided_at, d.edits, d.merged_at, d.merge_date, "
-               "d.merge_note FROM items i LEFT JOIN decisions d USING (item_id)"
-               + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY i.score DESC, i.item_id")
+               "d.merge_note FROM items i LEFT JOIN decisions d USING (item_id)" + where
+               + " ORDER BY i.score DESC, i.item_id")
+        if limit is not None:
+            sql += " LIMIT ? OFFSET ?"
+            args += [int(limit), int(offset)]
         with self._connect(write=False) as con:
             rows = con.execute(sql, args).fetchall()
         return [(ReviewItem.model_validate_json(r[0]), _decision(r[1:]) if r[1] else None) for r in rows]
+
+    def counts(
+        self, *, source: str | None = None, relation: str | None = None, min_score: float | None = None,
+        backbone: str | None = None,
+    ) -> QueueCounts:
+        """Items per source and state (pending or the decision's action) under these filters, in one query."""
+        where, args = _where(source, relation, min_score, "all", backbone)
+        sql = ("SELECT i.source, COALESCE(d.action, 'pending'), COUNT(*) FROM items i LEFT JOIN decisions d "
+               "USING (item_id)" + where + " GROUP BY 1, 2")
+        out: dict[str, dict[str, int]] = {}
+        with self._connect(write=False) as con:
+            for src, state, n in con.execute(sql, args):
+                out.setdefault(src, {})[state] = n
+        return QueueCounts(by_source=out)
 
     def facets(self) -> dict[str, list[str]]:
         """The values the page's filters offer."""
@@ -243,6 +249,26 @@ def _checked_edits(item: ReviewItem, decision: DecisionIn) -> dict[str, list[str
         raise InvalidEdit(f"item {item.item_id}: edited relation {relation!r} is not a KG schema relation "
                           f"({', '.join(sorted(schema_relations()))})")
     return edits
+
+
+def _where(source: str | None, relation: str | None, min_score: float | None, status: str,
+           backbone: str | None) -> tuple[str, list]:
+    """The WHERE clause the list and its counts share (items `i` left-joined with decisions `d`)."""
+    if status not in STATUSES:
+        raise ReviewError(f"status {status!r}: use pending, decided or all")
+    where, args = [], []
+    for column, value in (("i.source", source), ("i.relation", relation), ("i.backbone", backbone)):
+        if value:
+            where.append(f"{column} = ?")
+            args.append(value)
+    if min_score is not None:
+        where.append("i.score >= ?")
+        args.append(min_score)
+    if status == "pending":
+        where.append("d.item_id IS NULL")
+    elif status == "decided":
+        where.append("d.item_id IS NOT NULL")
+    return (" WHERE " + " AND ".join(where) if where else ""), args
 
 
 def _decision(row: tuple) -> Decision:
