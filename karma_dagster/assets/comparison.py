@@ -1,6 +1,7 @@
 """Per-backbone `kg_metrics` and `gold_evaluation`, the `backbone_comparison` table, and `backbones_status`.
 
-Orchestration only: the formulas live in karma_dagster/metrics. Each asset also writes its figures under
+The gold evaluations and the table are one step (build_backbone_comparison says why). Orchestration only: the
+formulas live in karma_dagster/metrics. Each asset also writes its figures under
 <data_dir>/metrics/ (JSON/CSV/PNG), where `backbone_comparison` and `karma compare` read them.
 """
 
@@ -16,8 +17,10 @@ import pandas as pd
 from karma_dagster.config import BackboneStatus, statuses_markdown
 from karma_dagster.assets.chain import backbone_group, stage_key
 from karma_dagster.assets.freshness import kg_grew
+from karma_dagster.assets.notices import judge_notice
 from karma_dagster.stages import STAGE_NAMES
 from karma_dagster.ingest.catalog import Catalog
+from karma_dagster.jobs import COMPARE_JOB
 from karma_dagster.metrics import comparison as cmp
 from karma_dagster.metrics.gold_inbox import compute_gold
 from karma_dagster.metrics.kg_metrics import compute_kg_metrics
@@ -59,10 +62,6 @@ def build_kg_metrics(ns: str) -> dg.AssetsDefinition:
         m, verdicts, answers, seed_answers = compute_kg_metrics(
             storage.stage_store(), storage.kg_store(), ns, judge.get(storage), questions,
             settings=backbones.settings(ns))
-        if m.judge_is_chain_model:
-            context.log.warning(f"backbone {ns}: the judge is not independent of this chain ({m.judge_overlap}); "
-                                "its LLM correctness grades the chain with its own model. Name another model as "
-                                "`judge:` in backbones.yaml.")
         out = cmp.metrics_dir(storage.root(), ns)
         (out / "kg_metrics.json").write_text(m.model_dump_json(indent=2))
         verdicts.to_csv(out / "judge_verdicts.csv", index=False)
@@ -73,6 +72,8 @@ def build_kg_metrics(ns: str) -> dg.AssetsDefinition:
         meta: dict[str, object] = {k: v for k, v in m.model_dump().items()
                                    if isinstance(v, (int, float, str)) and v is not None}
         meta["ablated"] = ", ".join(m.ablated) or "-"
+        meta |= judge_notice(context, context.asset_key, {ns: m.judge_overlap} if m.judge_is_chain_model else {},
+                             "the judge is not independent of backbone")  # warned once, then this metadata
         meta["verdicts"] = dg.MetadataValue.json(m.verdicts)
         meta["judge_verdicts"] = _md(verdicts.drop(columns=["doc_key", "triple_id"], errors="ignore"))
         meta["qa_answers"] = _md(qa[["id", "plausible", "plausible_seed_only", "answers", "how"]] if len(qa) else qa)
@@ -82,9 +83,14 @@ def build_kg_metrics(ns: str) -> dg.AssetsDefinition:
 
 
 # ---------------------------------------------------------------- gold_evaluation
-def build_gold_evaluation(ns: str) -> dg.AssetsDefinition:
-    @dg.asset(
-        key=dg.AssetKey([ns, "gold_evaluation"]),
+def gold_key(ns: str) -> dg.AssetKey:
+    return dg.AssetKey([ns, "gold_evaluation"])
+
+
+def gold_spec(ns: str) -> dg.AssetSpec:
+    """A backbone's gold scores: an output of the `backbone_comparison` step (build_backbone_comparison says why)."""
+    return dg.AssetSpec(
+        key=gold_key(ns),
         deps=[stage_key(ns, "evaluated")],
         group_name=backbone_group(ns),
         kinds={"python"},
@@ -92,37 +98,40 @@ def build_gold_evaluation(ns: str) -> dg.AssetsDefinition:
             "P/R/F1 against gold for this backbone's documents that carry PubTator annotations: mentions (span + "
             "type), normalized ids (gold MESH/NCBIGene ids vs the mentions' vocab ids; the id mapping is in "
             "gold_id_mapping.csv), relations (id pair; pair + type) from REA and from the accepted triples; micro "
-            "and per type. The whole chain is measured: what the reader dropped is missed."
+            "and per type. The whole chain is measured: what the reader dropped is missed. Scored in the "
+            "`backbone_comparison` step, with every backbone's gold and the table: materializing either one "
+            "materializes both."
         ),
         tags={"karma/backbone": ns},
     )
-    def gold_evaluation(context: dg.AssetExecutionContext, storage: KarmaStorageResource) -> dg.MaterializeResult:
-        out = cmp.metrics_dir(storage.root(), ns)
-        result = compute_gold(storage.stage_store(), Catalog(storage.catalog_path()), storage.inbox_dir(), ns)
-        if result is None:
-            (out / "gold.json").write_text(json.dumps({"backbone": ns, "n_docs": 0}))
-            return dg.MaterializeResult(metadata={"documents_with_gold": 0,
-                                                  "note": "no document of this backbone carries gold annotations"})
-        rea, acc, unaligned = result
-        summary = {f"gold_{k}": v for k, v in rea.summary().items()}
-        summary.update({f"gold_accepted_{k}": v for k, v in acc.summary().items() if k.startswith("pair")})
-        (out / "gold.json").write_text(json.dumps({"backbone": ns, "n_docs": rea.n_docs, "unaligned_mentions": unaligned,
-                                                   **summary, "id_sources": rea.id_sources}, indent=2))
-        mapping = pd.DataFrame([m.model_dump() for m in rea.mapping])
-        if len(mapping):
-            mapping["kg_ids"] = mapping["kg_ids"].map(lambda v: ";".join(v))
-        mapping.to_csv(out / "gold_id_mapping.csv", index=False)
-        return dg.MaterializeResult(metadata={
-            "documents_with_gold": rea.n_docs,
-            **{k: round(v, 4) for k, v in summary.items()},
-            "unaligned_mentions": unaligned,
-            "scores": dg.MetadataValue.md(rea.markdown()),
-            "one_line": rea.one_line(),
-            "id_sources": dg.MetadataValue.json(rea.id_sources),
-            "gold_id_mapping": _md(mapping, 30),
-        })
 
-    return gold_evaluation
+
+def evaluate_gold(storage: KarmaStorageResource, ns: str) -> dg.MaterializeResult:
+    """Score the namespace against gold and write metrics/<ns>/gold.json (+ gold_id_mapping.csv)."""
+    out = cmp.metrics_dir(storage.root(), ns)
+    result = compute_gold(storage.stage_store(), Catalog(storage.catalog_path()), storage.inbox_dir(), ns)
+    if result is None:
+        (out / "gold.json").write_text(json.dumps({"backbone": ns, "n_docs": 0}))
+        return dg.MaterializeResult(asset_key=gold_key(ns), metadata={
+            "documents_with_gold": 0, "note": "no document of this backbone carries gold annotations"})
+    rea, acc, unaligned = result
+    summary = {f"gold_{k}": v for k, v in rea.summary().items()}
+    summary.update({f"gold_accepted_{k}": v for k, v in acc.summary().items() if k.startswith("pair")})
+    (out / "gold.json").write_text(json.dumps({"backbone": ns, "n_docs": rea.n_docs, "unaligned_mentions": unaligned,
+                                               **summary, "id_sources": rea.id_sources}, indent=2))
+    mapping = pd.DataFrame([m.model_dump() for m in rea.mapping])
+    if len(mapping):
+        mapping["kg_ids"] = mapping["kg_ids"].map(lambda v: ";".join(v))
+    mapping.to_csv(out / "gold_id_mapping.csv", index=False)
+    return dg.MaterializeResult(asset_key=gold_key(ns), metadata={
+        "documents_with_gold": rea.n_docs,
+        **{k: round(v, 4) for k, v in summary.items()},
+        "unaligned_mentions": unaligned,
+        "scores": dg.MetadataValue.md(rea.markdown()),
+        "one_line": rea.one_line(),
+        "id_sources": dg.MetadataValue.json(rea.id_sources),
+        "gold_id_mapping": _md(mapping, 30),
+    })
 
 
 # ---------------------------------------------------------------- cost from the stage materializations
@@ -163,20 +172,46 @@ def chart_markdown(png: Path) -> dg.MetadataValue:
     return dg.MetadataValue.md(f"![backbone comparison](data:image/png;base64,{base64.b64encode(data).decode()})")
 
 
+def missing_metrics_hint(rows: list[cmp.ComparisonRow]) -> str:
+    """One line saying what to click when a backbone has no kg_metrics yet ('' when every row has them)."""
+    missing = [r.backbone for r in rows if r.status == "no kg_metrics yet"]
+    if not missing:
+        return ""
+    return (f"no kg_metrics yet for {', '.join(missing)} (their columns read n/a): launch the `{COMPARE_JOB}` job "
+            "(Jobs > compare_backbones > Materialize all) to measure them with this table")
+
+
 def build_backbone_comparison(namespaces: list[str], statuses: list[BackboneStatus]) -> dg.AssetsDefinition:
-    @dg.asset(
+    """The table and every backbone's gold scores, one step (a multi-asset that cannot be subset).
+
+    Why one step: the gold columns come from `<ns>/gold_evaluation`, which nothing refreshes on its own (unlike
+    kg_metrics, which the karma_freshness sensor keeps fresh, it would ask for a re-score after every paper run).
+    As separate assets, "Materialize" on the comparison ran the table alone, its gold columns n/a, the UI only
+    warning that upstream assets were never materialized. Not subsettable, the UI's "Materialize" on the
+    comparison (or on any gold_evaluation) lists the gold evaluations it also materializes and runs them in the
+    same step: one click, and gold scores never older than the table. Scoring gold reads stage tables only (no
+    model call): cheap enough to redo with each table.
+    """
+    specs = [gold_spec(ns) for ns in namespaces]
+    specs.append(dg.AssetSpec(
         key="backbone_comparison",
-        deps=[dg.AssetKey([ns, name]) for ns in namespaces for name in ("kg_metrics", "gold_evaluation")],
+        deps=[*(dg.AssetKey([ns, "kg_metrics"]) for ns in namespaces), *(gold_key(ns) for ns in namespaces)],
         group_name=GROUP,
         kinds={"python", "matplotlib"},
         description=(
             "KARMA's Table 1 for these backbones in Table 2's shape (a row per backbone, ablation and single-agent "
             "baseline: mode / ablated columns; n/a where a metric was not measured; best value bold; a judge = chain "
             "flag) plus gold F1 and cost per document and per accepted triple (cost_usd of the stage "
-            "materializations); as markdown, CSV and PNG."
+            "materializations); as markdown, CSV and PNG. Materialize scores every backbone's gold in the same step "
+            f"(its `<backbone>/gold_evaluation`); kg_metrics refresh when the KG grows, or launch the `{COMPARE_JOB}` "
+            "job to measure everything at once."
         ),
-    )
-    def backbone_comparison(context: dg.AssetExecutionContext, storage: KarmaStorageResource) -> dg.MaterializeResult:
+    ))
+
+    @dg.multi_asset(name="backbone_comparison", specs=specs, can_subset=False)
+    def backbone_comparison(context: dg.AssetExecutionContext, storage: KarmaStorageResource):
+        for ns in namespaces:  # first: the table reads gold.json
+            yield evaluate_gold(storage, ns)
         out = cmp.metrics_dir(storage.root())
         rows = cmp.comparison_rows(out, namespaces, statuses, lambda ns: chain_cost(context.instance, ns)[0])
         table = cmp.markdown(rows)
@@ -184,10 +219,14 @@ def build_backbone_comparison(namespaces: list[str], statuses: list[BackboneStat
         (out / "backbone_comparison.csv").write_text(cmp.to_csv(rows))
         png = cmp.chart(rows, out / "backbone_comparison.png")
         context.log.info("\n" + table)
+        hint = missing_metrics_hint(rows)
+        if hint:
+            context.log.warning(hint)
         flagged = [r.backbone for r in rows if r.status == "ok" and r.judge_is_chain_model]
-        for warning in cmp.judge_warnings(rows):
-            context.log.warning(f"judge is the chain's model: {warning}")
-        return dg.MaterializeResult(metadata={
+        reasons = {r.backbone: r.judge_overlap or "the judge is the chain's model" for r in rows
+                   if r.status == "ok" and r.judge_is_chain_model}
+        key = dg.AssetKey("backbone_comparison")
+        yield dg.MaterializeResult(asset_key=key, metadata={
             "table": dg.MetadataValue.md(table),
             "chart": chart_markdown(png),
             "csv": _md(cmp.frame(rows)),
@@ -195,8 +234,10 @@ def build_backbone_comparison(namespaces: list[str], statuses: list[BackboneStat
                 ", ".join(f"metrics/{name}" for name in ("backbone_comparison.csv", "backbone_comparison.png",
                                                          "backbone_comparison.md")) + " (in the data dir)"),
             "backbones": len(rows),
+            "missing": dg.MetadataValue.text(hint or "-"),
             "judge_is_chain_model": bool(flagged),
             "judge_is_chain_model_backbones": dg.MetadataValue.json(flagged),
+            **judge_notice(context, key, reasons, "the judge is not independent of backbone"),
         })
 
     return backbone_comparison
@@ -227,7 +268,7 @@ def comparison_assets(namespaces: list[str], statuses: list[BackboneStatus], jud
                       backbones_source: str = "") -> list[dg.AssetsDefinition]:
     out: list[dg.AssetsDefinition] = []
     for ns in namespaces:
-        out += [build_kg_metrics(ns), build_gold_evaluation(ns)]
+        out.append(build_kg_metrics(ns))
     out += [build_backbone_comparison(namespaces, statuses),
             build_backbones_status(statuses, judge_label, namespaces, backbones_source)]
     return out

@@ -6,6 +6,7 @@ import dagster as dg
 from pydantic import Field
 
 from karma_dagster.assets.freshness import kg_grew
+from karma_dagster.assets.notices import judge_notice
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.metrics.judge import judge_chain_overlap
 from karma_dagster.report import build_report
@@ -41,9 +42,6 @@ def build(namespaces: list[str]) -> dg.AssetsDefinition:
         report.wall_time_s = config.wall_time_s if config.wall_time_s >= 0 else None
         overlaps = {ns: judge_chain_overlap(judge, backbones.settings(ns)) for ns in backbones.names()}
         report.judge_warnings = {ns: why for ns, why in overlaps.items() if why}
-        if report.judge_warnings:  # one line: the report's own text lists each backbone and why
-            context.log.warning(f"the judge is not independent of {', '.join(sorted(report.judge_warnings))} "
-                                "(see the report's judge section)")
         context.log.info("\n" + report.markdown())
         metadata: dict[str, object] = {"report": dg.MetadataValue.md(report.markdown())}
         for b in report.backbones:
@@ -55,6 +53,9 @@ def build(namespaces: list[str]) -> dg.AssetsDefinition:
             metadata["documents_skipped_undated"] = len(report.dates.skipped)
         metadata["judge_is_chain_model"] = bool(report.judge_warnings)
         metadata["judge_is_chain_model_backbones"] = dg.MetadataValue.json(sorted(report.judge_warnings))
+        # warned once per backbone and reason (notices.py); the report's judge section and this metadata keep it
+        metadata |= judge_notice(context, context.asset_key, report.judge_warnings,
+                                 "the judge is not independent of backbone")
         metadata["report_json"] = dg.MetadataValue.json(report.model_dump(mode="json"))  # what `karma run` prints
         if report.wall_time_s is not None:
             metadata["wall_time_s"] = round(report.wall_time_s, 2)

@@ -193,11 +193,14 @@ def markdown(rows: list[ComparisonRow]) -> str:
     out = [head, "|---|---|---|" + "---:|" * len(COLUMNS) + "---|"]
     for r, (_, row) in zip(rows, df.iterrows(), strict=True):
         ablated = variant(r.mode, r.ablated) if r.ablated else "-"
-        if r.status != "ok":
+        measured = any(v is not None for v in r.values.values())
+        if r.status != "ok" and not measured:
             out.append(f"| {r.backbone} | {r.mode} | {ablated} | {r.status} |" + " |" * len(COLUMNS))
             continue
         cells = [_cell(row[c], c, bests[c]) for c in COLUMNS]
-        out.append(f"| {r.backbone} | {r.mode} | {ablated} | " + " | ".join(cells) + f" | {_flag(r.judge_is_chain_model)} |")
+        # a row measured in part (gold and cost, no kg_metrics yet) shows what it has; its status where the flag goes
+        last = _flag(r.judge_is_chain_model) if r.status == "ok" else r.status
+        out.append(f"| {r.backbone} | {r.mode} | {ablated} | " + " | ".join(cells) + f" | {last} |")
     out += ["", "n/a: not measured (the evaluator or the conflict resolution agent did not run, or nothing to "
             "measure). Δconn Σ(deg′−deg): net degree increase over the seed entities; Δconn Σdeg′/Σdeg: their "
             "degree after / before. R_CR: share of the triples entering conflict resolution that it (or the "
