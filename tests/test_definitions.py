@@ -72,6 +72,54 @@ def test_dagster_home_config_is_a_valid_instance(tmp_path):
     assert ws["load_from"][0]["python_module"]["module_name"] == "karma_dagster.definitions"
 
 
+def test_the_run_queue_keeps_a_place_for_kg_increments_while_papers_are_read(tmp_path):
+    """Issue 31: with a day's inbox queued, the shipped dagster.yaml runs at most 2 paper runs at once and keeps
+    the third place for the KG increments, which outrank papers (Dagster's own dequeue selection decides)."""
+    import logging
+
+    from dagster._core.remote_origin import InProcessCodeLocationOrigin, RemoteJobOrigin, RemoteRepositoryOrigin
+    from dagster._core.storage.dagster_run import DagsterRun
+    from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
+    from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
+
+    from karma_dagster.jobs import INCREMENT_PRIORITY, kg_job_name
+
+    (tmp_path / "dagster.yaml").write_text((REPO / "dagster_home" / "dagster.yaml").read_text())
+    instance = dg.DagsterInstance.from_config(str(tmp_path))
+    queue = QueuedRunCoordinatorDaemon(interval_seconds=5)
+    queue._logger = logging.getLogger("test.run_queue")  # noqa: SLF001 - set by the daemon controller
+
+    def add(run_id: str, status: dg.DagsterRunStatus, tags: dict[str, str], job: str = "document_chain") -> None:
+        code = InProcessCodeLocationOrigin(LoadableTargetOrigin(python_file=__file__), location_name="karma")
+        origin = RemoteJobOrigin(repository_origin=RemoteRepositoryOrigin(code, "__repository__"), job_name=job)
+        if instance.has_run(run_id):
+            instance.delete_run(run_id)
+        instance.add_run(DagsterRun(job_name=job, run_id=run_id, status=status, tags=tags, remote_job_origin=origin))
+
+    def next_up() -> list[str]:
+        return [r.run_id for r in queue._get_runs_to_dequeue(  # noqa: SLF001 - the queue's selection, no launch
+            instance, instance.get_concurrency_config(), fixed_iteration_time=None)]
+
+    paper = {"karma/trigger": "new_papers", "dagster/priority": "100"}
+    for i in range(4):
+        add(f"paper-{i}", dg.DagsterRunStatus.QUEUED, paper)
+    assert next_up() == ["paper-0", "paper-1"]  # two papers at once, the third place stays free
+    for i in range(2):  # started: they hold the two paper places
+        add(f"paper-{i}", dg.DagsterRunStatus.STARTED, paper)
+    assert next_up() == []
+    kg = {"dagster/priority": str(INCREMENT_PRIORITY), "dagster/partition": "2026-12-02"}
+    add("kg-1", dg.DagsterRunStatus.QUEUED, kg, kg_job_name("local"))
+    assert next_up() == ["kg-1"]  # the increment starts now, ahead of the queued papers
+    add("kg-1", dg.DagsterRunStatus.STARTED, kg, kg_job_name("local"))
+    add("backfill-0", dg.DagsterRunStatus.QUEUED, {"dagster/backfill": "abcdefgh"})
+    assert next_up() == []  # 3 in progress: the cap holds
+    add("kg-1", dg.DagsterRunStatus.SUCCESS, kg, kg_job_name("local"))
+    assert next_up() == ["backfill-0"]  # no increment waiting: a backfill's run may take the free place
+    for i in range(4):  # the inbox is read
+        add(f"paper-{i}", dg.DagsterRunStatus.SUCCESS, paper)
+    add("backfill-1", dg.DagsterRunStatus.STARTED, {"dagster/backfill": "abcdefgh"})
+    add("backfill-2", dg.DagsterRunStatus.QUEUED, {"dagster/backfill": "ijklmnop"})
+    assert next_up() == ["backfill-0"]  # backfills, of any id, read at most 2 papers at once too
 def test_each_llm_backbone_gets_its_own_pool_limited_to_its_concurrency():
     from karma_dagster import runner
 

@@ -43,7 +43,7 @@ def _collect(
     skipped: dict[str, str] = {}
     for doc_key in catalog.documents_for_dates(day, day):
         if not stages.exists(ns, FINAL_STAGE, doc_key):
-            skipped[doc_key] = "not evaluated yet"
+            skipped[doc_key] = NOT_YET
             continue
         try:
             docs[doc_key] = collect_document(
@@ -52,6 +52,21 @@ def _collect(
         except Exception as exc:  # noqa: BLE001 - an unreadable table skips its document, not the whole day
             skipped[doc_key] = f"{type(exc).__name__}: {exc}" if not isinstance(exc, StageTableInvalid) else str(exc)
     return docs, skipped
+
+
+NOT_YET = "not evaluated yet"
+
+
+def _log_skipped(context: dg.AssetExecutionContext, date: str, skipped: dict[str, str]) -> None:
+    """One line for the documents still being read (normal while a day's inbox is read: the date is merged again
+    when they finish), a warning per document that could not be merged (a real problem, named)."""
+    waiting = sorted(k for k, why in skipped.items() if why == NOT_YET)
+    if waiting:
+        context.log.info(f"{date}: {len(waiting)} document(s) not evaluated yet, merged when they are: "
+                         + ", ".join(waiting[:5]) + (" ..." if len(waiting) > 5 else ""))
+    for doc_key, why in skipped.items():
+        if why != NOT_YET:
+            context.log.warning(f"{date}: document {doc_key} not merged: {why}")
 
 
 def _metadata(
@@ -170,8 +185,7 @@ def build(ns: str) -> dg.AssetsDefinition:
         for date in sorted(context.partition_keys):  # a single-run backfill carries many days: merge in date order
             day = dt.date.fromisoformat(date)
             docs, skipped = _collect(ns, day, catalog, stages, prompt_version)
-            for doc_key, why in skipped.items():
-                context.log.warning(f"{date}: document {doc_key} not merged: {why}")
+            _log_skipped(context, date, skipped)
             docs.update(review_docs(queue, kg, ns, day))  # merged before or not: a re-merge keeps them
             try:
                 date_sources = catalog.date_sources(list(docs))

@@ -1,9 +1,10 @@
 """`new_papers`: watch the inbox, register document partitions, request the agent chain for each new paper.
 
 The catalog (SQLite, beside the KG) remembers every file's content hash, so a file is processed once and
-again only when its content changes; an unreadable file is reported in the tick and skipped. Registration
-writes the documents to process into the catalog's outbox in the same transaction, and the cursor is the last
-outbox entry requested: a tick that dies after registering never loses a paper (the next tick requests it).
+again only when its content changes; an unreadable file is skipped, reported in the tick it starts failing
+(not again while it stays unreadable: the cursor lists it). Registration writes the documents to process into
+the catalog's outbox in the same transaction, and the cursor is the last outbox entry requested: a tick that
+dies after registering never loses a paper (the next tick requests it).
 """
 
 
@@ -102,11 +103,14 @@ def build_new_papers_sensor(
         context: dg.SensorEvaluationContext, storage: KarmaStorageResource, karma_params: KarmaParamsResource
     ) -> dg.SensorResult:
         catalog = Catalog(storage.catalog_path())
-        after = json.loads(context.cursor).get("last_request_seq", 0) if context.cursor else 0
+        previous = json.loads(context.cursor) if context.cursor else {}
+        after = previous.get("last_request_seq", 0)
         result = scan_inbox(storage.inbox_dir(), catalog, arrival_date=dt.date.today(), limits=storage.input_limits(),
                             undated=storage.undated_policy())
-        for failure in result.failed:
-            context.log.warning(f"skipped unreadable file: {failure.error}")
+        still_failing = set(previous.get("failed", []))  # the last tick's unreadable files (the cursor keeps them)
+        for failure in result.failed:  # said on the tick a file starts failing, not every 15 s while it stays there
+            if failure.path not in still_failing:
+                context.log.warning(f"skipped unreadable file: {failure.error}")
         for skipped in result.skipped_undated:
             context.log.info(f"skipped undated document {skipped.source_path}#{skipped.member}: {skipped.reason}")
         retired = [old for old, _ in retire_rekeyed(storage.paths())]  # documents moved to another date
