@@ -89,9 +89,10 @@ def build_definitions(
     assets += export_assets(names)
     assets += question_assets(names)  # CogMG: answers, completions and the QA benchmark per backbone
     document_job, kg_jobs = jobs.document_job(names, registry), jobs.kg_jobs(names)
+    increments_job = jobs.kg_increments_job(names)
     llm_chains = {ns: chain_for(settings_of(config), registry)
                   for ns, config in backbones.items() if config.kind == "litellm"}
-    sensors = [build_new_papers_sensor(document_job, names), build_kg_increments_sensor(names, kg_jobs),
+    sensors = [build_new_papers_sensor(document_job, names), build_kg_increments_sensor(names, kg_jobs, increments_job),
                build_prompt_versions_sensor(llm_chains, prompts_dir),  # without LLM chains: a visible no-op
                freshness_sensor(names), build_review_sensor(names, kg_jobs), build_questions_sensor(),
                build_literature_feed_sensor()]  # off by default: a saved query into the inbox, once a day
@@ -101,7 +102,7 @@ def build_definitions(
         # not once per step, and the steps of a document's chain follow each other without process start-ups.
         # Backfills and the UI's "Materialize" use it too (bench/throughput.py measures the difference).
         executor=executors.selected_executor(),  # in_process unless KARMA_EXECUTOR=celery (executors.py)
-        jobs=[document_job, *kg_jobs.values(), *jobs.other_jobs(names)],
+        jobs=[document_job, increments_job, *kg_jobs.values(), *jobs.other_jobs(names)],
         sensors=sensors,
         resources={
             "storage": storage or KarmaStorageResource(),

@@ -14,6 +14,7 @@ DOCUMENT_JOB = "document_chain"
 IMPORT_KG_JOB = "import_kg"
 REPORT_JOB = "report"
 COMPARE_JOB = "compare_backbones"
+KG_INCREMENTS_JOB = "kg_increments"
 KG_WRITER_POOL = "kg_writer"
 KG_WRITER_POOL_LIMIT = 1  # DuckDB allows one writing process; the store's file lock is the second line
 # The run queue starts higher priorities first (dagster/priority): a KG increment before any paper run, whose
@@ -54,6 +55,26 @@ def kg_jobs(namespaces: Sequence[str]) -> dict[str, UnresolvedAssetJobDefinition
         )
         for ns in namespaces
     }
+
+
+def kg_increments_job(namespaces: Sequence[str]) -> UnresolvedAssetJobDefinition:
+    """Every backbone's KG increment of one date in one run: the `kg_increments` sensor selects the backbones whose
+    documents are ready (a run's asset selection), so a day's inbox costs a run per date and merge, not one per
+    backbone (each run is a process that loads the code location: ~10-30 s on 2 cores)."""
+    return dg.define_asset_job(
+        KG_INCREMENTS_JOB,
+        selection=dg.AssetSelection.assets(*[dg.AssetKey([ns, "knowledge_graph"]) for ns in namespaces]),
+        description="The KG increments of one date, for the backbones the kg_increments sensor found ready.",
+        tags={"dagster/priority": str(INCREMENT_PRIORITY)},
+    )
+
+
+def merges(run_job: str, asset_selection: frozenset[dg.AssetKey] | None, ns: str) -> bool:
+    """Whether a run (of a per-backbone KG job or of the all-backbones one) merges backbone `ns`'s increment."""
+    if run_job == kg_job_name(ns):
+        return True
+    return run_job == KG_INCREMENTS_JOB and (asset_selection is None
+                                             or dg.AssetKey([ns, "knowledge_graph"]) in asset_selection)
 
 
 def other_jobs(namespaces: Sequence[str]) -> list[UnresolvedAssetJobDefinition]:

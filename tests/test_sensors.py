@@ -8,6 +8,7 @@ import dagster as dg
 
 from karma_dagster import runner
 from karma_dagster.partitions import documents_partitions
+from karma_dagster.resources.backbones import BackboneConfig
 from sensor_ticks import tick
 
 JATS = ("PMC4686705.xml", "PMC4686705.json")
@@ -43,17 +44,42 @@ def test_new_papers_registers_partitions_requests_runs_once_and_again_on_change(
 
 
 def test_kg_increments_requests_the_dates_of_newly_evaluated_documents(make_pipeline):
-    p = make_pipeline(inbox_files=JATS)
+    """One run per date merges every ready backbone (issue 31: a run each was a process start each)."""
+    from karma_dagster.jobs import KG_INCREMENTS_JOB
+
+    p = make_pipeline(inbox_files=JATS, backbones={"local": BackboneConfig(),
+                                                   "local-single": BackboneConfig(mode="single_agent")})
     assert runner.import_kg(p.defs, p.instance)
     keys, _ = runner.register_inbox(p.defs, p.instance)
     quiet = tick(p, "kg_increments")
     assert not quiet.run_requests
 
     assert not runner.run_documents(p.defs, p.instance, keys, log=lambda _m: None)
-    result = tick(p, "kg_increments", quiet.cursor)
-    assert [(r.partition_key, r.job_name) for r in result.run_requests] == [("2015-12-08", "kg_increment__local")]
+    run_id = p.instance.fetch_materializations(dg.AssetKey(["local", "evaluated"]), limit=1).records[0].run_id
+    status = p.instance.get_run_by_id(run_id).status
+
+    def set_status(event: str) -> None:  # as the run storage records a run's start and end
+        p.instance.run_storage.handle_run_event(run_id, dg.DagsterEvent(event_type_value=event, job_name="x"))
+
+    set_status("PIPELINE_START")  # the run that evaluated it still runs (its other backbones come seconds later)
+    busy = tick(p, "kg_increments", quiet.cursor)
+    assert not busy.run_requests and "wait" in busy.skip_message
+    set_status("PIPELINE_SUCCESS")
+    assert p.instance.get_run_by_id(run_id).status == status
+    result = tick(p, "kg_increments", busy.cursor)
+    assert [(r.partition_key, r.job_name) for r in result.run_requests] == [("2015-12-08", KG_INCREMENTS_JOB)]
+    both = [dg.AssetKey(["local", "knowledge_graph"]), dg.AssetKey(["local-single", "knowledge_graph"])]
+    assert sorted(result.run_requests[0].asset_selection) == both
     again = tick(p, "kg_increments", result.cursor)
     assert not again.run_requests, "each evaluated materialization triggers its date once"
+
+    request = result.run_requests[0]  # the request as the daemon runs it: both backbones merged by one run
+    run = p.defs.resolve_job_def(KG_INCREMENTS_JOB).execute_in_process(
+        instance=p.instance, partition_key=request.partition_key, asset_selection=request.asset_selection,
+        tags=request.tags)
+    assert run.success
+    kg = p.defs.resources["storage"].kg_store()
+    assert all(kg.merged_documents(ns).keys() == set(keys) for ns in ("local", "local-single"))
 
 
 def test_turning_kg_increments_on_after_merged_runs_replays_nothing(make_pipeline):
@@ -100,11 +126,12 @@ def test_papers_already_processed_by_karma_run_are_not_requested_again(make_pipe
 
 def test_kg_increments_requests_a_date_once_its_documents_are_done_and_outranks_paper_runs(make_pipeline,
                                                                                           monkeypatch):
-    """Issue 31: a date is requested when none of its documents is pending (or DEBOUNCE_S after its last finish),
-    not once per finished paper; a queued increment of the date covers it; increment runs outrank paper runs."""
+    """Issue 31: a date is requested at its first finish (the KG grows while the inbox is read), then when none of
+    its documents is pending (or DEBOUNCE_S after its last finish), not once per finished paper; a queued increment
+    of the date covers it; increment runs outrank paper runs."""
     from dagster._core.storage.dagster_run import DagsterRun
 
-    from karma_dagster.jobs import INCREMENT_PRIORITY, kg_job_name
+    from karma_dagster.jobs import INCREMENT_PRIORITY, KG_INCREMENTS_JOB, kg_job_name
     from karma_dagster.sensors import kg_increments
 
     p = make_pipeline(inbox_files=("abstracts.pubtator",))
@@ -122,12 +149,16 @@ def test_kg_increments_requests_a_date_once_its_documents_are_done_and_outranks_
     def run(some: list[str]) -> None:
         assert not runner.run_documents(p.defs, p.instance, some, log=lambda _m: None)
 
-    run(docs[:1])
-    held = tick(p, "kg_increments", first.cursor)
+    run(docs[:1])  # the date's first finish: merged at once, two papers still pending
+    early = tick(p, "kg_increments", first.cursor)
+    assert [r.partition_key for r in early.run_requests] == [date]
+    assert json.loads(early.cursor)["__early__"] == {"local": [date]}
+    assert not tick(p, "kg_increments", early.cursor).run_requests  # no new finish: nothing more
+
+    run(docs[1:2])  # another paper of the date finishes: no request, the date waits for its last paper
+    held = tick(p, "kg_increments", early.cursor)
     assert not held.run_requests and "wait for their other documents" in held.skip_message
     assert json.loads(held.cursor)["__waiting__"]["local"].keys() == {date}
-
-    run(docs[1:2])  # another paper of the date finishes: still no request, the date keeps waiting
     still = tick(p, "kg_increments", held.cursor)
     assert not still.run_requests
 
@@ -137,9 +168,10 @@ def test_kg_increments_requests_a_date_once_its_documents_are_done_and_outranks_
     assert "__waiting__" not in json.loads(debounced.cursor) or not json.loads(debounced.cursor)["__waiting__"]
     monkeypatch.undo()
 
-    run(docs[2:])  # the date's last papers: requested once, as soon as none is pending
+    run(docs[2:])  # the date's last papers: requested once, as soon as none is pending (not early again)
     done = tick(p, "kg_increments", debounced.cursor)
-    assert [(r.partition_key, r.job_name) for r in done.run_requests] == [(date, kg_job_name("local"))]
+    assert [(r.partition_key, r.job_name) for r in done.run_requests] == [(date, KG_INCREMENTS_JOB)]
+    assert not json.loads(done.cursor).get("__early__")  # done: a later paper of the date is merged early again
     assert not tick(p, "kg_increments", done.cursor).run_requests
 
     # A queued or not started increment of the date covers a document that finishes before it starts.
@@ -149,5 +181,6 @@ def test_kg_increments_requests_a_date_once_its_documents_are_done_and_outranks_
     covered = tick(p, "kg_increments", done.cursor)
     assert not covered.run_requests, [r.run_key for r in covered.run_requests]
 
-    job = p.defs.resolve_job_def(kg_job_name("local"))
-    assert int(job.tags["dagster/priority"]) == INCREMENT_PRIORITY > 100 * 100  # any controller score x 100
+    for name in (kg_job_name("local"), KG_INCREMENTS_JOB):
+        job = p.defs.resolve_job_def(name)
+        assert int(job.tags["dagster/priority"]) == INCREMENT_PRIORITY > 100 * 100  # any controller score x 100

@@ -1,11 +1,15 @@
-"""`kg_increments`: when a date's documents finish their chain, request the KG increment of that date, once.
+"""`kg_increments`: when a date's documents finish their chain, request the KG increment of that date: early once,
+then when the date is done.
 
-Follows the `evaluated` materializations of every backbone by storage id (the cursor). A date with a newly
-evaluated document waits in the cursor ("__waiting__") while other documents of that date are still pending,
+Follows the `evaluated` materializations of every backbone by storage id (the cursor). A date's first finished
+document is merged at once (the KG shows the inbox's first results within minutes, not after the whole date);
+after that the date waits in the cursor ("__waiting__") while other documents of that date are still pending,
 and is requested when none is left, or when none of them has finished for DEBOUNCE_S (a paper whose run failed
 or waits far back in the queue must not hold its date's KG back for ever). A date whose increment is already
 queued is not requested again: that run merges what is evaluated when it starts. So a day's inbox merges each
-date about once per backbone, not once per paper (issue 31: 68 increment runs where 25 would do). Increment jobs
+date at most twice per backbone, not once per paper (issue 31: 68 increment runs where 25 would do), and the
+backbones ready in one tick are merged by one run of the `kg_increments` job (its asset selection), not a run (a
+process) each. Increment jobs
 carry `dagster/priority` (jobs.INCREMENT_PRIORITY, above every paper run the Central Controller ranks), so the KG
 grows while the inbox is still being read instead of after the whole queue. Turned on (or meeting a new backbone) it
 starts from now: history is not replayed, because what history left unmerged is known from the stores and
@@ -29,17 +33,22 @@ from dagster._core.storage.dagster_run import IN_PROGRESS_RUN_STATUSES
 from karma_dagster.date_range import split_dates
 from karma_dagster.document_states import DocumentStates, states_in_stores
 from karma_dagster.ingest.keys import date_of_document_key
+from karma_dagster.jobs import merges
 from karma_dagster.partitions import KG_DATES, first_kg_date, kg_dates_partitions
 from karma_dagster.resources.storage import KarmaStorageResource
 from karma_dagster.stages import FINAL_STAGE
 
 
 def build_kg_increments_sensor(
-    namespaces: list[str], jobs: dict[str, UnresolvedAssetJobDefinition], interval_s: int = 15
+    namespaces: list[str], jobs: dict[str, UnresolvedAssetJobDefinition], increments: UnresolvedAssetJobDefinition,
+    interval_s: int = 15,
 ) -> dg.SensorDefinition:
+    """Requests runs of `increments` (every backbone's KG increment, the run selecting those due); `jobs` (each
+    backbone's KG job) are the sensor's too, so runs launched from it by hand stay in its history."""
+
     @dg.sensor(
         name="kg_increments",
-        jobs=list(jobs.values()),
+        jobs=[increments, *jobs.values()],
         minimum_interval_seconds=interval_s,
         default_status=dg.DefaultSensorStatus.STOPPED,
         description="Requests the date-partitioned KG increment for the dates of newly evaluated documents.",
@@ -48,6 +57,8 @@ def build_kg_increments_sensor(
         cursor: dict = json.loads(context.cursor) if context.cursor else {}
         requested_unmerged: dict[str, dict] = cursor.pop(UNMERGED, {})
         waiting: dict[str, dict[str, float]] = cursor.pop(WAITING, {})
+        early: dict[str, list[str]] = cursor.pop(EARLY, {})
+        runs_of: dict[str, list[str]] = cursor.pop(RUNS, {})
         requests: list[dg.RunRequest] = []
         now = time.time()
         for ns in namespaces:
@@ -69,11 +80,21 @@ def build_kg_increments_sensor(
             cursor[ns] = max(r.storage_id for r in records)
             for date in dates:  # the latest finish of the date: the debounce counts from it
                 waiting.setdefault(ns, {})[date] = now
+            for r in records:
+                if r.partition_key and date_of_document_key(r.partition_key) in dates:
+                    ids = runs_of.setdefault(date_of_document_key(r.partition_key), [])
+                    ids[:] = [*[i for i in ids if i != r.run_id], r.run_id][-20:]
+        busy = _busy_dates(context, runs_of)
+        held_dates = {d for dates in waiting.values() for d in dates} | busy  # covered for every backbone this tick
         states = _states(context, storage, namespaces)
-        requests += _ready_requests(context, states, namespaces, jobs, waiting, now)
-        requests += _unmerged_requests(context, states, namespaces, jobs, requests, requested_unmerged, waiting)
+        requests += _ready_requests(context, states, namespaces, increments.name, waiting, early, busy, now)
+        requests += _unmerged_requests(context, states, namespaces, increments.name, requests, requested_unmerged,
+                                       held_dates)
         cursor[UNMERGED] = requested_unmerged
         cursor[WAITING] = {ns: dates for ns, dates in waiting.items() if dates}
+        cursor[EARLY] = {ns: dates for ns, dates in early.items() if dates}
+        still = {d for dates in cursor[WAITING].values() for d in dates}
+        cursor[RUNS] = {d: ids for d, ids in runs_of.items() if d in still}
         if not requests:
             held = sum(len(d) for d in cursor[WAITING].values())
             why = (f"{held} date(s) wait for their other documents (or {DEBOUNCE_S} s without a finish)" if held
@@ -97,6 +118,8 @@ def _latest_storage_id(context: dg.SensorEvaluationContext, ns: str) -> int:
 
 UNMERGED = "__unmerged__"
 WAITING = "__waiting__"  # {namespace: {date: when a document of it last finished}}: dates not yet requested
+EARLY = "__early__"  # {namespace: [date]}: dates merged early (their first finish) whose other documents are pending
+RUNS = "__runs__"  # {date: [run id]}: the runs that evaluated the waiting dates' documents
 DEBOUNCE_S = 180  # a date with pending documents is requested once none of its documents finished for this long
 RETRY_AFTER_S = 600  # a date still unmerged this long after its request, with no run in flight, is requested again
 MAX_ATTEMPTS = 3  # per set of unmerged documents: a merge that keeps failing is left to `karma run` / the UI
@@ -115,48 +138,71 @@ def _states(context: dg.SensorEvaluationContext, storage: KarmaStorageResource,
         return None
 
 
+def _busy_dates(context: dg.SensorEvaluationContext, runs_of: dict[str, list[str]]) -> set[str]:
+    """The dates whose documents' runs are still in progress: a document's run evaluates one backbone after the
+    other, seconds apart, so a tick between them must not merge some backbones now and the rest in another run."""
+    ids = sorted({i for run_ids in runs_of.values() for i in run_ids})
+    if not ids:
+        return set()
+    live = {r.run_id for r in context.instance.get_runs(
+        filters=dg.RunsFilter(run_ids=ids, statuses=list(IN_PROGRESS_RUN_STATUSES)))}
+    return {date for date, run_ids in runs_of.items() if live.intersection(run_ids)}
+
+
 def _ready_requests(
     context: dg.SensorEvaluationContext, states: dict[str, DocumentStates] | None, namespaces: list[str],
-    jobs: dict[str, UnresolvedAssetJobDefinition], waiting: dict[str, dict[str, float]], now: float,
+    job: str, waiting: dict[str, dict[str, float]], early: dict[str, list[str]], busy: set[str], now: float,
 ) -> list[dg.RunRequest]:
-    """The waiting dates that are ready: no document of the date pending, or DEBOUNCE_S since its last finish.
-    A ready date whose increment is queued and not started yet is covered by that run. `waiting` loses the dates
-    requested or covered (in place)."""
-    out: list[dg.RunRequest] = []
+    """The waiting dates that are ready once the runs that evaluated them ended (`busy`: not yet): no document of
+    the date pending, or DEBOUNCE_S since its last finish, or its first finish (a date not in `early`: merged at
+    once, then it waits for the rest). A ready date whose
+    increment is queued and not started yet is covered by that run. `waiting` loses the dates requested or covered,
+    `early` gains the dates merged early and loses those with nothing left pending (both in place). One request
+    per date, of `job`, selecting the ready backbones' increments."""
+    ready: dict[str, list[str]] = {}
     for ns in namespaces:
         dates = waiting.get(ns, {})
+        merged_early = early.setdefault(ns, [])
         pending: dict[str, int] = {}
         for key in states[ns].pending if states is not None else []:
             pending[date_of_document_key(key)] = pending.get(date_of_document_key(key), 0) + 1
         for date, last in sorted(dates.items()):
+            if date in busy and now - last < DEBOUNCE_S:
+                continue  # its run is evaluating the other backbones: one request for all of them, at its end
             if pending.get(date) and now - last < DEBOUNCE_S:
-                continue  # its other documents are still being read
+                if date in merged_early:
+                    continue  # merged early: its other documents are still being read
+                merged_early.append(date)  # its first finish: into the KG now, the rest when they are done
+            elif not pending.get(date) and date in merged_early:
+                merged_early.remove(date)  # done: a later paper of the date starts a new early merge
             del dates[date]
-            if _runs(context, jobs[ns].name, date, _NOT_STARTED):
+            if _runs(context, ns, date, _NOT_STARTED):
                 continue  # a queued increment of the date merges what is evaluated when it starts
-            out.append(_request(ns, date, jobs, f"ready:{int(now * 1000)}", "kg_increments"))
-    return out
+            ready.setdefault(date, []).append(ns)
+    return [_request(job, date, names, f"ready:{int(now * 1000)}", "kg_increments")
+            for date, names in sorted(ready.items())]
 
 
 def _unmerged_requests(
     context: dg.SensorEvaluationContext, states: dict[str, DocumentStates] | None, namespaces: list[str],
-    jobs: dict[str, UnresolvedAssetJobDefinition], already: list[dg.RunRequest], requested: dict[str, dict],
-    waiting: dict[str, dict[str, float]],
+    job: str, already: list[dg.RunRequest], requested: dict[str, dict], held: set[str],
 ) -> list[dg.RunRequest]:
     """Requests for the dates with unmerged documents that nothing else will merge: a new set of unmerged
-    documents of a date, when the date is not waiting for its other documents, not requested in this tick and
+    documents of a date, when the date is not waiting (`held`: for its other documents or runs, in any backbone: the
+    ready requests take it), not requested in this tick and
     has no increment queued or running; and again (up to MAX_ATTEMPTS) when the set is still unmerged
     RETRY_AFTER_S after the last request with no run of that increment queued or running (the run crashed or
-    failed).
+    failed). One request per date, of `job`, selecting the backbones it merges.
 
     `requested` ({namespace: {date: {"sig", "at", "n"}}}, kept in the cursor) is updated in place; a date leaves
     it once merged. Unreadable states (None) request nothing (the tick's other requests and its cursor still go
     through)."""
     if states is None:
         return []
-    in_tick = {(r.tags.get("karma/backbone"), r.partition_key) for r in already}
+    in_tick = {(ns, r.partition_key) for r in already for ns in namespaces
+               if r.asset_selection and dg.AssetKey([ns, "knowledge_graph"]) in r.asset_selection}
     now = time.time()
-    out: list[dg.RunRequest] = []
+    wanted: dict[str, dict[str, str]] = {}  # date -> {backbone: "<sig>:<attempt>"}
     for ns in namespaces:
         by_date: dict[str, list[str]] = {}
         for key in states[ns].unmerged:
@@ -169,30 +215,35 @@ def _unmerged_requests(
         for date in dates:
             sig = hashlib.sha256("\n".join(sorted(by_date[date])).encode()).hexdigest()[:16]
             entry = seen.get(date)
-            covered = (ns, date) in in_tick or date in waiting.get(ns, {})
+            covered = (ns, date) in in_tick or date in held
             if entry is None or entry.get("sig") != sig:
-                if not covered and _runs(context, jobs[ns].name, date, _IN_FLIGHT):
+                if not covered and _runs(context, ns, date, _IN_FLIGHT):
                     continue  # a run of the date will merge them, or its documents' records request it again
                 entry = {"sig": sig, "at": now, "n": 1}
                 if not covered:
-                    out.append(_request(ns, date, jobs, f"unmerged:{sig}:1"))
+                    wanted.setdefault(date, {})[ns] = f"{sig}:1"
             elif not covered and entry["n"] < MAX_ATTEMPTS and now - entry["at"] >= RETRY_AFTER_S \
-                    and not _runs(context, jobs[ns].name, date, _IN_FLIGHT):
+                    and not _runs(context, ns, date, _IN_FLIGHT):
                 entry = {"sig": sig, "at": now, "n": entry["n"] + 1}
-                out.append(_request(ns, date, jobs, f"unmerged:{sig}:{entry['n']}"))
+                wanted.setdefault(date, {})[ns] = f"{sig}:{entry['n']}"
             kept[date] = entry
         requested[ns] = kept
-    return out
+    return [_request(job, date, sorted(by_ns), "unmerged:" + hashlib.sha256(
+                " ".join(f"{ns}:{key}" for ns, key in sorted(by_ns.items())).encode()).hexdigest()[:16],
+                     "kg_increments (unmerged)")
+            for date, by_ns in sorted(wanted.items())]
 
 
-def _request(ns: str, date: str, jobs: dict[str, UnresolvedAssetJobDefinition], key: str,
-             trigger: str = "kg_increments (unmerged)") -> dg.RunRequest:
-    return dg.RunRequest(partition_key=date, run_key=f"{ns}:{date}:{key}", job_name=jobs[ns].name,
-                         tags={"karma/backbone": ns, "karma/trigger": trigger})
+def _request(job: str, date: str, namespaces: list[str], key: str, trigger: str) -> dg.RunRequest:
+    """One run of the all-backbones KG job for `date`, merging these backbones' increments."""
+    return dg.RunRequest(partition_key=date, run_key=f"{date}:{key}", job_name=job,
+                         asset_selection=[dg.AssetKey([ns, "knowledge_graph"]) for ns in namespaces],
+                         tags={"karma/backbones": ",".join(namespaces)[:255], "karma/trigger": trigger})
 
 
-def _runs(context: dg.SensorEvaluationContext, job_name: str, date: str, statuses: list) -> bool:
-    runs = context.instance.get_runs(
-        filters=dg.RunsFilter(job_name=job_name, tags={"dagster/partition": date}, statuses=statuses), limit=1
-    )
-    return bool(runs)
+def _runs(context: dg.SensorEvaluationContext, ns: str, date: str, statuses: list) -> bool:
+    """Whether a run that merges `ns`'s increment of `date` (its own KG job's, or the all-backbones job's selecting
+    it) has one of these statuses. The date's runs are few: the documents' runs have other partition keys."""
+    runs = context.instance.get_runs(filters=dg.RunsFilter(tags={"dagster/partition": date}, statuses=statuses),
+                                     limit=100)
+    return any(merges(r.job_name, r.asset_selection, ns) for r in runs)

@@ -4,6 +4,7 @@ non-zero, naming what failed, when a document failed."""
 
 from __future__ import annotations
 
+import dagster as dg
 from sensor_ticks import tick
 from reliability_helpers import kg_dump, kg_query
 
@@ -88,7 +89,8 @@ def test_kg_increments_requests_the_date_of_a_document_whose_merge_never_happene
     first = tick(p, "kg_increments")
     past = {"local": json.loads(first.cursor)["local"]}
     result = tick(p, "kg_increments", json.dumps(past))
-    assert [(r.partition_key, r.job_name) for r in result.run_requests] == [(date, "kg_increment__local")]
+    assert [(r.partition_key, r.job_name) for r in result.run_requests] == [(date, "kg_increments")]
+    assert result.run_requests[0].asset_selection == [dg.AssetKey(["local", "knowledge_graph"])]
     assert not tick(p, "kg_increments", result.cursor).run_requests, "requested once while its merge may be under way"
     from karma_dagster.sensors.kg_increments import RETRY_AFTER_S, UNMERGED
 
