@@ -20,6 +20,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from browser_harness import CHROMIUM, launch
 from starlette.testclient import TestClient
 
 from karma_dagster.kg.edges import edge_text
@@ -35,7 +36,6 @@ from kg_backends import KGBackend, kg_backend  # noqa: F401 - the DuckDB / Postg
 REPO = Path(__file__).resolve().parents[1]
 SEED = REPO / "data" / "seed_kg"
 PAPER = REPO / "data" / "inbox" / "PMC4736972.json"
-CHROMIUM = "/usr/bin/chromium"
 ESR1, BREAST_CANCER, TAMOXIFEN, FULVESTRANT, ESTRADIOL = (
     "Gene::2099", "Disease::DOID:1612", "Compound::DB00675", "Compound::DB00947", "Compound::DB00783")
 AFIMOXIFENE = "NEW:Compound/4-hydroxytamoxifen"  # a new entity of the single-agent backbone, with a '/' in its id
@@ -283,9 +283,7 @@ def test_two_clicks_from_the_search_box_in_a_real_browser(data: DataPaths) -> No
         else:
             pytest.fail("the server did not answer")
         with sync_api.sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=[
-                "--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--no-first-run"])
+            browser = launch(pw)
             page = browser.new_page(viewport={"width": 1100, "height": 900})
             console: list[str] = []
             page.on("console", lambda msg: console.append(msg.text))

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from browser_harness import CHROMIUM, launch
 from starlette.testclient import TestClient
 
 from karma_dagster.cogmg.models import Passage
@@ -33,7 +34,6 @@ from karma_dagster.web.guard import TOKEN_HEADER
 from test_review_queue import (DOC, METFORMIN, SEED, T2DM, by_source, completion, filled_queue, paths,  # noqa: F401
                                resolved_row, seed_kg)
 
-CHROMIUM = "/usr/bin/chromium"
 SCREENSHOT = Path("/tmp/karma_review.png")
 
 
@@ -159,9 +159,7 @@ def test_accept_shortcut_in_a_real_browser(queue: ReviewQueue, paths: DataPaths)
     first = queue.items()[0][0]  # best score first: what the page selects on load
     with serving(paths.root) as (base, printed), sync_api.sync_playwright() as pw:
         assert printed.startswith(base + "/?key=")  # the printed address carries the key: it sets the cookie
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync", "--no-first-run"])
+        browser = launch(pw)
         page = browser.new_page(viewport={"width": 1100, "height": 900})
         console: list[str] = []  # a Content-Security-Policy violation shows here: it must not break the page
         page.on("console", lambda msg: console.append(msg.text))
@@ -453,9 +451,7 @@ def test_shortcuts_names_paging_and_confirmations_in_a_real_browser(inbox: DataP
     queue = ReviewQueue.for_data(inbox)
     total = len(queue.items())
     with serving(inbox.root) as (base, printed), sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync", "--no-first-run"])
+        browser = launch(pw)
         page = browser.new_page(viewport={"width": 1200, "height": 1000})
         console: list[str] = []
         page.on("console", lambda msg: console.append(msg.text))
