@@ -61,6 +61,9 @@ def build_kg_increments_sensor(
         runs_of: dict[str, list[str]] = cursor.pop(RUNS, {})
         requests: list[dg.RunRequest] = []
         now = time.time()
+        # the stores first, the materializations after: a document the states call evaluated has its record in
+        # the fetch below (a table is written before its materialization), so it is waiting, not "unmerged"
+        states = _states(context, storage, namespaces)
         for ns in namespaces:
             if ns not in cursor:  # first tick: start from now, no replay of history (what it left unmerged is
                 cursor[ns] = _latest_storage_id(context, ns)  # requested below, from the stores' state)
@@ -86,7 +89,6 @@ def build_kg_increments_sensor(
                     ids[:] = [*[i for i in ids if i != r.run_id], r.run_id][-20:]
         busy = _busy_dates(context, runs_of)
         held_dates = {d for dates in waiting.values() for d in dates} | busy  # covered for every backbone this tick
-        states = _states(context, storage, namespaces)
         requests += _ready_requests(context, states, namespaces, increments.name, waiting, early, busy, now)
         requests += _unmerged_requests(context, states, namespaces, increments.name, requests, requested_unmerged,
                                        held_dates)
@@ -217,7 +219,7 @@ def _unmerged_requests(
             entry = seen.get(date)
             covered = (ns, date) in in_tick or date in held
             if entry is None or entry.get("sig") != sig:
-                if not covered and _runs(context, ns, date, _IN_FLIGHT):
+                if not covered and (_runs(context, ns, date, _IN_FLIGHT) or _reading(context, by_date[date])):
                     continue  # a run of the date will merge them, or its documents' records request it again
                 entry = {"sig": sig, "at": now, "n": 1}
                 if not covered:
@@ -239,6 +241,14 @@ def _request(job: str, date: str, namespaces: list[str], key: str, trigger: str)
     return dg.RunRequest(partition_key=date, run_key=f"{date}:{key}", job_name=job,
                          asset_selection=[dg.AssetKey([ns, "knowledge_graph"]) for ns in namespaces],
                          tags={"karma/backbones": ",".join(namespaces)[:255], "karma/trigger": trigger})
+
+
+def _reading(context: dg.SensorEvaluationContext, doc_keys: list[str]) -> bool:
+    """Whether a run of one of these documents is still in progress (its other backbones are being evaluated: its
+    materializations will bring the date through the ready requests, all backbones in one run)."""
+    return any(context.instance.get_runs(
+        filters=dg.RunsFilter(tags={"dagster/partition": key}, statuses=list(IN_PROGRESS_RUN_STATUSES)), limit=1)
+        for key in doc_keys[:20])
 
 
 def _runs(context: dg.SensorEvaluationContext, ns: str, date: str, statuses: list) -> bool:

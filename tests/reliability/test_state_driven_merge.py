@@ -88,6 +88,13 @@ def test_kg_increments_requests_the_date_of_a_document_whose_merge_never_happene
     # turned on after `karma run` crashed): the date is still requested, because the document is unmerged
     first = tick(p, "kg_increments")
     past = {"local": json.loads(first.cursor)["local"]}
+    # ... but not while the document's own run is still in progress (it evaluates the other backbones: their
+    # records bring the date, all backbones in one run)
+    run_id = p.instance.get_runs(dg.RunsFilter(tags={"dagster/partition": keys[0]}), limit=1)[0].run_id
+    p.instance.run_storage.handle_run_event(run_id, dg.DagsterEvent(event_type_value="PIPELINE_START", job_name="x"))
+    assert not tick(p, "kg_increments", json.dumps(past)).run_requests
+    p.instance.run_storage.handle_run_event(run_id, dg.DagsterEvent(event_type_value="PIPELINE_SUCCESS",
+                                                                    job_name="x"))
     result = tick(p, "kg_increments", json.dumps(past))
     assert [(r.partition_key, r.job_name) for r in result.run_requests] == [(date, "kg_increments")]
     assert result.run_requests[0].asset_selection == [dg.AssetKey(["local", "knowledge_graph"])]
