@@ -215,8 +215,8 @@ def _report_inbox(records: list, backbones: list[str], states: dict, t0: float, 
               + f"; documents merged {len(s.merged)}/{len(s.registered)}, pending {len(s.pending)}")
     lines = [line for line in log.splitlines() if _WARNING.search(line)]
     recycled = [line for line in lines if _RECYCLED in line]  # the bench's daemon, not `dagster dev`: see below
-    counts = collections.Counter(re.sub(r"\d+", "#", line.split(" - ", 1)[-1])[:160]
-                                 for line in lines if _RECYCLED not in line)
+    counts = collections.Counter(re.sub(r"\d+", "#", line.rsplit(" - ", 1)[-1])[:160]  # the message: not its run
+                                 for line in lines if _RECYCLED not in line)                # id, job or step
     repeated = {line: n for line, n in counts.items() if n > 1}
     debug = sum(" - DEBUG - " in line for line in log.splitlines())
     print(f"console: {len(log.splitlines())} lines, {debug} DEBUG, {sum(counts.values())} with 'warning', "
