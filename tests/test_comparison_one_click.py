@@ -158,3 +158,21 @@ def test_an_unreadable_inbox_file_is_reported_once_not_on_every_tick(make_pipeli
     (p.inbox / "broken.pdf").unlink()
     third = tick(p, "new_papers", second.cursor)  # gone: forgotten, so a new failure of it would warn again
     assert "broken.pdf" not in third.cursor
+
+
+def test_a_judge_reason_kept_by_one_asset_is_not_said_again_by_another():
+    """The dagster dev log of the sample inbox said each backbone's judge warning twice: once from its kg_metrics,
+    once from the report refreshed after it, each asset's first time. What any of them keeps is not news."""
+    why = "the rule-based judge uses the chain's cues"
+
+    @dg.asset(key=dg.AssetKey(["local", "kg_metrics"]))
+    def kg_metrics() -> dg.MaterializeResult:
+        return dg.MaterializeResult(metadata={notices.JUDGE_KEY: dg.MetadataValue.json({"local": why})})
+
+    with dg.instance_for_test() as instance:
+        assert notices._recorded(instance, dg.AssetKey("karma_report"), ["local"]) == {}  # noqa: SLF001
+        assert dg.materialize([kg_metrics], instance=instance).success
+        recorded = notices._recorded(instance, dg.AssetKey("karma_report"), ["local"])  # noqa: SLF001
+        assert recorded == {"local": why}
+        assert notices.news({"local": why}, recorded) == {}  # the report's first run: not said again
+        assert notices.news({"local-single": why}, recorded) == {"local-single": why}  # another backbone is news
