@@ -184,3 +184,32 @@ def test_kg_increments_requests_a_date_once_its_documents_are_done_and_outranks_
     for name in (kg_job_name("local"), KG_INCREMENTS_JOB):
         job = p.defs.resolve_job_def(name)
         assert int(job.tags["dagster/priority"]) == INCREMENT_PRIORITY > 100 * 100  # any controller score x 100
+
+
+def test_kg_increments_turned_on_after_a_dates_first_papers_merges_it_at_most_twice(make_pipeline):
+    """Issue 31: the sensor's first tick can come after the inbox's first papers were evaluated (new_papers' tick
+    creating a day's runs holds it back). Their date was merged as "unmerged", then early at its next finish, then
+    at its end: 3 merges. The unmerged request of a date with pending documents is its early merge."""
+    p = make_pipeline(inbox_files=("abstracts.pubtator",))
+    shipped = p.inbox / "abstracts.pubtator"  # three of the sample's undated abstracts: one arrival date
+    shipped.write_text("\n\n".join(shipped.read_text().strip().split("\n\n")[:3]) + "\n")
+    assert runner.import_kg(p.defs, p.instance)
+    keys, _ = runner.register_inbox(p.defs, p.instance)
+    date = keys[0].split("_", 1)[0]
+    assert len(keys) == 3 and {k.split("_", 1)[0] for k in keys} == {date}
+
+    def run(some: list[str]) -> None:
+        assert not runner.run_documents(p.defs, p.instance, some, log=lambda _m: None)
+
+    run(keys[:1])  # finished before the sensor's first tick
+    first = tick(p, "kg_increments")
+    assert [r.partition_key for r in first.run_requests] == [date]  # unmerged: requested at once
+    assert json.loads(first.cursor)["__early__"] == {"local": [date]}
+    run(keys[1:2])  # the date's next finish: it was merged early already, its last paper is pending
+    held = tick(p, "kg_increments", first.cursor)
+    assert not held.run_requests and "wait for their other documents" in held.skip_message
+    run(keys[2:])
+    done = tick(p, "kg_increments", held.cursor)
+    assert [r.partition_key for r in done.run_requests] == [date]  # the second and last merge of the date
+    assert not json.loads(done.cursor).get("__early__")
+    assert not tick(p, "kg_increments", done.cursor).run_requests

@@ -30,6 +30,7 @@ import dagster as dg
 from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 from dagster._core.storage.dagster_run import IN_PROGRESS_RUN_STATUSES
 
+from karma_dagster.assets.chain import kg_key
 from karma_dagster.date_range import split_dates
 from karma_dagster.document_states import DocumentStates, states_in_stores
 from karma_dagster.ingest.keys import date_of_document_key
@@ -91,7 +92,7 @@ def build_kg_increments_sensor(
         held_dates = {d for dates in waiting.values() for d in dates} | busy  # covered for every backbone this tick
         requests += _ready_requests(context, states, namespaces, increments.name, waiting, early, busy, now)
         requests += _unmerged_requests(context, states, namespaces, increments.name, requests, requested_unmerged,
-                                       held_dates)
+                                       held_dates, early)
         cursor[UNMERGED] = requested_unmerged
         cursor[WAITING] = {ns: dates for ns, dates in waiting.items() if dates}
         cursor[EARLY] = {ns: dates for ns, dates in early.items() if dates}
@@ -181,6 +182,9 @@ def _ready_requests(
             if _runs(context, ns, date, _NOT_STARTED):
                 continue  # a queued increment of the date merges what is evaluated when it starts
             ready.setdefault(date, []).append(ns)
+        # a date merged early whose pending documents went away (deleted, or evaluated and merged by a run of
+        # their own) and that waits for nothing has no final merge to wait for
+        merged_early[:] = [d for d in merged_early if pending.get(d) or d in dates]
     return [_request(job, date, names, f"ready:{int(now * 1000)}", "kg_increments")
             for date, names in sorted(ready.items())]
 
@@ -188,13 +192,16 @@ def _ready_requests(
 def _unmerged_requests(
     context: dg.SensorEvaluationContext, states: dict[str, DocumentStates] | None, namespaces: list[str],
     job: str, already: list[dg.RunRequest], requested: dict[str, dict], held: set[str],
+    early: dict[str, list[str]],
 ) -> list[dg.RunRequest]:
     """Requests for the dates with unmerged documents that nothing else will merge: a new set of unmerged
     documents of a date, when the date is not waiting (`held`: for its other documents or runs, in any backbone: the
     ready requests take it), not requested in this tick and
     has no increment queued or running; and again (up to MAX_ATTEMPTS) when the set is still unmerged
     RETRY_AFTER_S after the last request with no run of that increment queued or running (the run crashed or
-    failed). One request per date, of `job`, selecting the backbones it merges.
+    failed). One request per date, of `job`, selecting the backbones it merges. A date requested here while
+    some of its documents are still pending counts as its early merge (`early`, in place): the sensor turned on
+    after the inbox's first papers finished must not merge that date once here, once early and once at its end.
 
     `requested` ({namespace: {date: {"sig", "at", "n"}}}, kept in the cursor) is updated in place; a date leaves
     it once merged. Unreadable states (None) request nothing (the tick's other requests and its cursor still go
@@ -202,7 +209,7 @@ def _unmerged_requests(
     if states is None:
         return []
     in_tick = {(ns, r.partition_key) for r in already for ns in namespaces
-               if r.asset_selection and dg.AssetKey([ns, "knowledge_graph"]) in r.asset_selection}
+               if r.asset_selection and kg_key(ns) in r.asset_selection}
     now = time.time()
     wanted: dict[str, dict[str, str]] = {}  # date -> {backbone: "<sig>:<attempt>"}
     for ns in namespaces:
@@ -213,6 +220,7 @@ def _unmerged_requests(
         for why in outside.values():
             context.log.error(f"{ns}: {why}")
         seen = requested.get(ns, {})
+        pending = {date_of_document_key(key) for key in states[ns].pending}
         kept: dict[str, dict] = {}
         for date in dates:
             sig = hashlib.sha256("\n".join(sorted(by_date[date])).encode()).hexdigest()[:16]
@@ -224,6 +232,8 @@ def _unmerged_requests(
                 entry = {"sig": sig, "at": now, "n": 1}
                 if not covered:
                     wanted.setdefault(date, {})[ns] = f"{sig}:1"
+                    if date in pending and date not in early.setdefault(ns, []):
+                        early[ns].append(date)  # its other documents wait for the date's final merge
             elif not covered and entry["n"] < MAX_ATTEMPTS and now - entry["at"] >= RETRY_AFTER_S \
                     and not _runs(context, ns, date, _IN_FLIGHT):
                 entry = {"sig": sig, "at": now, "n": entry["n"] + 1}
@@ -239,7 +249,7 @@ def _unmerged_requests(
 def _request(job: str, date: str, namespaces: list[str], key: str, trigger: str) -> dg.RunRequest:
     """One run of the all-backbones KG job for `date`, merging these backbones' increments."""
     return dg.RunRequest(partition_key=date, run_key=f"{date}:{key}", job_name=job,
-                         asset_selection=[dg.AssetKey([ns, "knowledge_graph"]) for ns in namespaces],
+                         asset_selection=[kg_key(ns) for ns in namespaces],
                          tags={"karma/backbones": ",".join(namespaces)[:255], "karma/trigger": trigger})
 
 
