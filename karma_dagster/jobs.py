@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import dagster as dg
 from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
-from karma_dagster.assets.chain import stage_key
+from karma_dagster.assets.chain import kg_key, stage_key
 from karma_dagster.stages import SEED_KG, STAGES, Stage
 
 DOCUMENT_JOB = "document_chain"
@@ -49,7 +49,7 @@ def kg_jobs(namespaces: Sequence[str]) -> dict[str, UnresolvedAssetJobDefinition
     return {
         ns: dg.define_asset_job(
             kg_job_name(ns),
-            selection=dg.AssetSelection.assets(dg.AssetKey([ns, "knowledge_graph"])),
+            selection=dg.AssetSelection.assets(kg_key(ns)),
             description=f"The KG increment of one date for backbone {ns}.",
             tags={"dagster/priority": str(INCREMENT_PRIORITY)},
         )
@@ -63,7 +63,7 @@ def kg_increments_job(namespaces: Sequence[str]) -> UnresolvedAssetJobDefinition
     backbone (each run is a process that loads the code location: ~10-30 s on 2 cores)."""
     return dg.define_asset_job(
         KG_INCREMENTS_JOB,
-        selection=dg.AssetSelection.assets(*[dg.AssetKey([ns, "knowledge_graph"]) for ns in namespaces]),
+        selection=dg.AssetSelection.assets(*[kg_key(ns) for ns in namespaces]),
         description="The KG increments of one date, for the backbones the kg_increments sensor found ready.",
         tags={"dagster/priority": str(INCREMENT_PRIORITY)},
     )
@@ -74,7 +74,7 @@ def merges(run_job: str, asset_selection: frozenset[dg.AssetKey] | None, ns: str
     if run_job == kg_job_name(ns):
         return True
     return run_job == KG_INCREMENTS_JOB and (asset_selection is None
-                                             or dg.AssetKey([ns, "knowledge_graph"]) in asset_selection)
+                                             or kg_key(ns) in asset_selection)
 
 
 def other_jobs(namespaces: Sequence[str]) -> list[UnresolvedAssetJobDefinition]:

@@ -27,6 +27,7 @@ from dagster._core.utils import make_new_backfill_id
 from karma_dagster import interrupts, paths, services
 from karma_dagster import date_range
 from karma_dagster.assets.batching import MAX_DOCUMENTS_PER_RUN
+from karma_dagster.assets.chain import kg_key
 from karma_dagster.config import BackboneStatus
 from karma_dagster.document_states import DocumentStates, states_in_stores, unmerged_dates
 from karma_dagster.home import ensure_partitions
@@ -553,7 +554,7 @@ def backfill_dates(
         "controller priority tiers; waiting for the daemon ...")
     outcomes = [wait(docs_id) for docs_id in docs_ids]
     status = {"documents": next((o for o in outcomes if o != "COMPLETED_SUCCESS"), "COMPLETED_SUCCESS")}
-    kg_assets = [dg.AssetKey([ns, "knowledge_graph"]) for ns in namespaces]
+    kg_assets = [kg_key(ns) for ns in namespaces]
     dates, outside = date_range.split_dates(dates, start=first_kg_date())
     for why in outside.values():
         log(f"skipped: {why}")

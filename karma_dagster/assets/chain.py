@@ -32,6 +32,11 @@ def stage_key(namespace: str, stage: str) -> dg.AssetKey:
     return dg.AssetKey([namespace, stage])
 
 
+def kg_key(namespace: str) -> dg.AssetKey:
+    """A backbone's date-partitioned KG increment (assets/knowledge_graph.py)."""
+    return dg.AssetKey([namespace, "knowledge_graph"])
+
+
 def backbone_group(namespace: str) -> str:
     """The Dagster group of a backbone's assets (its chain, KG increments and metrics): the lineage view shows a
     box per backbone, so its `relations` is told apart from another backbone's. Group names allow letters,

@@ -15,7 +15,7 @@ import dagster as dg
 import pandas as pd
 
 from karma_dagster.config import BackboneStatus, statuses_markdown
-from karma_dagster.assets.chain import backbone_group, stage_key
+from karma_dagster.assets.chain import backbone_group, kg_key, stage_key
 from karma_dagster.assets.freshness import kg_grew
 from karma_dagster.assets.notices import judge_notice
 from karma_dagster.stages import STAGE_NAMES
@@ -40,7 +40,7 @@ def _md(df: pd.DataFrame, rows: int = 25) -> dg.MetadataValue:
 def build_kg_metrics(ns: str) -> dg.AssetsDefinition:
     @dg.asset(
         key=dg.AssetKey([ns, "kg_metrics"]),
-        deps=[dg.AssetKey([ns, "knowledge_graph"])],
+        deps=[kg_key(ns)],
         group_name=backbone_group(ns),
         kinds={"python", "duckdb"},
         automation_condition=kg_grew(),  # refreshes when this backbone's KG grows (freshness.py)

@@ -10,7 +10,7 @@ import datetime as dt
 
 import dagster as dg
 
-from karma_dagster.assets.chain import backbone_group
+from karma_dagster.assets.chain import backbone_group, kg_key
 from karma_dagster.export import FORMATS
 from karma_dagster.export.cli_export import export_dir
 from karma_dagster.export.run import ExportError, export_kg
@@ -43,7 +43,7 @@ def _build(namespace: str, fmt: str) -> dg.AssetsDefinition:
     @dg.asset(
         key=export_key(namespace, fmt),
         partitions_def=EXPORT_PARTITIONS,
-        deps=[dg.AssetKey([namespace, "knowledge_graph"])],
+        deps=[kg_key(namespace)],
         group_name=backbone_group(namespace),
         kinds=KINDS[fmt],
         description=f"The KG of {namespace} as of the partition's date. " + DESCRIPTIONS[fmt],

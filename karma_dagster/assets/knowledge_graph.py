@@ -5,7 +5,7 @@ import datetime as dt
 import dagster as dg
 
 from karma_dagster.agents.integration import StageTableInvalid, collect_document
-from karma_dagster.assets.chain import backbone_group, stage_key
+from karma_dagster.assets.chain import backbone_group, kg_key, stage_key
 from karma_dagster.document_states import evaluated_not_recorded, states_in_stores
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.ingest.keys import date_of_document_key
@@ -140,7 +140,7 @@ def merged_check(ns: str, paths: DataPaths, catalog: Catalog, days: set[dt.date]
                 "dates to merge": dg.MetadataValue.json(waiting[:50])}
     problems = bool(unmerged or state.failed)
     return dg.AssetCheckResult(
-        passed=not problems, asset_key=dg.AssetKey([ns, "knowledge_graph"]), check_name=MERGED_CHECK,
+        passed=not problems, asset_key=kg_key(ns), check_name=MERGED_CHECK,
         severity=dg.AssetCheckSeverity.WARN, metadata=metadata,
         description=(f"{len(unmerged)} evaluated documents not merged (dates {', '.join(waiting[:5])}"
                      f"{' ...' if len(waiting) > 5 else ''}), {len(state.failed)} that cannot be merged"
@@ -150,7 +150,7 @@ def merged_check(ns: str, paths: DataPaths, catalog: Catalog, days: set[dt.date]
 
 
 def build(ns: str) -> dg.AssetsDefinition:
-    key = dg.AssetKey([ns, "knowledge_graph"])
+    key = kg_key(ns)
 
     @dg.asset(
         key=key,

@@ -9,7 +9,7 @@ models and the BM25 index load once per batch.
 import dagster as dg
 from pydantic import Field
 
-from karma_dagster.assets.chain import backbone_group
+from karma_dagster.assets.chain import backbone_group, kg_key
 from karma_dagster.cogmg.answer import NoLinkableEntity, answer_question
 from karma_dagster.cogmg.benchmark import BenchmarkRow, benchmark, markdown
 from karma_dagster.cogmg.models import Answer, Completion, QueryPlan
@@ -44,7 +44,7 @@ def _answers(ns: str) -> dg.AssetsDefinition:
         group_name=backbone_group(ns),
         partitions_def=questions_partitions,
         backfill_policy=dg.BackfillPolicy.multi_run(QUESTIONS_PER_RUN),
-        deps=[dg.AssetDep(dg.AssetKey([ns, "knowledge_graph"]), partition_mapping=dg.AllPartitionMapping())],
+        deps=[dg.AssetDep(kg_key(ns), partition_mapping=dg.AllPartitionMapping())],
         kinds={"python", "duckdb"},
         tags={"karma/stage": "cogmg_answers"},
         description=f"CogMG answering on {ns}: each question decomposed into query steps (schema relations), run "

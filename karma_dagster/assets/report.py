@@ -5,6 +5,7 @@ contradicting, KG size before and after, per backbone; printed by `karma run` an
 import dagster as dg
 from pydantic import Field
 
+from karma_dagster.assets.chain import kg_key
 from karma_dagster.assets.freshness import kg_grew
 from karma_dagster.assets.notices import judge_notice
 from karma_dagster.ingest.catalog import Catalog
@@ -26,7 +27,7 @@ def build(namespaces: list[str]) -> dg.AssetsDefinition:
         group_name="reports",
         kinds={"python"},
         automation_condition=kg_grew(),  # refreshes when a KG increment lands (freshness.py)
-        deps=[dg.AssetKey([ns, "knowledge_graph"]) for ns in namespaces],
+        deps=[kg_key(ns) for ns in namespaces],
         description="What the agent chains did to the papers and the KG, per backbone (the main job's report).",
     )
     def karma_report(
