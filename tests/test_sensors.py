@@ -162,7 +162,14 @@ def test_kg_increments_requests_a_date_once_its_documents_are_done_and_outranks_
     still = tick(p, "kg_increments", held.cursor)
     assert not still.run_requests
 
-    monkeypatch.setattr(kg_increments, "DEBOUNCE_S", 0)  # no finish for DEBOUNCE_S: requested despite the rest
+    monkeypatch.setattr(kg_increments, "DEBOUNCE_S", 0)  # no finish for DEBOUNCE_S: requested despite the rest...
+    p.instance.add_run(DagsterRun(job_name="document_chain", run_id="reading-the-last", status=dg.DagsterRunStatus.STARTED,
+                                  tags={"dagster/partition": docs[2]}))
+    reading = tick(p, "kg_increments", still.cursor)  # ...unless its last paper is being read (a loaded machine)
+    assert not reading.run_requests and "wait for their other documents" in reading.skip_message
+    monkeypatch.setattr(kg_increments, "DEBOUNCE_READING_S", 0)  # read for that long: requested anyway
+    assert [r.partition_key for r in tick(p, "kg_increments", reading.cursor).run_requests] == [date]
+    p.instance.delete_run("reading-the-last")
     debounced = tick(p, "kg_increments", still.cursor)
     assert [r.partition_key for r in debounced.run_requests] == [date]
     assert "__waiting__" not in json.loads(debounced.cursor) or not json.loads(debounced.cursor)["__waiting__"]

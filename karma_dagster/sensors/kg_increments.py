@@ -5,7 +5,8 @@ Follows the `evaluated` materializations of every backbone by storage id (the cu
 document is merged at once (the KG shows the inbox's first results within minutes, not after the whole date);
 after that the date waits in the cursor ("__waiting__") while other documents of that date are still pending,
 and is requested when none is left, or when none of them has finished for DEBOUNCE_S (a paper whose run failed
-or waits far back in the queue must not hold its date's KG back for ever). A date whose increment is already
+or waits far back in the queue must not hold its date's KG back for ever; while one of them is being read, for
+DEBOUNCE_READING_S: under load each paper run takes minutes, and the short debounce fired between every two). A date whose increment is already
 queued is not requested again: that run merges what is evaluated when it starts. So a day's inbox merges each
 date at most twice per backbone, not once per paper (issue 31: 68 increment runs where 25 would do), and the
 backbones ready in one tick are merged by one run of the `kg_increments` job (its asset selection), not a run (a
@@ -124,6 +125,9 @@ WAITING = "__waiting__"  # {namespace: {date: when a document of it last finishe
 EARLY = "__early__"  # {namespace: [date]}: dates merged early (their first finish) whose other documents are pending
 RUNS = "__runs__"  # {date: [run id]}: the runs that evaluated the waiting dates' documents
 DEBOUNCE_S = 180  # a date with pending documents is requested once none of its documents finished for this long
+# ... unless one of its pending documents is being read: then up to this long (under load a paper run takes minutes,
+# and a debounce that fired between every two finishes merged a date once per paper again)
+DEBOUNCE_READING_S = 900
 RETRY_AFTER_S = 600  # a date still unmerged this long after its request, with no run in flight, is requested again
 MAX_ATTEMPTS = 3  # per set of unmerged documents: a merge that keeps failing is left to `karma run` / the UI
 _IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, *IN_PROGRESS_RUN_STATUSES]
@@ -157,7 +161,8 @@ def _ready_requests(
     job: str, waiting: dict[str, dict[str, float]], early: dict[str, list[str]], busy: set[str], now: float,
 ) -> list[dg.RunRequest]:
     """The waiting dates that are ready once the runs that evaluated them ended (`busy`: not yet): no document of
-    the date pending, or DEBOUNCE_S since its last finish, or its first finish (a date not in `early`: merged at
+    the date pending, or DEBOUNCE_S since its last finish (DEBOUNCE_READING_S while a run reads one of its pending
+    documents), or its first finish (a date not in `early`: merged at
     once, then it waits for the rest). A ready date whose
     increment is queued and not started yet is covered by that run. `waiting` loses the dates requested or covered,
     `early` gains the dates merged early and loses those with nothing left pending (both in place). One request
@@ -166,13 +171,15 @@ def _ready_requests(
     for ns in namespaces:
         dates = waiting.get(ns, {})
         merged_early = early.setdefault(ns, [])
-        pending: dict[str, int] = {}
+        pending: dict[str, list[str]] = {}
         for key in states[ns].pending if states is not None else []:
-            pending[date_of_document_key(key)] = pending.get(date_of_document_key(key), 0) + 1
+            pending.setdefault(date_of_document_key(key), []).append(key)
         for date, last in sorted(dates.items()):
             if date in busy and now - last < DEBOUNCE_S:
                 continue  # its run is evaluating the other backbones: one request for all of them, at its end
-            if pending.get(date) and now - last < DEBOUNCE_S:
+            waited = now - last
+            if pending.get(date) and (waited < DEBOUNCE_S or (waited < DEBOUNCE_READING_S and date in merged_early
+                                                              and _reading(context, pending[date]))):
                 if date in merged_early:
                     continue  # merged early: its other documents are still being read
                 merged_early.append(date)  # its first finish: into the KG now, the rest when they are done
