@@ -239,3 +239,28 @@ def test_heading_kinds() -> None:
     assert heading_kind("DECLARATION OF CONFLICTING INTERESTS") == "conflicts"
     assert heading_kind("Conflict of Interest Statement") == "conflicts"
     assert heading_kind("Acknowledgments and Funding") == "acknowledgements"
+
+
+def test_an_unexpected_scan_failure_logs_its_traceback_once_per_process(tmp_path, monkeypatch, caplog):
+    """Issue 31's quiet log: the new_papers sensor scans every 15 s; a file that fails in an unexpected way (here
+    the catalog's database locked) is reported as failed on every scan, its traceback logged once."""
+    import datetime as dt
+    import logging
+    import sqlite3
+
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    shutil.copy(REPO / "data" / "inbox" / "PMC4686705.xml", inbox / "PMC4686705.xml")
+    catalog = Catalog(tmp_path / "catalog.sqlite")
+
+    def locked(*_args, **_kwargs):
+        raise sqlite3.OperationalError("database is locked")
+
+    monkeypatch.setattr(Catalog, "register_batch", locked)
+    with caplog.at_level(logging.DEBUG, logger="karma_dagster.ingest.inbox"):
+        scans = [scan_inbox(inbox, catalog, arrival_date=dt.date(2026, 12, 2)) for _ in range(3)]
+    assert all([f.path for f in s.failed] == ["PMC4686705.xml"] for s in scans)
+    assert "database is locked" in scans[2].failed[0].error
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING and "PMC4686705.xml" in r.getMessage()]
+    assert len(warnings) == 1 and warnings[0].exc_info
+    assert sum("failed again" in r.getMessage() for r in caplog.records) == 2

@@ -134,6 +134,9 @@ def inbox_files(inbox: Path) -> tuple[list[Path], list[Path]]:
     return listing.sources, listing.skipped
 
 
+_WARNED: set[tuple[str, str]] = set()  # (file, error) whose traceback this process logged
+
+
 def scan_inbox(inbox: Path, catalog: Catalog, arrival_date: dt.date, *, max_pdf_pages: int = 300,
                limits: InputLimits | None = None, undated: UndatedPolicy | None = None) -> ScanResult:
     """Register what is new or changed in the inbox. Whatever goes wrong with one file (any exception, not
@@ -156,8 +159,12 @@ def scan_inbox(inbox: Path, catalog: Catalog, arrival_date: dt.date, *, max_pdf_
             _scan_file(path, rel, inbox, catalog, arrival_date, max_pdf_pages, limits, result, retry_failed,
                        undated, retry_skipped)
         except Exception as exc:  # noqa: BLE001 - one file never stops the scan of the others
-            log.warning("inbox scan: %s failed", rel, exc_info=True)
             error = str(exc) if isinstance(exc, IngestError) else f"{rel}: {type(exc).__name__}: {exc}"
+            if (rel, error) not in _WARNED:  # a sensor scans every 15 s: the traceback once per process, not per tick
+                _WARNED.add((rel, error))
+                log.warning("inbox scan: %s failed", rel, exc_info=True)
+            else:
+                log.debug("inbox scan: %s failed again: %s", rel, error)
             result.failed.append(FailedFile(path=rel, error=error))
     result.new_keys = list(dict.fromkeys(result.new_keys))
     result.changed_keys = [k for k in dict.fromkeys(result.changed_keys) if k not in result.new_keys]
