@@ -147,3 +147,31 @@ def test_a_summary_longer_than_its_segment_gives_way_to_the_segment(caplog):
     [row] = summarize_segments([seg], Wordy(), KarmaParams())
     assert row.text == seg.text and row.n_sentences_in == row.n_sentences_out == 1
     assert "wrote 3 sentences for the 1" in caplog.text
+
+
+# ---------------------------------------------------------------- the local backbone's summary keeps every pair
+@pytest.fixture(scope="module")
+def ner():
+    from karma_dagster.dictionary.lexicon import Lexicon
+    from karma_dagster.dictionary.ner import DictionaryNER
+
+    return DictionaryNER(Lexicon.build(cache_dir=REPO / ".cache" / "lexicon"))
+
+
+def test_local_summary_keeps_every_mention_the_ner_finds_in_the_segment(ner):
+    """Issue 32: the relation model pairs every two entities of a summary, so a cut sentence naming one lost its
+    pairs (the full chain scored below its no-summarizer ablation). With the mentions found over the whole
+    segment, every sentence naming one stays (an abbreviation defined earlier included); the rest is condensed."""
+    docs = [d for d in read_pubtator(REPO / "data" / "corpora" / "biored-train.pubtator.gz")
+            if len(split_sentences(d.text)) >= 9][:25]
+    assert len(docs) == 25
+    cut = 0
+    for d in docs:
+        spans = ner.recognize(d.text)
+        summary, n_in, n_out = summarize(d.text, 3, ner.count_hits, [(m.start, m.end) for m in spans])
+        found = {(m.text, m.type, m.vocab_id) for m in spans}
+        assert {(m.text, m.type, m.vocab_id) for m in ner.recognize(summary)} == found, d.pmid
+        named = [s for start, end, s in split_sentences(d.text) if any(start <= m.start < end for m in spans)]
+        assert all(s in summary for s in named), d.pmid
+        cut += n_in - n_out
+    assert cut > 0  # sentences naming no entity were condensed away

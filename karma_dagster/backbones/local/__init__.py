@@ -60,7 +60,8 @@ class LocalBackbone(Backbone):
         return reader.score_sections(sections, self.ner.count_hits, kg_context)
 
     def summarize(self, section: RawSection, max_sentences: int) -> str:
-        text, _n_in, _n_out = summarizer.summarize(section.text, max_sentences, self.ner.count_hits)
+        spans = [(m.start, m.end) for m in self.ner.recognize(section.text)]  # abbreviations in context
+        text, _n_in, _n_out = summarizer.summarize(section.text, max_sentences, self.ner.count_hits, spans)
         return text
 
     def recognize(self, text: str) -> list[MentionSpan]:
