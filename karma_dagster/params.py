@@ -99,7 +99,15 @@ class KarmaParams(StrictModel):
         description="adjudication: a KG edge's confidence counts half for every this many years since its last "
                     "evidence (newer findings weigh more; seed-only edges are undated and not discounted; 0 = off)",
     )
-    integrate_threshold: float = Field(0.65, ge=0, le=1, description="evaluator: integrate when mean(C, Cl, R) >= Theta")
+    integrate_threshold: float = Field(
+        0.65, ge=0, le=1, description="evaluator: integrate when mean(C, Cl, R) >= Theta (an LLM's judged signals)")
+    rule_integrate_threshold: float = Field(
+        0.5, ge=0, le=1,
+        description="evaluator: Theta for the rule-based judge's signals (the local backbones, scored with `weights`), "
+                    "chosen on the training splits (`python bench/chain_gold.py <train files> --backbone local --theta "
+                    "...`): the largest Theta at the best mean accepted pair F1 of BioRED and BC5CDR train (0.576 at "
+                    "0, 0.4 and 0.5; 0.554 at the LLM's 0.65, which cost BioRED train 0.036)",
+    )
     seed_edge_confidence: float = Field(0.9, ge=0, le=1, description="confidence given to imported KG edges")
     weights: EvaluatorWeights = Field(default_factory=EvaluatorWeights, description="evaluator weights, rule signals")
     llm_weights: EvaluatorWeights = Field(
@@ -108,6 +116,10 @@ class KarmaParams(StrictModel):
     controller: ControllerParams = Field(
         default_factory=ControllerParams, description="Central Controller: Eq. 4 weights and the UCB alpha"
     )
+
+    def integrate_threshold_for(self, llm_signals: bool) -> float:
+        """Theta for a score from an LLM's judged signals (`llm_weights`) or from the rule-based judge's."""
+        return self.integrate_threshold if llm_signals else self.rule_integrate_threshold
 
     def theta_for(self, relation: str) -> float:
         return self.theta.get(relation, self.theta.get("default", 0.5))

@@ -217,7 +217,8 @@ def _evaluated(x: StageInputs) -> tuple[list[BaseModel], Figures]:
     linked = set(entities.loc[entities["status"] == "linked", "entity_id"])
     rows = evaluate_triples(x.records("resolved", ResolvedRow), relevance, x.backbone, x.params, is_linked=linked)
     accepted = sum(r.accepted for r in rows)
-    return rows, {"accepted": accepted, "rejected": len(rows) - accepted, "theta": x.params.integrate_threshold}
+    return rows, {"accepted": accepted, "rejected": len(rows) - accepted,
+                  "theta": x.params.integrate_threshold_for(x.backbone.judge_signals == "llm")}
 
 
 # ---------------------------------------------------------------- variants: pass-throughs and the single-agent steps

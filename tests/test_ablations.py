@@ -203,7 +203,7 @@ def test_without_conflict_resolution_contradictions_are_not_looked_for_and_the_e
     # what CRA changed (on this paper its debate may keep every contradiction it found): triples it discarded,
     # queued or replaced are kept without it, and then only the evaluator decides
     changed = [tid for tid in ev if full[tid].action != skipped[tid].action]
-    theta = KarmaParams().integrate_threshold
+    theta = KarmaParams().rule_integrate_threshold  # the local judge's Theta
     for tid in changed:
         assert full[tid].action in ("discard", "review", "replace") and skipped[tid].action == "keep", tid
         assert ev[tid].accepted == (ev[tid].schema_status == "aligned" and ev[tid].score >= theta), tid

@@ -287,7 +287,7 @@ HAND = KarmaParams(
         clarity={"bias": 2.0, "evidence_tokens_over_40": -1.5, "hedged": -1.0, "negated": -2.0},
         relevance={"bias": -1.0, "segment_relevance": 2.5, "linked_entities": 1.0},
     ),
-    integrate_threshold=0.6,
+    rule_integrate_threshold=0.6,
 )
 
 

@@ -210,7 +210,7 @@ def _claim(papers, pmid: str, day: dt.date, startswith: str, label: str, p: floa
     return key, row
 
 
-EVAL = KarmaParams(integrate_threshold=0.5)  # the evaluator is not under test here: let the claims through Theta
+EVAL = KarmaParams(rule_integrate_threshold=0.5)  # the evaluator is not under test here: let the claims through Theta
 NODES = [NodeIn(id=LITHIUM, name="lithium", kind="Compound"), NodeIn(id=POLYURIA, name="polyuria", kind="Disease")]
 
 

@@ -92,7 +92,8 @@ def local_single(make_module_pipeline):
     backbones = {"local-single": BackboneConfig(mode="single_agent")}
     p = make_module_pipeline(backbones=backbones, inbox_files=PAPER)
     # a tuned theta_r and Theta the baseline must ignore; one sample (MedKGent off) so one pass is one call
-    params = KarmaParamsResource(theta={"default": 0.95}, integrate_threshold=0.99, relation_samples=1)
+    params = KarmaParamsResource(theta={"default": 0.95}, integrate_threshold=0.99,
+                                rule_integrate_threshold=0.99, relation_samples=1)
     defs = build_definitions(backbones=backbones, storage=p.storage, params=params)
     assert runner.import_kg(defs, p.instance)
     keys, _ = runner.register_inbox(defs, p.instance)

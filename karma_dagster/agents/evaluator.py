@@ -1,6 +1,7 @@
 """EA: confidence C, clarity Cl and relevance R per triple, each sigma(bias + sum_i w_i * signal_i) over the
-backbone's signals with the configured weights; a triple is integrated when mean(C, Cl, R) >= Theta and the
-earlier agents let it through (aligned to the schema, kept or replacing by conflict resolution). Each row also
+backbone's signals with the configured weights; a triple is integrated when mean(C, Cl, R) >= Theta (an LLM's
+judged signals and the rule-based judge's have their own weights and Theta: params.py) and the earlier agents let it
+through (aligned to the schema, kept or replacing by conflict resolution). Each row also
 carries its `evidence_score` (records.evidence_score): what the KG's reinforcement aggregates.
 """
 
@@ -65,12 +66,13 @@ def evaluate_triples(
     all_signals = backbone_map(backbone, signals_of, resolved)
     out: list[EvaluatedRow] = []
     for t, signals in zip(resolved, all_signals, strict=True):
-        w = params.llm_weights if "llm_confidence" in signals else params.weights
+        llm = "llm_confidence" in signals
+        w = params.llm_weights if llm else params.weights
         c = logistic_score(w.confidence, signals, "confidence")
         cl = logistic_score(w.clarity, signals, "clarity")
         r = logistic_score(w.relevance, signals, "relevance")
         score = (c + cl + r) / 3.0
-        accepted = score >= params.integrate_threshold and kept_and_aligned(t)
+        accepted = score >= params.integrate_threshold_for(llm) and kept_and_aligned(t)
         row = t.model_dump()
         out.append(EvaluatedRow(**row, confidence=c, clarity=cl, relevance=r, score=score, accepted=accepted,
                                 evidence_score=evidence_score(row.get("sample_confidence"), score, t.probability)))

@@ -80,6 +80,9 @@ class Backbone(ABC):
     """One implementation per kind of model; instances are cheap to share across the stages of a run."""
 
     name: str = "abstract"
+    # whose signals the evaluator weighs: "rules" (the rule-based judge: `weights`, `rule_integrate_threshold`) or
+    # "llm" (the model's own judgement: `llm_weights`, `integrate_threshold`); params.py
+    judge_signals: str = "rules"
 
     @abstractmethod
     def prompt_id(self, agent: str) -> str:

@@ -82,6 +82,7 @@ class SingleAgentBackbone(Backbone):
         self._lock = threading.Lock()
         self._invalid = 0
         self.is_llm = hasattr(base, "prompts") and hasattr(base, "client")
+        self.judge_signals = "llm" if self.is_llm else "rules"
         self.own_threshold = STATED if self.is_llm else LOCAL_DECISION
         if not self.is_llm and callable(getattr(base, "document_relation_probabilities", None)):
             # the local base's entity-pair model: the REA asks these when the backbone has them (an LLM's

@@ -149,6 +149,8 @@ def locate_mentions(text: str, items: list[tuple[str, str]]) -> tuple[list[Menti
 class LLMBackbone(Backbone):
     """One litellm model behind every agent; cheap to share across the stages of a run (thread-safe usage)."""
 
+    judge_signals = "llm"
+
     def __init__(
         self,
         name: str,
