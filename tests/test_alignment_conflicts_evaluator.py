@@ -340,3 +340,28 @@ def test_long_evidence_lowers_clarity(schema, docs):
     assert s["evidence_tokens_over_40"] == pytest.approx((n - 40) / 40)
     with pytest.raises(ValueError, match="linked_entities"):
         LocalJudge(schema).evaluation_signals(q, 0.7, 0.5, 3)
+
+
+def test_theta_follows_whose_signals_the_evaluator_weighs(schema, galactose):
+    """The local rule judge's Theta (chosen on train for its scores) and an LLM's are apart, like their weights:
+    one triple scored the same is accepted under the Theta of the signals it came with."""
+    from karma_dagster.backbones.base import EvaluationSignals
+
+    aligned, plain, _hedged = galactose
+    (row,) = resolve_conflicts([aligned(plain, 0.9)], NO_KG, _JudgeBackbone(schema), schema, HAND)
+
+    class _LLMJudge(_JudgeBackbone):
+        judge_signals = "llm"
+
+        def evaluation_signals(self, triple, probability, segment_relevance, linked_entities):
+            rules = super().evaluation_signals(triple, probability, segment_relevance, linked_entities).signals
+            return EvaluationSignals(signals={**rules, "llm_confidence": 0.9, "llm_clarity": 0.9,
+                                              "llm_relevance": 0.9})
+
+    params = KarmaParams(weights=HAND.weights, llm_weights=HAND.weights,  # one score for both families
+                         integrate_threshold=0.99, rule_integrate_threshold=0.5)
+    (by_rules,) = evaluate_triples([row], {"g1": 0.8}, _JudgeBackbone(schema), params, is_linked={"D005693"})
+    (by_llm,) = evaluate_triples([row], {"g1": 0.8}, _LLMJudge(schema), params, is_linked={"D005693"})
+    assert by_rules.score == pytest.approx(by_llm.score) and 0.5 <= by_rules.score < 0.99
+    assert by_rules.accepted and not by_llm.accepted
+    assert KarmaParams().integrate_threshold_for(True) == 0.65 and KarmaParams().integrate_threshold_for(False) == 0.5
