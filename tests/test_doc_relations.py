@@ -14,7 +14,7 @@ import pytest
 from corpus_slices import first_abstracts
 from stub_backbones import PartialBackbone
 
-from karma_dagster.agents.relation_extraction import entity_candidates, extract_relations
+from karma_dagster.agents.relation_extraction import RelationInputError, entity_candidates, extract_relations
 from karma_dagster.backbones.local.doc_features import (
     Entity,
     Layout,
@@ -239,6 +239,37 @@ def test_entity_pairs_span_sentences_and_the_evidence_is_the_best_comention():
     assert triples[0].head_mention_id == "m2"
     single = extract_relations([summary], mentions, _DocLevel(), KarmaParams(), n_samples=1)
     assert single[0].sample_confidence is None
+
+
+def test_a_title_and_its_abstract_are_asked_as_one_text_body_sections_apart():
+    """Issue 32: the reader cuts a title (and a long abstract) into segments, so a pair across them was never
+    asked; the model learnt whole abstracts with their titles. Title and abstract summaries are one text to it,
+    in segment order; the triple keeps its head mention's summary and segment; a body section stays apart."""
+    def rows(sid: str, seg: str, section: str, text: str, spans: list[tuple[str, str, str, str]]):
+        summary = SummaryRow(doc_key="d", summary_id=sid, segment_id=seg, section=section, text=text,
+                             n_sentences_in=1, n_sentences_out=1)
+        return summary, [MentionRow(doc_key="d", mention_id=mid, summary_id=sid, segment_id=seg,
+                                    start=text.index(surface), end=text.index(surface) + len(surface), text=surface,
+                                    long_form=None, type=etype, vocab_id=None, entity_id=eid, kg_id=eid,
+                                    kg_name=None, distance=0.0, status="linked")
+                         for mid, surface, etype, eid in spans]
+
+    title, t_m = rows("d:s000:sum", "d:s000", "title", "Aspirin in adults",
+                      [("m0", "Aspirin", "Chemical", "C")])
+    abstract, a_m = rows("d:s001:sum", "d:s001", "abstract", "Many users later had asthma.",
+                         [("m1", "asthma", "Disease", "D")])
+    body, b_m = rows("d:s002:sum", "d:s002", "results", "Asthma was seen after ibuprofen.",
+                     [("m2", "Asthma", "Disease", "D"), ("m3", "ibuprofen", "Chemical", "I")])
+    backbone = _DocLevel()
+    triples = extract_relations([abstract, body, title], a_m + b_m + t_m, backbone, KarmaParams(), n_samples=1)
+    asked = sorted(sorted(m.text for e in entities for m in e) for entities, _pairs in backbone.calls)
+    assert asked == [["Aspirin", "asthma"], ["Asthma", "ibuprofen"]]  # the front matter joined, the body apart
+    front = next(t for t in triples if t.head_mention_id == "m0")
+    assert (front.summary_id, front.segment_id, front.tail_mention_id) == ("d:s000:sum", "d:s000", "m1")
+    assert front.evidence.startswith("Aspirin in adults") and front.evidence.endswith("had asthma.")
+    with pytest.raises(RelationInputError, match="d:s001:sum"):  # a bad span is named on its own summary
+        extract_relations([title, abstract], t_m + [a_m[0].model_copy(update={"start": 0})], backbone,
+                          KarmaParams(), n_samples=1)
 
 
 # ---------------------------------------------------------------- n/a without relation gold
