@@ -1,0 +1,159 @@
+"""The whole KARMA chain on the dev splits, scored against their gold, beside its ablations and the baseline.
+
+    python bench/chain_gold.py                          # BioRED dev and BC5CDR dev, the three default backbones
+    python bench/chain_gold.py FILE.PubTator --backbone local --backbone local-single --limit 50
+
+`karma gold-eval` scores the entity and relation agents on the whole abstract (reader and summarizer skipped), so
+every local backbone scores the same there. This runs each backbone's own chain (`chain_for`: the reader, the
+summarizer, the EEA, the REA, alignment, conflict resolution, the evaluator, or the ablation's pass-through, or the
+single-agent baseline's steps) over every abstract, as the pipeline's stages do, and scores what the pipeline's
+`gold_evaluation` asset scores (metrics/gold_inbox.py): mentions aligned back onto the gold text, REA's triples,
+and the accepted (evaluated) triples. What the reader or summarizer drops is missed. Issue 32: on `local` the
+full chain must not score below its w/o-summarizer ablation nor the single-agent baseline.
+
+Each abstract is its own inbox file (one PubTator document each), so the gold lookup reads one small file per
+document; the agents are called directly (bench/throughput.py's (a)), not through Dagster runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+import dagster as dg  # noqa: E402
+
+from karma_dagster import runner  # noqa: E402
+from karma_dagster.definitions import build_definitions  # noqa: E402
+from karma_dagster.ingest.catalog import Catalog  # noqa: E402
+from karma_dagster.ingest.inbox import scan_inbox  # noqa: E402
+from karma_dagster.metrics.gold import GoldScores, score_gold  # noqa: E402
+from karma_dagster.metrics.gold_inbox import compute_gold  # noqa: E402
+from karma_dagster.metrics.gold_sources import aligned_mentions, gold_document, predicted_triples  # noqa: E402
+from karma_dagster.params import KarmaParams  # noqa: E402
+from karma_dagster.resources.backbones import backbone_configs_from_file  # noqa: E402
+from karma_dagster.resources.storage import KarmaStorageResource  # noqa: E402
+from karma_dagster.schemas.frames import records_to_frame  # noqa: E402
+from karma_dagster.stages import StageInputs, chain_for  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = Path(os.environ.get("KARMA_SHARED_DATA", REPO.parent / "shared" / "data"))
+DEFAULT_FILES = (SHARED / "biored" / "Dev.PubTator", SHARED / "bc5cdr" / "CDR_DevelopmentSet.PubTator.txt")
+DEFAULT_BACKBONES = ("local", "local-no-summarizer", "local-single")
+
+
+def split_corpus(path: Path, inbox: Path, limit: int | None) -> int:
+    """One PubTator file per document of `path` (blank-line separated blocks), the first `limit` only."""
+    blocks = [b for b in path.read_text(encoding="utf-8").strip().split("\n\n") if b.strip()][:limit]
+    inbox.mkdir(parents=True)
+    for i, block in enumerate(blocks):
+        (inbox / f"doc{i:05d}.pubtator").write_text(block.strip() + "\n", encoding="utf-8")
+    return len(blocks)
+
+
+def sweep_theta(store, catalog: Catalog, inbox: Path, ns: str, thetas: list[float]) -> None:
+    """Accepted pair F1 had the evaluator's Theta been each of `thetas` (the rows' kept score, re-thresholded; the
+    other agents' gates unchanged): to choose Theta on a training split, never on the dev one scored."""
+    docs, mentions, evaluated = [], [], []
+    for key in store.partitions(ns, "evaluated"):
+        gold = gold_document(key, inbox, catalog)
+        if gold is None:
+            continue
+        entities = store.read(ns, "entities", key)
+        docs.append(gold)
+        mentions.append(aligned_mentions(store.read(ns, "summaries", key), entities, gold.text)[0])
+        evaluated.append((store.read(ns, "evaluated", key), entities))
+    if not docs or all(ev["score"].isna().all() for ev, _ in evaluated):
+        print(f"    {ns}: no evaluator scores (ablated or the baseline): no Theta to sweep")
+        return
+    cells = []
+    for theta in thetas:
+        triples = []
+        for ev, entities in evaluated:
+            gate = ev["action"].isin(["keep", "replace"]) & (ev["schema_status"] == "aligned")
+            triples.append(predicted_triples(ev[gate & (ev["score"].astype(float) >= theta)], entities))
+        s = score_gold(docs, mentions, triples).summary()
+        cells.append(f"{theta:.2f}: {s['pair_p']:.3f}/{s['pair_r']:.3f}/{s['pair_f1']:.3f}")
+    print(f"    {ns} Theta -> accepted pairs P/R/F1: " + "; ".join(cells), flush=True)
+
+
+def run_corpus(path: Path, backbones: list[str], limit: int | None, cache_dir: Path, work: Path,
+               thetas: list[float] | None = None) -> dict[str, tuple[GoldScores, GoldScores, float]]:
+    """{backbone: (REA scores, accepted scores, seconds)} for one corpus."""
+    inbox = work / "inbox"
+    n = split_corpus(path, inbox, limit)
+    configs = backbone_configs_from_file()
+    unknown = [b for b in backbones if b not in configs]
+    if unknown:
+        raise SystemExit(f"--backbone {', '.join(unknown)}: not a runnable backbone of backbones.yaml "
+                         f"(runnable: {', '.join(sorted(configs))})")
+    storage = KarmaStorageResource(data_dir=str(work / "karma"), inbox=str(inbox), cache_dir=str(cache_dir))
+    defs = build_definitions(backbones={b: configs[b] for b in backbones}, storage=storage)
+    (work / "home").mkdir()
+    with dg.instance_for_test(temp_dir=str(work / "home")) as inst:
+        assert runner.import_kg(defs, inst), "seed import failed"
+    keys = sorted(scan_inbox(inbox, Catalog(storage.catalog_path()), arrival_date=dt.date.today()).keys_to_run)
+    print(f"{path.name}: {n} documents, {len(keys)} registered", flush=True)
+    resource = defs.resources["backbones"]
+    params, store, paths = KarmaParams(), storage.stage_store(), storage.paths()
+    out = {}
+    for ns in backbones:
+        backbone, chain = resource.get(ns, storage), chain_for(resource.settings(ns))
+        t0 = time.perf_counter()
+        for key in keys:
+            for stage in chain:
+                rows, _figures = stage.run(StageInputs(stage, ns, key, paths, backbone, params))
+                store.write(ns, stage.name, key, records_to_frame(rows, stage.row_model))
+        seconds = time.perf_counter() - t0
+        result = compute_gold(store, Catalog(storage.catalog_path()), inbox, ns)
+        if result is None:
+            raise SystemExit(f"{path}: no document carries gold annotations")
+        rea, accepted, unaligned = result
+        out[ns] = (rea, accepted, seconds)
+        if thetas:
+            sweep_theta(store, Catalog(storage.catalog_path()), inbox, ns, thetas)
+        s, a = rea.summary(), accepted.summary()
+        print(f"  {ns}: mentions {s['mention_f1']:.3f} ids {s['id_f1']:.3f} | REA pairs {s['pair_f1']:.3f} "
+              f"pair+type {s['pair_type_f1']:.3f} | accepted pairs P/R/F1 {a['pair_p']:.3f}/{a['pair_r']:.3f}/"
+              f"{a['pair_f1']:.3f} pair+type "
+              f"{a['pair_type_f1']:.3f} | {unaligned} unaligned mentions | {seconds:.0f} s", flush=True)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("files", nargs="*", type=Path, help="PubTator files with gold (default: BioRED and BC5CDR dev)")
+    ap.add_argument("--backbone", action="append", help=f"repeatable (default: {', '.join(DEFAULT_BACKBONES)})")
+    ap.add_argument("--limit", type=int, help="only the first N documents of each file")
+    ap.add_argument("--theta", type=float, nargs="+", help="also print accepted pair scores at these Thetas")
+    ap.add_argument("--cache-dir", type=Path, default=REPO / ".cache" / "bench-throughput")
+    args = ap.parse_args(argv)
+    files = args.files or list(DEFAULT_FILES)
+    missing = [str(f) for f in files if not f.is_file()]
+    if missing:
+        ap.error(f"PubTator file(s) not found: {', '.join(missing)}")
+    backbones = args.backbone or list(DEFAULT_BACKBONES)
+    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the start")
+    table = []
+    for path in files:
+        with tempfile.TemporaryDirectory(prefix="karma-chain-gold-") as tmp:
+            for ns, (rea, accepted, seconds) in run_corpus(path, backbones, args.limit, args.cache_dir.resolve(),
+                                                           Path(tmp), args.theta).items():
+                table.append((path.name, ns, rea.summary(), accepted.summary(), rea.n_docs, seconds))
+    print("\n| corpus | backbone | docs | mentions F1 | ids F1 | REA pairs F1 | accepted pairs F1 | accepted pair + type F1 |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for name, ns, s, a, n, _sec in table:
+        print(f"| {name} | {ns} | {n} | {s['mention_f1']:.3f} | {s['id_f1']:.3f} | {s['pair_f1']:.3f} | "
+              f"{a['pair_f1']:.3f} | {a['pair_type_f1']:.3f} |")
+    print(f"\nload average {os.getloadavg()[0]:.1f} at the end")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
