@@ -34,7 +34,7 @@ from dagster._core.storage.dagster_run import IN_PROGRESS_RUN_STATUSES
 from karma_dagster.assets.chain import kg_key
 from karma_dagster.date_range import split_dates
 from karma_dagster.document_states import DocumentStates, states_in_stores
-from karma_dagster.ingest.keys import date_of_document_key
+from karma_dagster.ingest.keys import KEY_RE, date_of_document_key
 from karma_dagster.jobs import merges
 from karma_dagster.partitions import KG_DATES, first_kg_date, kg_dates_partitions
 from karma_dagster.resources.storage import KarmaStorageResource
@@ -65,6 +65,7 @@ def build_kg_increments_sensor(
         now = time.time()
         # the stores first, the materializations after: a document the states call evaluated has its record in
         # the fetch below (a table is written before its materialization), so it is waiting, not "unmerged"
+        being_read = _dates_being_read(context)  # before the stores: what a run is writing may be half there
         states = _states(context, storage, namespaces)
         for ns in namespaces:
             if ns not in cursor:  # first tick: start from now, no replay of history (what it left unmerged is
@@ -91,7 +92,8 @@ def build_kg_increments_sensor(
                     ids[:] = [*[i for i in ids if i != r.run_id], r.run_id][-20:]
         busy = _busy_dates(context, runs_of)
         held_dates = {d for dates in waiting.values() for d in dates} | busy  # covered for every backbone this tick
-        requests += _ready_requests(context, states, namespaces, increments.name, waiting, early, busy, now)
+        requests += _ready_requests(context, states, namespaces, increments.name, waiting, early, busy, being_read,
+                                    now)
         requests += _unmerged_requests(context, states, namespaces, increments.name, requests, requested_unmerged,
                                        held_dates, early)
         cursor[UNMERGED] = requested_unmerged
@@ -145,6 +147,15 @@ def _states(context: dg.SensorEvaluationContext, storage: KarmaStorageResource,
         return None
 
 
+def _dates_being_read(context: dg.SensorEvaluationContext) -> set[str]:
+    """The dates of the documents whose runs are in progress, asked before the stores are read. A tick that read
+    the stores while a paper run was between two backbones and saw the run ended a moment later requested the
+    date's final merge for the backbones done and, a tick later, for the rest (two runs: seen under load)."""
+    runs = context.instance.get_runs(filters=dg.RunsFilter(statuses=list(IN_PROGRESS_RUN_STATUSES)), limit=1000)
+    keys = {r.tags.get("dagster/partition") or "" for r in runs}
+    return {date_of_document_key(k) for k in keys if KEY_RE.fullmatch(k)}
+
+
 def _busy_dates(context: dg.SensorEvaluationContext, runs_of: dict[str, list[str]]) -> set[str]:
     """The dates whose documents' runs are still in progress: a document's run evaluates one backbone after the
     other, seconds apart, so a tick between them must not merge some backbones now and the rest in another run."""
@@ -158,7 +169,8 @@ def _busy_dates(context: dg.SensorEvaluationContext, runs_of: dict[str, list[str
 
 def _ready_requests(
     context: dg.SensorEvaluationContext, states: dict[str, DocumentStates] | None, namespaces: list[str],
-    job: str, waiting: dict[str, dict[str, float]], early: dict[str, list[str]], busy: set[str], now: float,
+    job: str, waiting: dict[str, dict[str, float]], early: dict[str, list[str]], busy: set[str],
+    being_read: set[str], now: float,
 ) -> list[dg.RunRequest]:
     """The waiting dates that are ready once the runs that evaluated them ended (`busy`: not yet): no document of
     the date pending, or DEBOUNCE_S since its last finish (DEBOUNCE_READING_S while a run reads one of its pending
@@ -178,8 +190,9 @@ def _ready_requests(
             if date in busy and now - last < DEBOUNCE_S:
                 continue  # its run is evaluating the other backbones: one request for all of them, at its end
             waited = now - last
-            if pending.get(date) and (waited < DEBOUNCE_S or (waited < DEBOUNCE_READING_S and date in merged_early
-                                                              and _reading(context, pending[date]))):
+            if date in merged_early and date in being_read and waited < DEBOUNCE_READING_S:
+                continue  # its early merge ran; a paper of it is being read: the final merge waits for its run
+            if pending.get(date) and waited < DEBOUNCE_S:
                 if date in merged_early:
                     continue  # merged early: its other documents are still being read
                 merged_early.append(date)  # its first finish: into the KG now, the rest when they are done
