@@ -20,13 +20,16 @@ import warnings
 warnings.filterwarnings("ignore", message=r".*\[W036\].*")
 import re
 from collections.abc import Iterable
+from pathlib import Path
 
 import scispacy.abbreviation  # noqa: F401  (registers the "abbreviation_detector" factory)
 from spacy.language import Language
 from spacy.tokens import Doc, Span
 from spacy.util import filter_spans
 
+from karma_dagster.dictionary.learned_ner import load_learned
 from karma_dagster.dictionary.lexicon import GENE_SYMBOL_SHAPE, HUMAN, Lexicon, make_nlp
+from karma_dagster.dictionary.ner_training import MODEL_DIR
 from karma_dagster.dictionary.phrases import PhraseTable
 from karma_dagster.dictionary.symbols import CANDIDATE, gene_symbol_keys, symbol_key
 from karma_dagster.dictionary.variants import (PROSE_VARIANT, is_amino_acid_in_change, prose_variant_id, rs_links,
@@ -58,15 +61,24 @@ if not Doc.has_extension("karma_long_forms"):
     Doc.set_extension("karma_long_forms", default=None)
 
 
-@Language.factory("karma_lexicon_ruler", default_config={"suppress_undefined_abbreviations": False})
-def make_lexicon_ruler(nlp: Language, name: str, suppress_undefined_abbreviations: bool) -> "LexiconRuler":
-    return LexiconRuler(nlp, name, suppress_undefined_abbreviations)
+UNIONS = ("dictionary_first", "learned_first", "longest")  # how a learned span and an overlapping hit are settled
+
+
+@Language.factory("karma_lexicon_ruler",
+                  default_config={"suppress_undefined_abbreviations": False, "union": "longest"})
+def make_lexicon_ruler(nlp: Language, name: str, suppress_undefined_abbreviations: bool, union: str
+                       ) -> "LexiconRuler":
+    return LexiconRuler(nlp, name, suppress_undefined_abbreviations, union)
 
 
 class LexiconRuler:
     """Writes `doc.ents` (label = NER type, kb_id = vocab id) and `doc._.karma_long_forms`."""
 
-    def __init__(self, nlp: Language, name: str, suppress_undefined_abbreviations: bool = False):
+    def __init__(self, nlp: Language, name: str, suppress_undefined_abbreviations: bool = False,
+                 union: str = "longest"):
+        if union not in UNIONS:
+            raise ValueError(f"karma_lexicon_ruler: union {union!r} is not one of {', '.join(UNIONS)}")
+        self.union = union
         self.name = name
         self.vocab = nlp.vocab
         self.suppress = suppress_undefined_abbreviations
@@ -96,6 +108,7 @@ class LexiconRuler:
     def __call__(self, doc: Doc) -> Doc:
         if self.lexicon is None:
             raise RuntimeError("karma_lexicon_ruler has no lexicon: call .load(lexicon) after add_pipe")
+        learned = list(doc.ents)  # the learned NER's, when it runs before the ruler
         spans: list[Span] = []
         for table, words in ((self._lower, [t.lower_ for t in doc]), (self._orth, [t.text for t in doc])):
             for i, start, end in table.matches(words):
@@ -109,6 +122,8 @@ class LexiconRuler:
             if span is not None:
                 spans.append(Span(doc, span.start, span.end, label="Variant", kb_id=self._variant_kb(prose_variant_id(m))))
         spans += self._symbol_spans(doc, spans)
+        if learned:
+            spans = self._with_learned(doc, spans, learned)
         long_forms: dict[tuple[int, int], str] = {}
         abbrevs = getattr(doc._, "abbreviations", []) or []
         if abbrevs:
@@ -144,6 +159,34 @@ class LexiconRuler:
                 if near and all(n.label_ == "Gene" for n in near) and (ids := self.lexicon.taxon_ids(s.text)):
                     s = Span(doc, s.start, s.end, label="Gene", kb_id=ids.get(HUMAN) or ids[min(ids)])
             out.append(s)
+        return out
+
+    def _with_learned(self, doc: Doc, hits: list[Span], learned: list[Span]) -> list[Span]:
+        """The dictionary's hits and the learned NER's spans as one list. `dictionary_first`: a learned span only
+        where no hit overlaps it; `learned_first`: a learned span replaces the hits it overlaps; `longest`: both,
+        filter_spans keeps the longest. A learned span takes the id of the lexicon entry its text names with its
+        type (a variant: the id its form gives), else that of the longest hit of its type it overlaps, else none
+        (normalized later against the KG's names)."""
+        assert self.lexicon is not None
+        bounds = {(h.start, h.end) for h in hits}
+        out = list(hits)
+        for s in learned:
+            if (s.start, s.end) in bounds:
+                continue
+            overlapping = [h for h in out if h.start < s.end and s.start < h.end]
+            if overlapping and self.union == "dictionary_first":
+                continue
+            if self.union == "learned_first":
+                out = [h for h in out if not (h.start < s.end and s.start < h.end)]
+            if s.label_ == "Variant":
+                kb = self._variant_kb(variant_id(s.text))
+            else:
+                entry = self.lexicon.lookup(s.text)
+                kb = entry.vocab_id or "" if entry is not None and entry.type == s.label_ else ""
+            same = [h for h in overlapping if h.label_ == s.label_ and h.kb_id_]
+            if not kb and same:  # "hereditary breast cancer" over the hit "breast cancer": the hit's id
+                kb = max(same, key=len).kb_id_
+            out.append(Span(doc, s.start, s.end, label=s.label_, kb_id=kb))
         return out
 
     @staticmethod
@@ -212,19 +255,23 @@ class DictionaryNER:
     """Dictionary NER over a `Lexicon`; `types` restricts what it reports (None = every lexicon type)."""
 
     def __init__(self, lexicon: Lexicon, *, types: Iterable[str] | None = None,
-                 suppress_undefined_abbreviations: bool = False):
+                 suppress_undefined_abbreviations: bool = False, learned: Path | None = MODEL_DIR,
+                 union: str = "longest"):
         self.lexicon = lexicon
         self.types = frozenset(types) if types is not None else None
         self.nlp = make_nlp()
+        self.learned = load_learned(self.nlp, learned) if learned is not None else None
         self.nlp.add_pipe("abbreviation_detector")
         ruler = self.nlp.add_pipe(
-            "karma_lexicon_ruler", config={"suppress_undefined_abbreviations": suppress_undefined_abbreviations}
+            "karma_lexicon_ruler",
+            config={"suppress_undefined_abbreviations": suppress_undefined_abbreviations, "union": union}
         )
         ruler.load(lexicon)
 
     @property
     def version(self) -> str:
-        return f"{NER_VERSION}+{self.lexicon.fingerprint}"
+        learned = f"+{self.learned.version}" if self.learned is not None else ""
+        return f"{NER_VERSION}+{self.lexicon.fingerprint}{learned}"
 
     def _spans(self, doc: Doc) -> list[MentionSpan]:
         long_forms = doc._.karma_long_forms or {}
