@@ -163,8 +163,8 @@ class LexiconRuler:
 
     def _with_learned(self, doc: Doc, hits: list[Span], learned: list[Span]) -> list[Span]:
         """The dictionary's hits and the learned NER's spans as one list. `dictionary_first`: a learned span only
-        where no hit overlaps it; `learned_first`: a learned span replaces the hits it overlaps; `longest`: both,
-        filter_spans keeps the longest. A learned span takes the id of the lexicon entry its text names with its
+        where no hit overlaps it; `learned_first`: a learned span replaces the hits it overlaps; `longest`: a learned
+        span overlapping a hit of another type is dropped, else filter_spans keeps the longest. A learned span takes the id of the lexicon entry its text names with its
         type (a variant: the id its form gives), else that of the longest hit of its type it overlaps, else none
         (normalized later against the KG's names)."""
         assert self.lexicon is not None
@@ -176,6 +176,8 @@ class LexiconRuler:
             overlapping = [h for h in out if h.start < s.end and s.start < h.end]
             if overlapping and self.union == "dictionary_first":
                 continue
+            if self.union == "longest" and any(h.label_ != s.label_ for h in overlapping):
+                continue  # "BRCA1 loss" (Disease) over the gene hit BRCA1: the typed hit stays
             if self.union == "learned_first":
                 out = [h for h in out if not (h.start < s.end and s.start < h.end)]
             if s.label_ == "Variant":
