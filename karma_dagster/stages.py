@@ -183,7 +183,7 @@ def _entities(x: StageInputs) -> tuple[list[BaseModel], Figures]:
 
 def _relations(x: StageInputs) -> tuple[list[BaseModel], Figures]:
     rows = extract_relations(x.records("summaries", SummaryRow), x.records("entities", MentionRow), x.backbone,
-                             x.params)
+                             x.params, segments=x.records("segments", SegmentRow))
     sampled = [r.sample_confidence for r in rows if r.sample_confidence is not None]
     return rows, {"triples": len(rows), "by_relation": dict(Counter(r.relation for r in rows)),
                   "relation_samples": x.params.relation_samples,
@@ -326,11 +326,12 @@ STAGES: tuple[Stage, ...] = (
                       "to the nearest KG entity (seed, or one this backbone's earlier increments merged) or new "
                       "(distance > rho) with the schema kind of its type (KARMA Eq. 14).",
           run=_entities, table_model=EntitiesTable, kinds=frozenset({"python", "spacy", "lancedb"}), report=_report_entities),
-    Stage("relations", "relation_extraction", reads=("entities", "summaries"),
+    Stage("relations", "relation_extraction", reads=("entities", "summaries", "segments"),
           prompts=("relation_extraction",), row_model=TripleRow,
           preview=("head_name", "relation", "tail_name", "probability", "evidence"),
           description="REA: candidate triples between entities of one sentence, every relation type with "
-                      "p >= theta_r, with the evidence sentence.",
+                      "p >= theta_r, with the evidence sentence (the local backbone: every pair of the entities "
+                      "the summaries kept, read in their whole segments).",
           run=_relations, table_model=RelationsTable, kinds=frozenset({"python", "scikitlearn"}), report=_nothing),
     Stage("aligned", "schema_alignment", reads=("relations", "entities", SEED_KG),
           prompts=("schema_alignment",), row_model=AlignedRow,

@@ -38,7 +38,7 @@ from karma_dagster.metrics.gold_relations import evaluate_entities, format_table
 from karma_dagster.metrics.gold_run import GoldEvalScores
 from karma_dagster.params import KarmaParams
 from karma_dagster.paths import data_file
-from karma_dagster.schemas.records import MentionRow, MentionSpan, SummaryRow
+from karma_dagster.schemas.records import MentionRow, MentionSpan, SegmentRow, SummaryRow
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 needs_shared = pytest.mark.skipif(not (SHARED / "biored" / "Dev.PubTator").is_file(),
@@ -195,6 +195,7 @@ class _DocLevel(PartialBackbone):
 
     def document_relation_probabilities(self, text, entities, pairs):
         self.calls.append((entities, pairs))
+        self.texts = [*getattr(self, "texts", []), text]
         out = []
         for i, j in pairs:
             names = {entities[i][0].text.lower(), entities[j][0].text.lower()}
@@ -270,6 +271,30 @@ def test_a_title_and_its_abstract_are_asked_as_one_text_body_sections_apart():
     with pytest.raises(RelationInputError, match="d:s001:sum"):  # a bad span is named on its own summary
         extract_relations([title, abstract], t_m + [a_m[0].model_copy(update={"start": 0})], backbone,
                           KarmaParams(), n_samples=1)
+
+
+def test_the_summary_chooses_the_entities_and_the_segment_is_the_text_read():
+    """Issue 32: the relation model learnt whole abstracts; the summary dropping a sentence naming no entity moved
+    the distances and contexts it reads. Its segment is read whole, with the entities the summary kept; an
+    abstractive summary (not found in its segment) is read as it is."""
+    segment_text = "Aspirin was given to adults. Nothing else happened in the ward. Later aspirin users had asthma."
+    summary, mentions = _rows("Aspirin was given to adults. Later aspirin users had asthma.",
+                              [("Aspirin", "Chemical", "C"), ("aspirin", "Chemical", "C"), ("asthma", "Disease", "D")])
+    segment = SegmentRow(doc_key="d", segment_id="g", order=0, section="abstract", heading="", text=segment_text,
+                         relevance=1.0, kept=True)
+    backbone = _DocLevel()
+    triples = extract_relations([summary], mentions, backbone, KarmaParams(), n_samples=1, segments=[segment])
+    assert backbone.texts == [segment_text]
+    (entities, _pairs), = backbone.calls
+    assert [[(segment_text[m.start:m.end], m.text) for m in e] for e in entities] == [
+        [("Aspirin", "Aspirin"), ("aspirin", "aspirin")], [("asthma", "asthma")]]
+    assert [(t.head_id, t.tail_id, t.summary_id, t.evidence) for t in triples] == [
+        ("C", "D", "s", "Later aspirin users had asthma.")]
+    abstractive = summary.model_copy(update={"text": "Aspirin users had asthma."})
+    _s, ms = _rows(abstractive.text, [("Aspirin", "Chemical", "C"), ("asthma", "Disease", "D")])
+    other = _DocLevel()
+    extract_relations([abstractive], ms, other, KarmaParams(), n_samples=1, segments=[segment])
+    assert other.texts == ["Aspirin users had asthma."]
 
 
 # ---------------------------------------------------------------- n/a without relation gold

@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 
 from karma_dagster.backbones.base import Backbone, backbone_map
 from karma_dagster.params import KarmaParams
-from karma_dagster.schemas.records import MentionRow, MentionSpan, SummaryRow, TripleRow
+from karma_dagster.schemas.records import MentionRow, MentionSpan, SegmentRow, SummaryRow, TripleRow
 
 try:  # the shared sentence splitter (helper A2's); the fallback keeps this module usable on its own
     from karma_dagster.dictionary.sentences import split_sentences
@@ -53,6 +53,7 @@ def _span(m: MentionRow) -> MentionSpan:
 
 
 FRONT_MATTER = frozenset({"title", "abstract"})
+DOCUMENT_VIEW = "segment-view-v1"  # what a document-level backbone reads: the summary's segment (issue 32)
 _JOIN = "\n\n"  # a paragraph break: a sentence boundary to the splitter, whatever the title's last character
 
 
@@ -84,6 +85,51 @@ def _front_matter_views(summaries: list[SummaryRow], grouped: dict[str, list[Men
     mentions = {sid: list(ms) for sid, ms in grouped.items() if sid in views}
     mentions.update(moved)
     return views, mentions, origin
+
+
+def _segment_views(summaries: list[SummaryRow], grouped: dict[str, list[MentionRow]], segments: list[SegmentRow]
+                   ) -> tuple[list[SummaryRow], dict[str, list[MentionRow]]]:
+    """Each extractive summary replaced by its whole segment, its mentions moved onto the segment's text: the
+    summary is the filter (which entities are asked), the segment the text read (the sentences between them, as
+    the model learnt whole abstracts; issue 32). A summary whose sentences are not found in order in its segment
+    (an LLM's abstractive summary) stays as it is."""
+    texts = {g.segment_id: g.text for g in segments}
+    out: list[SummaryRow] = []
+    moved: dict[str, list[MentionRow]] = {}
+    for s in summaries:
+        seg, ms = texts.get(s.segment_id), grouped.get(s.summary_id, [])
+        shift = _summary_in_segment(s.text, seg) if seg is not None else None
+        if shift is None:
+            out.append(s)
+            moved[s.summary_id] = ms
+            continue
+        out.append(s.model_copy(update={"text": seg}))
+        moved[s.summary_id] = [m.model_copy(update={"start": shift(m.start), "end": shift(m.end - 1) + 1})
+                               for m in ms]
+    return out, moved
+
+
+def _summary_in_segment(summary: str, segment: str):
+    """A function from a summary offset to the segment's, when the summary's sentences (joined by one space)
+    appear in the segment in order; else None."""
+    if summary == segment:
+        return lambda i: i
+    pieces: list[tuple[int, int]] = []  # (summary start, segment start) per sentence
+    at, pos = 0, 0
+    for _start, _end, sentence in split_sentences(summary):
+        found = segment.find(sentence, pos)
+        k = summary.find(sentence, at)
+        if found < 0 or k < 0:
+            return None
+        pieces.append((k, found))
+        at, pos = k + len(sentence), found + len(sentence)
+    if not pieces:
+        return None
+
+    def shift(i: int) -> int:
+        k, found = max((p for p in pieces if p[0] <= i), default=pieces[0])
+        return found + (i - k)
+    return shift
 
 
 def _name(m: MentionRow) -> str:
@@ -197,6 +243,7 @@ def extract_relations(
     params: KarmaParams,
     *,
     n_samples: int | None = None,
+    segments: list[SegmentRow] | None = None,
 ) -> list[TripleRow]:
     """Triples of every summary, deduplicated per document on (unordered pair, relation).
 
@@ -207,6 +254,8 @@ def extract_relations(
     the fraction of samples proposing it (p_r >= theta_r) is >= `min_sample_confidence`; that fraction is its
     `sample_confidence` (the evidence score the KG's reinforcement aggregates) and the mean p_r of those samples
     its `probability`. N = 1: the single answer thresholded at theta_r, `sample_confidence` None.
+    `segments` (the reader's): a document-level backbone reads each summary's whole segment, asking the pairs of
+    the entities the summary kept.
     All summaries' (and samples') calls overlap up to the backbone's limit.
     """
     n = params.relation_samples if n_samples is None else n_samples
@@ -224,6 +273,8 @@ def extract_relations(
     if document_level:
         for sid, ms in grouped.items():  # on the summaries they came with: the error names the right one
             _check_spans(by_id[sid], ms)
+        if segments:
+            summaries, grouped = _segment_views(summaries, grouped, segments)
         by_id, grouped, origin = _front_matter_views(summaries, grouped)
     work: list[tuple[str, list[tuple[MentionRow, MentionRow, str]]]] = []
     entity_work: list[tuple[list[list[MentionSpan]], list[tuple[int, int]]]] = []

@@ -15,6 +15,7 @@ from karma_dagster.backbones.local import cleanup, reader, summarizer
 from karma_dagster.backbones.local.doc_relations import DocRelationModel
 from karma_dagster.backbones.local.judge import JUDGE_VERSION, LocalJudge
 from karma_dagster.backbones.local.relations import LocalRelationModel
+from karma_dagster.agents.relation_extraction import DOCUMENT_VIEW
 from karma_dagster.backbones.local.sampling import SAMPLER_VERSION, RelationSampler
 from karma_dagster.dictionary.ner import DictionaryNER
 from karma_dagster.schemas.records import MentionSpan, ParsedDocument, RawSection
@@ -49,7 +50,7 @@ class LocalBackbone(Backbone):
             "reader": f"{reader.VERSION}+{self.ner.version}",
             "summarizer": f"{SUMMARIZER_VERSION}+{self.ner.version}",
             "entity_extraction": self.ner.version,
-            "relation_extraction": f"{self.doc_relations.version}+{SAMPLER_VERSION}",
+            "relation_extraction": f"{self.doc_relations.version}+{SAMPLER_VERSION}+{DOCUMENT_VIEW}",
         }
         return versions.get(agent, JUDGE_VERSION)
 
