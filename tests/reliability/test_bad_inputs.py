@@ -114,7 +114,9 @@ def test_a_registered_paper_whose_file_turns_corrupt_fails_only_its_partition(ra
     catalog = Catalog(p.storage.catalog_path())
     keys = sorted(catalog.all_keys())
     txt_key = next(k for k in keys if "pmc" not in k)
-    before = kg_dump(p.storage.kg_path())
+    # a date merged again counts the graph as it is then (a later date's new nodes are in its nodes_before):
+    # what must not change is what the KG holds, each increment's documents and evidence
+    before = kg_dump(p.storage.kg_path(), with_increment_stats=False)
     tables_before = {k: p.storage.stage_store().read("local", "evaluated", k) for k in keys}
     original = (p.inbox / TXT_PAPER).read_bytes()
     (p.inbox / TXT_PAPER).write_bytes(original.replace(b"Visfatin", "Visfatin \xb5".encode("latin-1"), 1))
@@ -124,7 +126,7 @@ def test_a_registered_paper_whose_file_turns_corrupt_fails_only_its_partition(ra
         assert TXT_PAPER in failed[txt_key] and "not UTF-8" in failed[txt_key], failed[txt_key]
         dates = sorted({date_of_document_key(k) for k in keys})
         assert all(runner.run_increments(p.defs, p.instance, "local", dates).values())
-        assert kg_dump(p.storage.kg_path()) == before, "the KG is unchanged"
+        assert kg_dump(p.storage.kg_path(), with_increment_stats=False) == before, "the KG is unchanged"
         for k in keys:  # the previous stage tables stay whole
             assert p.storage.stage_store().read("local", "evaluated", k).equals(tables_before[k])
         assert leftovers(p.root) == []
