@@ -71,6 +71,24 @@ def make_lexicon_ruler(nlp: Language, name: str, suppress_undefined_abbreviation
     return LexiconRuler(nlp, name, suppress_undefined_abbreviations, union)
 
 
+_NAME_SUFFIX = re.compile(r"(?:in|ine|ase|ol|ide|ate|one|mab|nib|emia|aemia|itis|oma|osis|pathy|algia|uria|plasia|"
+                          r"trophy|ism|cin|vir|pril|olol|azole|stat|amine)s?$", re.IGNORECASE)
+
+
+def _name_shaped(text: str) -> bool:
+    """Whether a name the learned NER found alone (no dictionary hit under it) has a name's shape. Trained on
+    abstracts, on a PDF's full text it also tags "Figure", "held", "resp", "S2", an author ("Perou") and numbers:
+    a lone word must carry a digit, an inner capital or a hyphen, or end like a drug, gene product or disease."""
+    words = text.split()
+    if len(words) > 1:
+        return any(c.isalpha() for c in text)
+    w = words[0] if words else ""
+    if len(w) < 4 or not any(c.isalpha() for c in w):
+        return False
+    return (any(c.isdigit() for c in w) or any(c.isupper() for c in w[1:]) or "-" in w
+            or bool(_NAME_SUFFIX.search(w)))
+
+
 class LexiconRuler:
     """Writes `doc.ents` (label = NER type, kb_id = vocab id) and `doc._.karma_long_forms`."""
 
@@ -174,6 +192,8 @@ class LexiconRuler:
             if (s.start, s.end) in bounds:
                 continue
             overlapping = [h for h in out if h.start < s.end and s.start < h.end]
+            if not overlapping and not _name_shaped(s.text):
+                continue
             if overlapping and self.union == "dictionary_first":
                 continue
             if self.union == "longest" and any(h.label_ != s.label_ for h in overlapping):
