@@ -14,7 +14,7 @@ from pathlib import Path
 from karma_dagster.dictionary.learned_ner import read_provenance
 from karma_dagster.dictionary.lexicon import CORPORA, Lexicon, LexiconConfig
 from karma_dagster.dictionary.ner import UNIONS, DictionaryNER
-from karma_dagster.dictionary.ner_training import MODEL_DIR, _split
+from karma_dagster.dictionary.ner_training import MODEL_DIR, split_holdout
 from karma_dagster.dictionary.normalization import normalize_document
 from karma_dagster.ingest.pubtator import read_pubtator
 from karma_dagster.metrics.gold_mentions import score_mentions
@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     held = {}
     for name, (fname, _types) in CORPORA.items():
         docs = read_pubtator(data_file("corpora", fname))[: prov.config.limit]
-        held[name] = _split(docs, prov.config.holdout, prov.config.seed)[1]
+        held[name] = split_holdout(docs, prov.config.holdout, prov.config.seed)[1]
     pmids = tuple(sorted({d.pmid for docs in held.values() for d in docs}))
     lexicon = Lexicon.build(cache_dir=args.cache, config=LexiconConfig(exclude_pmids=pmids))
     print(f"model {prov.version}; {len(pmids)} held-out training abstracts, lexicon without them "

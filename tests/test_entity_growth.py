@@ -69,11 +69,12 @@ def test_paper_2_links_the_entity_paper_1_introduced_in_its_own_namespace_only(m
         stages = p.storage.stage_store()
         first = stages.read("gpt", "entities", paper1)
         vis = first[first["text"].str.lower() == "visfatin"]
-        # unknown to the seed KG and to the lexicon, kept anyway: new, unlisted, typed Gene (Eq. 14)
+        # unknown to the seed KG and to the lexicon: new, typed Gene (Eq. 14); the local NER's learned model finds
+        # it in context (a name the dictionary does not list), so it is no longer "unlisted"
         assert len(vis) >= 2 and set(vis["entity_id"]) == {VISFATIN} and set(vis["status"]) == {"new"}
-        assert not vis["in_dictionary"].any() and set(vis["kind"]) == {"Gene"}
+        assert vis["in_dictionary"].all() and set(vis["kind"]) == {"Gene"}
         meta1 = entity_metadata(p, "gpt", paper1)
-        assert meta1["new_unlisted"] >= 2 and meta1["linked_extracted"] == 0
+        assert meta1["new"] >= 2 and meta1["linked_extracted"] == 0
         assert meta1["proposed"] == meta1["mentions"] + meta1["dropped"]  # every proposal accounted for
         assert sum(meta1["dropped_by_reason"].values()) == meta1["dropped"]
 

@@ -53,7 +53,6 @@ def _span(m: MentionRow) -> MentionSpan:
 
 
 FRONT_MATTER = frozenset({"title", "abstract"})
-DOCUMENT_VIEW = "segment-view-v1"  # what a document-level backbone reads: the summary's segment (issue 32)
 _JOIN = "\n\n"  # a paragraph break: a sentence boundary to the splitter, whatever the title's last character
 
 

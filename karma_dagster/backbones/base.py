@@ -17,6 +17,9 @@ from karma_dagster.schemas.records import MentionSpan, ParsedDocument, RawSectio
 
 
 T = TypeVar("T")
+# What the REA gives a document-level backbone to read: each extractive summary's whole segment, the summary
+# choosing the entities (agents/relation_extraction.py; part of the local backbone's relation prompt id)
+DOCUMENT_VIEW = "segment-view-v1"
 R = TypeVar("R")
 
 

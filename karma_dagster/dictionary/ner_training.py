@@ -125,7 +125,9 @@ def corpus_examples(nlp, docs: Iterable[PubTatorDoc], annotated: frozenset[str],
     return out
 
 
-def _split(docs: list[PubTatorDoc], share: float, seed: int) -> tuple[list[PubTatorDoc], list[PubTatorDoc]]:
+def split_holdout(docs: list[PubTatorDoc], share: float, seed: int
+                  ) -> tuple[list[PubTatorDoc], list[PubTatorDoc]]:
+    """(documents to train on, the seeded share held out to choose the epoch and the union rule)."""
     order = sorted(docs, key=lambda d: d.pmid)
     random.Random(seed).shuffle(order)
     n = max(1, round(len(order) * share))
@@ -156,7 +158,7 @@ def train_ner(out_dir: Path, cfg: NerTrainingConfig, corpora_dir: Path | None = 
         docs = read_pubtator(path)[: cfg.limit]
         if not docs:
             raise ValueError(f"training corpus {name}: {path.name} holds no PubTator documents")
-        fit, hold = _split(docs, cfg.holdout, cfg.seed)
+        fit, hold = split_holdout(docs, cfg.holdout, cfg.seed)
         hashes[fname], counts[fname] = sha256(path), len(fit)
         train += corpus_examples(nlp, fit, annotated, hits)
         held += corpus_examples(nlp, hold, annotated, hits)

@@ -145,7 +145,7 @@ class MentionRow(Record):
     # The KG node kind: a linked entity's own; a new entity's from its type (KARMA Eq. 14: the backbone's typed
     # answer mapped through kg/schema.yaml ner_type_to_kind). None only in tables written before it existed.
     kind: str | None = None
-    in_dictionary: bool = True  # the dictionary (KG + MeSH lexicon) knew the span; False = kept as unlisted
+    in_dictionary: bool = True  # the local NER (lexicon or learned model) found the span; False: kept as unlisted
     linked_to: Literal["seed", "extracted"] | None = None  # the shared seed, or an entity an earlier merge added
     # A KG tool instance (kg_tools create_instance): its comment, and its class when that is a tool-created class
     # (`type` holds the class label too, `kind` the schema kind it leads to); the merge stores both on the node.

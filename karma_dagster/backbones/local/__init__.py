@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from karma_dagster.backbones.base import (
+    DOCUMENT_VIEW,
     AlignmentAnswer,
     Backbone,
     DebateAnswer,
@@ -15,7 +16,6 @@ from karma_dagster.backbones.local import cleanup, reader, summarizer
 from karma_dagster.backbones.local.doc_relations import DocRelationModel
 from karma_dagster.backbones.local.judge import JUDGE_VERSION, LocalJudge
 from karma_dagster.backbones.local.relations import LocalRelationModel
-from karma_dagster.agents.relation_extraction import DOCUMENT_VIEW
 from karma_dagster.backbones.local.sampling import SAMPLER_VERSION, RelationSampler
 from karma_dagster.dictionary.ner import DictionaryNER
 from karma_dagster.schemas.records import MentionSpan, ParsedDocument, RawSection
