@@ -24,18 +24,11 @@ from karma_dagster.dictionary.ner_training import MODEL_DIR
 from karma_dagster.dictionary.normalization import normalize_document
 from karma_dagster.ingest.pubtator import read_pubtator
 from karma_dagster.metrics.gold_mentions import format_table, score_mentions
-from karma_dagster.schemas.records import MentionSpan
 
 DEFAULT_FILES = (("BioRED dev", Path("biored") / "Dev.PubTator"),
                  ("BC5CDR dev", Path("bc5cdr") / "CDR_DevelopmentSet.PubTator.txt"),
                  ("NCBI disease dev", Path("ncbi_disease") / "NCBIdevelopset_corpus.txt"))
 
-
-def learned_alone(ner: DictionaryNER, texts: list[str]) -> list[list[MentionSpan]]:
-    """The learned NER's spans before the dictionary sees them."""
-    with ner.nlp.select_pipes(enable=["learned_ner"]):
-        return [[MentionSpan(start=e.start_char, end=e.end_char, text=e.text, type=e.label_) for e in doc.ents]
-                for doc in ner.nlp.pipe(texts)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"{path}: no PubTator documents in it")
         t = time.perf_counter()
         texts = [d.text for d in docs]
-        preds = learned_alone(ner, texts) if args.ner == "learned" else ner.recognize_many(texts)
+        preds = ner.learned_spans(texts) if args.ner == "learned" else ner.recognize_many(texts)
         if not args.raw_ids:
             preds = [normalize_document(p, lexicon).spans for p in preds]
         dt = time.perf_counter() - t

@@ -19,7 +19,6 @@ from karma_dagster.dictionary.normalization import normalize_document
 from karma_dagster.ingest.pubtator import read_pubtator
 from karma_dagster.metrics.gold_mentions import score_mentions
 from karma_dagster.paths import data_file
-from karma_dagster.schemas.records import MentionSpan
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,9 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         for docs in held.values():
             texts = [d.text for d in docs]
             if label == "learned":
-                with ner.nlp.select_pipes(enable=["learned_ner"]):
-                    preds = [[MentionSpan(start=e.start_char, end=e.end_char, text=e.text, type=e.label_)
-                              for e in doc.ents] for doc in ner.nlp.pipe(texts)]
+                preds = ner.learned_spans(texts)
             else:
                 preds = [normalize_document(p, lexicon).spans for p in ner.recognize_many(texts)]
             s = score_mentions(docs, preds)

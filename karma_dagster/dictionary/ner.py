@@ -182,9 +182,9 @@ class LexiconRuler:
     def _with_learned(self, doc: Doc, hits: list[Span], learned: list[Span]) -> list[Span]:
         """The dictionary's hits and the learned NER's spans as one list. `dictionary_first`: a learned span only
         where no hit overlaps it; `learned_first`: a learned span replaces the hits it overlaps; `longest`: a learned
-        span overlapping a hit of another type is dropped, else filter_spans keeps the longest. A learned span takes the id of the lexicon entry its text names with its
-        type (a variant: the id its form gives), else that of the longest hit of its type it overlaps, else none
-        (normalized later against the KG's names)."""
+        span overlapping a hit of another type is dropped, else filter_spans keeps the longest. A learned span takes
+        the id of the lexicon entry its text names with its type (a variant: the id its form gives), else that of
+        the longest hit of its type it overlaps, else none (normalized later against the KG's names)."""
         assert self.lexicon is not None
         bounds = {(h.start, h.end) for h in hits}
         out = list(hits)
@@ -316,6 +316,14 @@ class DictionaryNER:
 
     def recognize_many(self, texts: Iterable[str], batch_size: int = 64) -> list[list[MentionSpan]]:
         return [self._spans(doc) for doc in self.nlp.pipe(texts, batch_size=batch_size)]
+
+    def learned_spans(self, texts: Iterable[str]) -> list[list[MentionSpan]]:
+        """The learned NER's spans alone, before the dictionary sees them (for measuring it; [] without it)."""
+        if self.learned is None:
+            return [[] for _ in texts]
+        with self.nlp.select_pipes(enable=["learned_ner"]):
+            return [[MentionSpan(start=e.start_char, end=e.end_char, text=e.text, type=e.label_) for e in doc.ents]
+                    for doc in self.nlp.pipe(texts)]
 
     def count_hits(self, text: str) -> int:
         return len(self.recognize(text))
