@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import multiprocessing as mp
 import shutil
+import sqlite3
 import threading
 from pathlib import Path
 
@@ -238,6 +239,20 @@ def test_two_reviewers_at_once_never_lose_a_decision(paths: DataPaths) -> None:
     for t in threads:
         t.join()
     assert len(stored) == 1 and len(refused) == 5 and queue.decision(cogmg.item_id) == stored[0]
+
+
+def test_a_reader_meeting_a_queue_file_another_process_is_creating_gets_its_tables(paths: DataPaths) -> None:
+    """sqlite3.connect creates the file before the writer's DDL runs; a reader in another process that came then
+    failed with "no such table: items" (four KG increments merging at once, tests/reliability/test_concurrency.py).
+    """
+    path = paths.root / "review" / "queue.sqlite"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sqlite3.connect(path).close()  # the file as the other process's connect leaves it, its tables not yet made
+    assert path.stat().st_size == 0
+    queue = ReviewQueue(path)
+    assert queue.items(status="all") == [] and queue.accepted() == []
+    assert queue.add_items(items_from_completions([completion()]))["new"] == 1
+    assert len(ReviewQueue(path).items()) == 1
 
 
 # ---------------------------------------------------------------- the merge

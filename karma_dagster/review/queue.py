@@ -35,6 +35,9 @@ CREATE INDEX IF NOT EXISTS items_order ON items(score DESC, item_id);
 """
 
 
+_SCHEMA_READY: set[str] = set()  # queue files whose tables this process has seen created
+
+
 class ReviewError(ValueError):
     """A decision the queue refuses; nothing was written."""
 
@@ -72,6 +75,17 @@ class ReviewQueue:
         return cls(default_path(paths))
 
     # ------------------------------------------------------------ connection
+    def _ensure_schema(self) -> None:
+        """The tables exist before a reader opens the file. The file existing is not enough: a writer in another
+        process creates it (sqlite3.connect) a moment before its DDL runs, and a reader then met "no such table:
+        items" (seen with four KG increments merging at once). Checked under the writers' lock once per process."""
+        key = str(self.path.resolve())
+        if key in _SCHEMA_READY and self.path.exists():
+            return
+        with self._connect(write=True):
+            pass
+        _SCHEMA_READY.add(key)
+
     @contextmanager
     def _connect(self, write: bool) -> Iterator[sqlite3.Connection]:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -91,9 +105,7 @@ class ReviewQueue:
                 finally:
                     con.close()
         else:
-            if not self.path.exists():
-                with self._connect(write=True):
-                    pass
+            self._ensure_schema()
             con = sqlite3.connect(self.path, timeout=30)
             try:
                 yield con
