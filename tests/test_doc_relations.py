@@ -295,6 +295,13 @@ def test_the_summary_chooses_the_entities_and_the_segment_is_the_text_read():
     other = _DocLevel()
     extract_relations([abstractive], ms, other, KarmaParams(), n_samples=1, segments=[segment])
     assert other.texts == ["Aspirin users had asthma."]
+    # a mention across the join of two of the summary's sentences (one space there, two in the segment) has no
+    # place in the segment: the summary is read as it is, not a stage failure
+    spaced = segment.model_copy(update={"text": "Aspirin was given to adults.  Later aspirin users had asthma."})
+    across, ms = _rows(summary.text, [("adults. Later aspirin", "Chemical", "C"), ("asthma", "Disease", "D")])
+    third = _DocLevel()
+    extract_relations([across], ms, third, KarmaParams(), n_samples=1, segments=[spaced])
+    assert third.texts == [summary.text]
 
 
 # ---------------------------------------------------------------- n/a without relation gold

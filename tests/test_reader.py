@@ -91,6 +91,19 @@ def test_split_sentences_keeps_abbreviations_numbers_and_p_values_together():
     assert all(text[a:b] == s for a, b, s in sents)
 
 
+@pytest.mark.skipif(not (SHARED / "biored").is_dir(), reason="BioRED not available")
+def test_split_sentences_never_cuts_after_a_period_glued_to_the_next_word():
+    """HGVS changes: "p.Val204Asp/p.Asp70Gly-p.Ala539Thr" (BioRED train 25054547) was cut after each "p.". A
+    summary joins its sentences with a space, so the variant became "p. Ala539Thr" there and the relation stage
+    failed on the document (its mention no longer matched the segment it is read in)."""
+    docs = read_pubtator(SHARED / "biored" / "Train.PubTator")
+    texts = [d.title + " " + d.abstract for d in docs]
+    glued = [text[a - 20:a + 12] for text in texts for a, _, _ in split_sentences(text) if a and text[a - 1] == "."]
+    assert len(texts) == 400 and glued == []
+    (sentence,) = [s for text in texts for _, _, s in split_sentences(text) if "p.Ala539Thr BChE displays" in s]
+    assert sentence.startswith("Kinetic analysis showed that the p.Val204Asp/p.Asp70Gly-p.Ala539Thr")
+
+
 def test_tokenizer_is_built_without_the_set_union_warning_and_tokenizes_as_scispacys():
     """The FutureWarning once printed by every Dagster run is gone at its source, and the tokens did not move."""
     import warnings

@@ -98,13 +98,16 @@ def _segment_views(summaries: list[SummaryRow], grouped: dict[str, list[MentionR
     for s in summaries:
         seg, ms = texts.get(s.segment_id), grouped.get(s.summary_id, [])
         shift = _summary_in_segment(s.text, seg) if seg is not None else None
-        if shift is None:
+        on_segment = None if shift is None else [
+            m.model_copy(update={"start": shift(m.start), "end": shift(m.end - 1) + 1}) for m in ms]
+        if on_segment is None or any(seg[m.start:m.end] != m.text for m in on_segment):
+            # abstractive, or a mention across two of the summary's sentences (joined by a space the segment
+            # lacks): read the summary itself
             out.append(s)
             moved[s.summary_id] = ms
             continue
         out.append(s.model_copy(update={"text": seg}))
-        moved[s.summary_id] = [m.model_copy(update={"start": shift(m.start), "end": shift(m.end - 1) + 1})
-                               for m in ms]
+        moved[s.summary_id] = on_segment
     return out, moved
 
 

@@ -70,7 +70,12 @@ def _sentence_fixer(doc: Doc) -> Doc:
             tok.is_sent_start = True  # a paragraph break always ends a sentence (headings have no period)
         elif tok.is_sent_start:
             # "... i.v. , were given" / "(n = 12) . , and" : a sentence never opens on a comma or a lowercase word
-            if prev.text in _OPENING_PUNCT and i >= 2 and doc[i - 2].text in _FINAL_PUNCT:
+            if not prev.whitespace_ and prev.text.endswith(".") and tok.text[:1].isalnum():
+                # "p.Val204Asp/p.Asp70Gly-p.Ala539Thr": a period glued to the next word (HGVS protein and DNA
+                # changes) is inside a name; the sentencizer cut there, and a summary joining the pieces with a
+                # space no longer matched its segment
+                tok.is_sent_start = False
+            elif prev.text in _OPENING_PUNCT and i >= 2 and doc[i - 2].text in _FINAL_PUNCT:
                 # "2002. [3] J. L. Evans", "died. (b) Effect": the sentencizer leaves the bracket behind
                 prev.is_sent_start = True
                 tok.is_sent_start = False
