@@ -83,9 +83,46 @@ def sweep_theta(store, catalog: Catalog, inbox: Path, ns: str, thetas: list[floa
     print(f"    {ns} Theta -> accepted pairs P/R/F1: " + "; ".join(cells), flush=True)
 
 
+def doc_pair_counts(store, catalog: Catalog, inbox: Path, ns: str) -> dict[str, tuple[int, int, int]]:
+    """Accepted-triple pair (tp, fp, fn) per document, scored as compute_gold scores the whole corpus."""
+    out = {}
+    for key in store.partitions(ns, "evaluated"):
+        gold = gold_document(key, inbox, catalog)
+        if gold is None:
+            continue
+        entities, ev = store.read(ns, "entities", key), store.read(ns, "evaluated", key)
+        ms = aligned_mentions(store.read(ns, "summaries", key), entities, gold.text)[0]
+        pair = score_gold([gold], [ms], [predicted_triples(ev[ev["accepted"].astype(bool)], entities)]).relations.pair
+        out[key] = (pair.tp, pair.fp, pair.fn)
+    return out
+
+
+def _f1(tp: int, fp: int, fn: int) -> float:
+    return 2 * tp / (2 * tp + fp + fn) if tp else 0.0
+
+
+def paired_bootstrap(a: dict[str, tuple[int, int, int]], b: dict[str, tuple[int, int, int]], rounds: int = 2000,
+                     seed: int = 0) -> tuple[float, float, float, float]:
+    """F1(a) - F1(b) of the accepted pairs, its 95 % interval over documents resampled with replacement (the same
+    documents for both sides), and the share of rounds where a is below b: is a gap between two chains more than
+    which abstracts the dev split happens to hold?"""
+    import random
+
+    keys = sorted(set(a) & set(b))
+    rng = random.Random(seed)
+
+    def diff(sample: list[str]) -> float:
+        ta = [sum(a[k][i] for k in sample) for i in range(3)]
+        tb = [sum(b[k][i] for k in sample) for i in range(3)]
+        return _f1(*ta) - _f1(*tb)
+
+    diffs = sorted(diff([keys[rng.randrange(len(keys))] for _ in keys]) for _ in range(rounds))
+    return diff(keys), diffs[int(0.025 * rounds)], diffs[int(0.975 * rounds) - 1], sum(d < 0 for d in diffs) / rounds
+
+
 def run_corpus(path: Path, backbones: list[str], limit: int | None, cache_dir: Path, work: Path,
-               thetas: list[float] | None = None) -> dict[str, tuple[GoldScores, GoldScores, float]]:
-    """{backbone: (REA scores, accepted scores, seconds)} for one corpus."""
+               thetas: list[float] | None = None) -> dict[str, tuple[GoldScores, GoldScores, float, dict]]:
+    """{backbone: (REA scores, accepted scores, seconds, accepted pair counts per document)} for one corpus."""
     inbox = work / "inbox"
     n = split_corpus(path, inbox, limit)
     configs = backbone_configs_from_file()
@@ -115,7 +152,7 @@ def run_corpus(path: Path, backbones: list[str], limit: int | None, cache_dir: P
         if result is None:
             raise SystemExit(f"{path}: no document carries gold annotations")
         rea, accepted, unaligned = result
-        out[ns] = (rea, accepted, seconds)
+        out[ns] = (rea, accepted, seconds, doc_pair_counts(store, Catalog(storage.catalog_path()), inbox, ns))
         if thetas:
             sweep_theta(store, Catalog(storage.catalog_path()), inbox, ns, thetas)
         s, a = rea.summary(), accepted.summary()
@@ -133,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, help="only the first N documents of each file")
     ap.add_argument("--theta", type=float, nargs="+", help="also print accepted pair scores at these Thetas")
     ap.add_argument("--cache-dir", type=Path, default=REPO / ".cache" / "bench-throughput")
+    ap.add_argument("--keep", type=Path, help="keep each corpus's data folder (stage tables, KG) under this folder, "
+                                             "to read what an agent kept or dropped")
     args = ap.parse_args(argv)
     files = args.files or list(DEFAULT_FILES)
     missing = [str(f) for f in files if not f.is_file()]
@@ -140,17 +179,29 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"PubTator file(s) not found: {', '.join(missing)}")
     backbones = args.backbone or list(DEFAULT_BACKBONES)
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the start")
-    table = []
+    table, gaps = [], []
     for path in files:
         with tempfile.TemporaryDirectory(prefix="karma-chain-gold-") as tmp:
-            for ns, (rea, accepted, seconds) in run_corpus(path, backbones, args.limit, args.cache_dir.resolve(),
-                                                           Path(tmp), args.theta).items():
+            work = Path(tmp) if args.keep is None else args.keep.resolve() / path.stem
+            if args.keep is not None and work.exists():
+                ap.error(f"--keep {args.keep}: {work} exists already (a kept run is never overwritten)")
+            results = run_corpus(path, backbones, args.limit, args.cache_dir.resolve(), work, args.theta)
+            for ns, (rea, accepted, seconds, _counts) in results.items():
                 table.append((path.name, ns, rea.summary(), accepted.summary(), rea.n_docs, seconds))
+            first, *others = backbones
+            for ns in others:
+                d, lo, hi, below = paired_bootstrap(results[first][3], results[ns][3])
+                gaps.append(f"| {path.name} | {first} - {ns} | {d:+.3f} | [{lo:+.3f}, {hi:+.3f}] | {below:.2f} |")
     print("\n| corpus | backbone | docs | mentions F1 | ids F1 | REA pairs F1 | accepted pairs F1 | accepted pair + type F1 |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")
     for name, ns, s, a, n, _sec in table:
         print(f"| {name} | {ns} | {n} | {s['mention_f1']:.3f} | {s['id_f1']:.3f} | {s['pair_f1']:.3f} | "
               f"{a['pair_f1']:.3f} | {a['pair_type_f1']:.3f} |")
+    if gaps:
+        print(f"\nAccepted pair F1 of {backbones[0]} minus each other backbone, with its 95 % interval over the "
+              "documents (paired bootstrap, 2,000 rounds, seed 0) and the share of rounds it is below:\n")
+        print("| corpus | difference | Δ pair F1 | 95 % interval | share below |\n|---|---|---:|---|---:|")
+        print("\n".join(gaps))
     print(f"\nload average {os.getloadavg()[0]:.1f} at the end")
     return 0
 
