@@ -64,15 +64,17 @@ def test_every_kind_pair_with_two_relations_is_judged_once() -> None:
         ("Disease", "Gene"): ["DaG", "DdG", "DuG"],
         ("Gene",): ["GcG", "GiG", "Gr>G"],
         ("Anatomy", "Gene"): ["AdG", "AeG", "AuG"],
+        ("Compound", "Symptom"): ["CcS", "CpS"],
     }
     pairs = {frozenset(p) for abbrevs in shared.values() for p in itertools.combinations(abbrevs, 2)}
-    assert len(pairs) == 16 and set(schema.pairs_to_judge) == pairs and schema.unjudged_pairs == []
+    assert len(pairs) == 17 and set(schema.pairs_to_judge) == pairs and schema.unjudged_pairs == []
     listed = [frozenset(p.between) for p in (*schema.incompatible_pairs, *schema.compatible_pairs)]
     assert sorted(map(sorted, listed)) == sorted(map(sorted, pairs))  # each pair once, no other pair
     assert all(p.why.strip() for p in (*schema.incompatible_pairs, *schema.compatible_pairs))
     # the judgement itself: only opposite effects / opposite directions contradict
     assert {frozenset(p.between) for p in schema.incompatible_pairs} == {
-        frozenset(p) for p in (("CtD", "CcD"), ("CpD", "CcD"), ("CuG", "CdG"), ("DuG", "DdG"), ("AuG", "AdG"))}
+        frozenset(p) for p in (("CtD", "CcD"), ("CpD", "CcD"), ("CpS", "CcS"), ("CuG", "CdG"), ("DuG", "DdG"),
+                               ("AuG", "AdG"))}
     assert schema.incompatible("upregulates", "downregulates", "Anatomy", "Gene")
     assert not schema.incompatible("binds", "downregulates", "Compound", "Gene")
     assert not schema.incompatible("treats", "palliates", "Disease", "Compound")

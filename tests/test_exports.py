@@ -115,7 +115,7 @@ def test_turtle_round_trip_and_provenance(grown: dict, tmp_path: Path) -> None:
     graph, back = turtle.read_back(tmp_path / "ttl" / "kg.ttl")
     assert back == result.counts  # parsed back with rdflib: the same counts as written
     assert back["instances"] == g["n_seed_nodes"] + 1 and back["statements"] == g["n_seed_edges"] + 3
-    assert back["classes"] == 14 and back["properties"] == 26 + 16  # metaedges + relation names
+    assert back["classes"] == 14 and back["properties"] == 28 + 16  # metaedges + relation names
     assert back["evidence"] == 4 and back["supersessions"] == 1
     assert back["reified_statements"] == back["statements"] + 1  # the superseded edge: described, not asserted
     v = turtle.Vocab(turtle.DEFAULT_BASE)
@@ -360,7 +360,7 @@ def test_tool_created_classes_and_properties_are_exported_from_their_date(grown:
     assert (v.relation_iri("targets"), URIRef("http://www.w3.org/2000/01/rdf-schema#range"), v.class_iri("Gene")) in g
     assert (v.class_iri("Organoid"), v.karma.source, Literal("undeclared")) in g
     assert (v.relation_iri("modulates"), v.karma.source, Literal("undeclared")) in g
-    assert counts["classes"] == 14 + 2 and counts["properties"] == 42 + 2 and counts["statements"] == 2
+    assert counts["classes"] == 14 + 2 and counts["properties"] == 44 + 2 and counts["statements"] == 2
     (tmp_path / "small").mkdir()
     g.serialize(destination=tmp_path / "small" / "kg.ttl", format="turtle")
     assert turtle.read_back(tmp_path / "small" / "kg.ttl")[1] == counts
