@@ -102,11 +102,12 @@ class KarmaParams(StrictModel):
     integrate_threshold: float = Field(
         0.65, ge=0, le=1, description="evaluator: integrate when mean(C, Cl, R) >= Theta (an LLM's judged signals)")
     rule_integrate_threshold: float = Field(
-        0.5, ge=0, le=1,
+        0.3, ge=0, le=1,
         description="evaluator: Theta for the rule-based judge's signals (the local backbones, scored with `weights`), "
                     "chosen on the training splits (`python bench/chain_gold.py <train files> --backbone local --theta "
-                    "...`): the largest Theta at the best mean accepted pair F1 of BioRED and BC5CDR train (0.576 at "
-                    "0, 0.4 and 0.5; 0.554 at the LLM's 0.65, which cost BioRED train 0.036)",
+                    "...`): the largest Theta at the best mean accepted pair F1 of BioRED and BC5CDR train (0.648 at "
+                    "0, 0.2 and 0.3; 0.647 at 0.4 and 0.5; 0.632 at the LLM's 0.65; re-swept 2026-12-03 with the "
+                    "learned NER, the segment view and the Compound-Symptom metaedges: 0.5 before)",
     )
     seed_edge_confidence: float = Field(0.9, ge=0, le=1, description="confidence given to imported KG edges")
     weights: EvaluatorWeights = Field(default_factory=EvaluatorWeights, description="evaluator weights, rule signals")

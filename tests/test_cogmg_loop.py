@@ -233,10 +233,14 @@ def test_a_two_hop_question_answers_through_a_bridge_with_both_hops_cited(data, 
     assert cmd_ask(_ask_args(data, question)) == 0
     out = capsys.readouterr().out
     assert "glaucoma <-treats- ? -binds-> ?" in out and "via: Compound; answer kinds: Gene" in out
-    # no cued relation joins a compound to a symptom in one hop: the schema bridges them through a disease
+    # the schema joins a compound to a symptom in one hop (CcS): asked directly, not bridged through a disease
     plan = answer_question("Which symptoms does lithium cause?", backbone="local", settings=LOCAL, data=data).plan
-    assert [(s.relation, s.answer_kinds, s.then.relation, s.then.answer_kinds) for s in plan.steps] == [
-        ("causes", ["Disease"], "presents", ["Symptom"])]
+    assert [(s.relation, s.answer_kinds, s.then) for s in plan.steps] == [("causes", ["Symptom"], None)]
+    # a symptom two hops away still goes through the disease that presents it
+    plan = answer_question("Which symptoms are presented by diseases that lithium treats?", backbone="local",
+                           settings=LOCAL, data=data).plan
+    assert sorted((s.relation, s.answer_kinds, s.then.relation, s.then.answer_kinds) for s in plan.steps) == [
+        ("palliates", ["Disease"], "presents", ["Symptom"]), ("treats", ["Disease"], "presents", ["Symptom"])]
 
 
 def _kg_edge_count(data: DataPaths) -> int:

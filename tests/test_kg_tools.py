@@ -89,7 +89,7 @@ def test_search_class_and_property(tools: KGTools):
     best = p.data["results"][0]
     assert best["label"] == "treats" and best["allowed"] == ["Compound -> Disease"]
     causes = next(x for x in tools.search_property("causes").data["results"] if x["label"] == "causes")
-    assert set(causes["allowed"]) == {"Compound -> Side Effect", "Compound -> Disease"}
+    assert set(causes["allowed"]) == {"Compound -> Side Effect", "Compound -> Disease", "Compound -> Symptom"}
 
 
 # ---------------------------------------------------------------- classes and properties
