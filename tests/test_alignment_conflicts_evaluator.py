@@ -388,4 +388,4 @@ def test_theta_follows_whose_signals_the_evaluator_weighs(schema, galactose):
     (by_llm,) = evaluate_triples([row], {"g1": 0.8}, _LLMJudge(schema), params, is_linked={"D005693"})
     assert by_rules.score == pytest.approx(by_llm.score) and 0.5 <= by_rules.score < 0.99
     assert by_rules.accepted and not by_llm.accepted
-    assert KarmaParams().integrate_threshold_for(True) == 0.65 and KarmaParams().integrate_threshold_for(False) == 0.5
+    assert KarmaParams().integrate_threshold_for(True) == 0.65 and KarmaParams().integrate_threshold_for(False) == 0.3
