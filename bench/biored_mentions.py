@@ -30,7 +30,6 @@ DEFAULT_FILES = (("BioRED dev", Path("biored") / "Dev.PubTator"),
                  ("NCBI disease dev", Path("ncbi_disease") / "NCBIdevelopset_corpus.txt"))
 
 
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("files", nargs="*", type=Path, help="PubTator files with gold mentions (default: the dev splits)")

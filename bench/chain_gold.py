@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
+import random
 import sys
 import tempfile
 import time
@@ -35,6 +36,7 @@ from karma_dagster.ingest.catalog import Catalog  # noqa: E402
 from karma_dagster.ingest.inbox import scan_inbox  # noqa: E402
 from karma_dagster.metrics.gold import GoldScores, score_gold  # noqa: E402
 from karma_dagster.metrics.gold_inbox import compute_gold  # noqa: E402
+from karma_dagster.metrics.gold_mentions import PRF  # noqa: E402
 from karma_dagster.metrics.gold_sources import aligned_mentions, gold_document, predicted_triples  # noqa: E402
 from karma_dagster.params import KarmaParams  # noqa: E402
 from karma_dagster.resources.backbones import backbone_configs_from_file  # noqa: E402
@@ -57,71 +59,65 @@ def split_corpus(path: Path, inbox: Path, limit: int | None) -> int:
     return len(blocks)
 
 
-def sweep_theta(store, catalog: Catalog, inbox: Path, ns: str, thetas: list[float]) -> None:
-    """Accepted pair F1 had the evaluator's Theta been each of `thetas` (the rows' kept score, re-thresholded; the
-    other agents' gates unchanged): to choose Theta on a training split, never on the dev one scored."""
-    docs, mentions, evaluated = [], [], []
+def scored_documents(store, catalog: Catalog, inbox: Path, ns: str) -> list[tuple]:
+    """(doc key, gold document, aligned mentions, evaluated table, entities) of each evaluated document with gold:
+    read once per backbone for the Theta sweep and the per-document counts."""
+    out = []
     for key in store.partitions(ns, "evaluated"):
         gold = gold_document(key, inbox, catalog)
         if gold is None:
             continue
         entities = store.read(ns, "entities", key)
-        docs.append(gold)
-        mentions.append(aligned_mentions(store.read(ns, "summaries", key), entities, gold.text)[0])
-        evaluated.append((store.read(ns, "evaluated", key), entities))
-    if not docs or all(ev["score"].isna().all() for ev, _ in evaluated):
+        ms = aligned_mentions(store.read(ns, "summaries", key), entities, gold.text)[0]
+        out.append((key, gold, ms, store.read(ns, "evaluated", key), entities))
+    return out
+
+
+def sweep_theta(docs: list[tuple], ns: str, thetas: list[float]) -> None:
+    """Accepted pair F1 had the evaluator's Theta been each of `thetas` (the rows' kept score, re-thresholded; the
+    other agents' gates unchanged): to choose Theta on a training split, never on the dev one scored."""
+    if not docs or all(ev["score"].isna().all() for _k, _g, _m, ev, _e in docs):
         print(f"    {ns}: no evaluator scores (ablated or the baseline): no Theta to sweep")
         return
+    golds, mentions = [d[1] for d in docs], [d[2] for d in docs]
     cells = []
     for theta in thetas:
         triples = []
-        for ev, entities in evaluated:
+        for _k, _g, _m, ev, entities in docs:
             gate = ev["action"].isin(["keep", "replace"]) & (ev["schema_status"] == "aligned")
             triples.append(predicted_triples(ev[gate & (ev["score"].astype(float) >= theta)], entities))
-        s = score_gold(docs, mentions, triples).summary()
+        s = score_gold(golds, mentions, triples).summary()
         cells.append(f"{theta:.2f}: {s['pair_p']:.3f}/{s['pair_r']:.3f}/{s['pair_f1']:.3f}")
     print(f"    {ns} Theta -> accepted pairs P/R/F1: " + "; ".join(cells), flush=True)
 
 
-def doc_pair_counts(store, catalog: Catalog, inbox: Path, ns: str) -> dict[str, tuple[int, int, int]]:
-    """Accepted-triple pair (tp, fp, fn) per document, scored as compute_gold scores the whole corpus."""
-    out = {}
-    for key in store.partitions(ns, "evaluated"):
-        gold = gold_document(key, inbox, catalog)
-        if gold is None:
-            continue
-        entities, ev = store.read(ns, "entities", key), store.read(ns, "evaluated", key)
-        ms = aligned_mentions(store.read(ns, "summaries", key), entities, gold.text)[0]
-        pair = score_gold([gold], [ms], [predicted_triples(ev[ev["accepted"].astype(bool)], entities)]).relations.pair
-        out[key] = (pair.tp, pair.fp, pair.fn)
-    return out
+def doc_pair_counts(docs: list[tuple]) -> dict[str, PRF]:
+    """Accepted-triple pair counts per document, scored as compute_gold scores the whole corpus."""
+    return {key: score_gold([gold], [ms], [predicted_triples(ev[ev["accepted"].astype(bool)], entities)]
+                            ).relations.pair for key, gold, ms, ev, entities in docs}
 
 
-def _f1(tp: int, fp: int, fn: int) -> float:
-    return 2 * tp / (2 * tp + fp + fn) if tp else 0.0
-
-
-def paired_bootstrap(a: dict[str, tuple[int, int, int]], b: dict[str, tuple[int, int, int]], rounds: int = 2000,
+def paired_bootstrap(a: dict[str, PRF], b: dict[str, PRF], rounds: int = 2000,
                      seed: int = 0) -> tuple[float, float, float, float]:
     """F1(a) - F1(b) of the accepted pairs, its 95 % interval over documents resampled with replacement (the same
     documents for both sides), and the share of rounds where a is below b: is a gap between two chains more than
     which abstracts the dev split happens to hold?"""
-    import random
-
     keys = sorted(set(a) & set(b))
     rng = random.Random(seed)
 
+    def f1(counts: dict[str, PRF], sample: list[str]) -> float:
+        return PRF(tp=sum(counts[k].tp for k in sample), fp=sum(counts[k].fp for k in sample),
+                   fn=sum(counts[k].fn for k in sample)).f1
+
     def diff(sample: list[str]) -> float:
-        ta = [sum(a[k][i] for k in sample) for i in range(3)]
-        tb = [sum(b[k][i] for k in sample) for i in range(3)]
-        return _f1(*ta) - _f1(*tb)
+        return f1(a, sample) - f1(b, sample)
 
     diffs = sorted(diff([keys[rng.randrange(len(keys))] for _ in keys]) for _ in range(rounds))
     return diff(keys), diffs[int(0.025 * rounds)], diffs[int(0.975 * rounds) - 1], sum(d < 0 for d in diffs) / rounds
 
 
 def run_corpus(path: Path, backbones: list[str], limit: int | None, cache_dir: Path, work: Path,
-               thetas: list[float] | None = None) -> dict[str, tuple[GoldScores, GoldScores, float, dict]]:
+               thetas: list[float] | None = None) -> dict[str, tuple[GoldScores, GoldScores, float, dict[str, PRF]]]:
     """{backbone: (REA scores, accepted scores, seconds, accepted pair counts per document)} for one corpus."""
     inbox = work / "inbox"
     n = split_corpus(path, inbox, limit)
@@ -152,9 +148,10 @@ def run_corpus(path: Path, backbones: list[str], limit: int | None, cache_dir: P
         if result is None:
             raise SystemExit(f"{path}: no document carries gold annotations")
         rea, accepted, unaligned = result
-        out[ns] = (rea, accepted, seconds, doc_pair_counts(store, Catalog(storage.catalog_path()), inbox, ns))
+        docs = scored_documents(store, Catalog(storage.catalog_path()), inbox, ns)
+        out[ns] = (rea, accepted, seconds, doc_pair_counts(docs))
         if thetas:
-            sweep_theta(store, Catalog(storage.catalog_path()), inbox, ns, thetas)
+            sweep_theta(docs, ns, thetas)
         s, a = rea.summary(), accepted.summary()
         print(f"  {ns}: mentions {s['mention_f1']:.3f} ids {s['id_f1']:.3f} | REA pairs {s['pair_f1']:.3f} "
               f"pair+type {s['pair_type_f1']:.3f} | accepted pairs P/R/F1 {a['pair_p']:.3f}/{a['pair_r']:.3f}/"
