@@ -137,10 +137,13 @@ class _Ollama(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:  # noqa: N802
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
-        type(self).requests.append(body)
-        out = json.dumps({"model": body.get("model"), "created_at": "2026-12-02T00:00:00Z", "done": True,
-                          "message": {"role": "assistant", "content": GOOD}, "prompt_eval_count": 12,
-                          "eval_count": 7}).encode()
+        if self.path != "/api/chat":  # litellm may ask /api/show for the model's details first: not a completion
+            out = json.dumps({"model_info": {}, "template": "", "details": {}}).encode()
+        else:
+            type(self).requests.append(body)
+            out = json.dumps({"model": body.get("model"), "created_at": "2026-12-02T00:00:00Z", "done": True,
+                              "message": {"role": "assistant", "content": GOOD}, "prompt_eval_count": 12,
+                              "eval_count": 7}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(out)))
@@ -149,6 +152,7 @@ class _Ollama(BaseHTTPRequestHandler):
 
 
 def test_ollama_gets_the_schema_as_its_own_format_field(rendered) -> None:
+    _Ollama.requests.clear()
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Ollama)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
