@@ -304,6 +304,43 @@ def test_the_summary_chooses_the_entities_and_the_segment_is_the_text_read():
     assert third.texts == [summary.text]
 
 
+class _TwoWays(PartialBackbone):
+    """Reads (aspirin, asthma) both ways: raised and lowered, over both thresholds; a body section's text (one
+    with "trial") reads it lowered only, more surely."""
+
+    name = "two-ways"
+
+    def document_relation_probabilities(self, text, entities, pairs):
+        if "trial" in text:
+            return [{"Negative_Correlation": 0.8, "Positive_Correlation": 0.1} for _ in pairs]
+        return [{"Positive_Correlation": 0.7, "Negative_Correlation": 0.6, "Association": 0.9} for _ in pairs]
+
+    def sample_document_relation_probabilities(self, text, entities, pairs, sample, temperature):
+        answers = self.document_relation_probabilities(text, entities, pairs)
+        if sample % 5 == 4:  # one sample in five drops the raised reading: it agrees in 4 of 5, the lowered in 5
+            answers = [{**a, "Positive_Correlation": 0.0} for a in answers]
+        return answers
+
+
+def test_a_pair_keeps_one_of_two_opposite_readings_of_one_paper():
+    """Issue 32: a paper's pair read both raised and lowered went to the CRA as a same-paper contradiction, and a
+    close call sent both to review (420 of 424 conflicts on BC5CDR train). The better-supported reading stays;
+    a reading of another kind (Association) is untouched; a body section's surer reading wins over the abstract's."""
+    summary, mentions = _rows("Aspirin users had asthma.", [("Aspirin", "Chemical", "C"), ("asthma", "Disease", "D")])
+    single = extract_relations([summary], mentions, _TwoWays(), KarmaParams(), n_samples=1)
+    assert sorted(t.relation for t in single) == ["Association", "Positive_Correlation"]  # 0.7 over 0.6
+    sampled = extract_relations([summary], mentions, _TwoWays(), KarmaParams(), n_samples=5)
+    assert sorted((t.relation, t.sample_confidence) for t in sampled) == [
+        ("Association", 1.0), ("Negative_Correlation", 1.0)]  # 5 of 5 samples over 4 of 5
+    body = SummaryRow(doc_key="d", summary_id="b", segment_id="h", section="results",
+                      text="In the trial, asthma fell with aspirin.", n_sentences_in=1, n_sentences_out=1)
+    body_mentions = [m.model_copy(update={"mention_id": f"b{k}", "summary_id": "b", "segment_id": "h",
+                                          "start": body.text.index(m.text), "end": body.text.index(m.text) + len(m.text)})
+                     for k, m in enumerate(_rows(body.text, [("asthma", "Disease", "D"), ("aspirin", "Chemical", "C")])[1])]
+    both = extract_relations([summary, body], mentions + body_mentions, _TwoWays(), KarmaParams(), n_samples=1)
+    assert sorted((t.relation, t.summary_id) for t in both) == [("Association", "s"), ("Negative_Correlation", "b")]
+
+
 # ---------------------------------------------------------------- n/a without relation gold
 @needs_shared
 def test_a_corpus_without_relation_gold_reports_na():

@@ -11,7 +11,11 @@ Two kinds of candidates, by what the backbone offers:
   to the other);
 - mention level (the LLM backbones): two mentions of different entities in one sentence, the sentence as
   evidence.
-One fact per document: the same (head, relation, tail) seen in several places keeps its most probable reading.
+One fact per document: the same (head, relation, tail) seen in several places keeps its most probable reading,
+and a pair gets at most one of two opposite readings (OPPOSITE_LABELS): BioRED annotates one type per pair, so a
+paper's "raises" and "lowers" of one pair are one reading too uncertain to split, not a contradiction in the
+literature for the CRA to send to review (issue 32: on BC5CDR train, 420 of 424 conflicts were such same-paper
+pairs, and the chain scored 0.007 below its no-conflict-resolution ablation).
 """
 
 from __future__ import annotations
@@ -41,6 +45,11 @@ except ImportError:  # pragma: no cover - only when dictionary/sentences.py is a
 
 class RelationInputError(ValueError):
     """Mentions that do not fit their summaries (unknown summary, span outside or not matching the text)."""
+
+
+# the labels that read one pair in opposite directions (each maps to a pair of `incompatible` metaedges in
+# kg/schema.yaml: treats / causes, palliates / causes, downregulates / upregulates)
+OPPOSITE_LABELS: tuple[frozenset[str], ...] = (frozenset({"Positive_Correlation", "Negative_Correlation"}),)
 
 
 def _hash(*parts: str) -> str:
@@ -337,4 +346,21 @@ def extract_relations(
                     tail_mention_id=t.mention_id, tail_id=t.entity_id, tail_name=_name(t), tail_type=t.type,
                     probability=min(1.0, max(0.0, float(p))), evidence=sentence, sample_confidence=fraction,
                 )
-    return sorted(best.values(), key=lambda r: (r.doc_key, r.summary_id, -r.probability, r.triple_id))
+    return sorted(_one_direction(best.values()), key=lambda r: (r.doc_key, r.summary_id, -r.probability, r.triple_id))
+
+
+def _one_direction(triples: Any) -> list[TripleRow]:
+    """Of a document's opposite readings of one pair, the better supported stays: most agreeing samples, then most
+    probable, then the relation's name (a tie must not depend on the order of the answers)."""
+    rows = list(triples)
+    drop: set[str] = set()
+    for labels in OPPOSITE_LABELS:
+        by_pair: dict[tuple[str, frozenset[str]], list[TripleRow]] = defaultdict(list)
+        for r in rows:
+            if r.relation in labels:
+                by_pair[(r.doc_key, frozenset((r.head_id, r.tail_id)))].append(r)
+        for group in by_pair.values():
+            if len({r.relation for r in group}) > 1:
+                keep = max(group, key=lambda r: (r.sample_confidence or 0.0, r.probability, r.relation))
+                drop.update(r.triple_id for r in group if r.relation != keep.relation)
+    return [r for r in rows if r.triple_id not in drop]
