@@ -5,6 +5,7 @@ evaluator read n/a (C2); an ablated LLM backbone answers its shared stages from 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import dagster as dg
 import pandera.errors as pa_errors
@@ -23,8 +24,12 @@ from karma_dagster.schemas.frames import frame_to_records, records_to_frame
 from karma_dagster.schemas.records import EvaluatedRow, ResolvedRow
 from karma_dagster.schemas.tables import EvaluatedTable
 
-PAPER = ("PMC4736972.pdf", "PMC4736972.json")  # Notch signalling, tamoxifen, breast cancer: the full chain's CRA
-# finds contradictions with seed edges in it
+PAPER = ("PMC4736972.pdf", "PMC4736972.json")  # Notch signalling, tamoxifen, breast cancer
+# BC5CDR dev 11099450 (pallidotomy, levodopa-induced dyskinesias): the chain reads "L-DOPA causes Parkinson's
+# disease", against the seed's L-DOPA palliates Parkinson's disease, and its CRA discards it. Since REA keeps one of
+# a paper's opposite readings, the sample papers meet no seed edge they contradict.
+CDR_DEV = Path(__file__).resolve().parents[2] / "shared" / "data" / "bc5cdr" / "CDR_DevelopmentSet.PubTator.txt"
+CONFLICT_PMID = "11099450"
 ABLATIONS = {"local-no-summarizer": "summarizer", "local-no-conflict-resolution": "conflict_resolution",
              "local-no-evaluator": "evaluator"}
 ABLATED_STAGE = {"summarizer": "summaries", "conflict_resolution": "resolved", "evaluator": "evaluated"}
@@ -145,6 +150,20 @@ def ablated(make_module_pipeline):
     return p, keys[0]
 
 
+@pytest.fixture(scope="module")
+def conflicted(ablated):
+    """The same chains, then one more document: a BC5CDR dev abstract that contradicts a seed edge."""
+    if not CDR_DEV.is_file():
+        pytest.skip("the shared data folder with BC5CDR dev is not here")
+    p, _key = ablated
+    lines = [ln for ln in CDR_DEV.read_text("utf-8").splitlines() if re.match(rf"{CONFLICT_PMID}[|\t]", ln)]
+    (p.inbox / f"cdr-{CONFLICT_PMID}.pubtator").write_text("\n".join(lines) + "\n\n", "utf-8")
+    keys, failed = runner.register_inbox(p.defs, p.instance)
+    assert not failed and len(keys) == 1 and keys[0].endswith(CONFLICT_PMID), keys
+    assert not runner.run_documents(p.defs, p.instance, keys, log=lambda _m: None)
+    return p, keys[0]
+
+
 def _records(p, ns: str, stage: str, key: str) -> list:
     return frame_to_records(p.storage.stage_store().read(ns, stage, key), stages.by_name(stage).row_model)
 
@@ -186,12 +205,15 @@ def test_without_the_summarizer_extraction_reads_the_kept_segments_whole(ablated
     assert sum(s.n_sentences_out for s in condensed) < sum(s.n_sentences_out for s in summaries)
 
 
-def test_without_conflict_resolution_contradictions_are_not_looked_for_and_the_evaluator_still_runs(ablated):
-    p, key = ablated
+def test_without_conflict_resolution_contradictions_are_not_looked_for_and_the_evaluator_still_runs(conflicted):
+    p, key = conflicted
     full = {r.triple_id: r for r in _records(p, "local", "resolved", key)}
     skipped = {r.triple_id: r for r in _records(p, "local-no-conflict-resolution", "resolved", key)}
     assert set(full) == set(skipped)
-    assert sum(r.conflict for r in full.values()) > 0, "the full chain's CRA finds contradictions in this paper"
+    clashes = [r for r in full.values() if r.conflict]
+    assert [(r.head_name, r.kg_relation, r.tail_name, r.against, r.action) for r in clashes] == [
+        ("L-DOPA", "causes", "Parkinson's disease", "kg", "discard")], "the full chain's CRA meets the seed edge"
+    assert clashes[0].contradicts == "Compound::DB01235 -palliates-> Disease::DOID:14330"
     assert {r.verdict for r in skipped.values()} == {"skipped"} and not any(r.conflict for r in skipped.values())
     full_ev = {r.triple_id: r for r in _records(p, "local", "evaluated", key)}
     ev = {r.triple_id: r for r in _records(p, "local-no-conflict-resolution", "evaluated", key)}
@@ -200,9 +222,10 @@ def test_without_conflict_resolution_contradictions_are_not_looked_for_and_the_e
             (full_ev[tid].confidence, full_ev[tid].clarity, full_ev[tid].relevance, full_ev[tid].score))
         if full[tid].action == skipped[tid].action:
             assert row.accepted == full_ev[tid].accepted
-    # what CRA changed (on this paper its debate may keep every contradiction it found): triples it discarded,
-    # queued or replaced are kept without it, and then only the evaluator decides
+    # what CRA changed (here the one triple it discarded; anything it queued or replaced likewise) is kept without it,
+    # and then only the evaluator decides
     changed = [tid for tid in ev if full[tid].action != skipped[tid].action]
+    assert changed == [clashes[0].triple_id]
     theta = KarmaParams().rule_integrate_threshold  # the local judge's Theta
     for tid in changed:
         assert full[tid].action in ("discard", "review", "replace") and skipped[tid].action == "keep", tid
