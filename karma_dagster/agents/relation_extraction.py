@@ -13,9 +13,11 @@ Two kinds of candidates, by what the backbone offers:
   evidence.
 One fact per document: the same (head, relation, tail) seen in several places keeps its most probable reading,
 and a pair gets at most one of two opposite readings (OPPOSITE_LABELS): BioRED annotates one type per pair, so a
-paper's "raises" and "lowers" of one pair are one reading too uncertain to split, not a contradiction in the
-literature for the CRA to send to review (issue 32: on BC5CDR train, 420 of 424 conflicts were such same-paper
-pairs, and the chain scored 0.007 below its no-conflict-resolution ablation).
+paper's "raises" and "lowers" of one pair are the model's close call, not a contradiction in the literature for
+the CRA to send to review (issue 32: on BC5CDR train 420 of 424 conflicts were such same-paper pairs, and on BC5CDR
+dev the chain scored 0.007 below its no-conflict-resolution ablation). The better supported stays: on the training
+splits it scores as well as keeping both, a raised-first rule or any margin between them (README, "The whole chain
+on the dev splits").
 """
 
 from __future__ import annotations
