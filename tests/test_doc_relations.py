@@ -332,11 +332,11 @@ def test_a_pair_keeps_one_of_two_opposite_readings_of_one_paper():
     sampled = extract_relations([summary], mentions, _TwoWays(), KarmaParams(), n_samples=5)
     assert sorted((t.relation, t.sample_confidence) for t in sampled) == [
         ("Association", 1.0), ("Negative_Correlation", 1.0)]  # 5 of 5 samples over 4 of 5
-    body = SummaryRow(doc_key="d", summary_id="b", segment_id="h", section="results",
-                      text="In the trial, asthma fell with aspirin.", n_sentences_in=1, n_sentences_out=1)
-    body_mentions = [m.model_copy(update={"mention_id": f"b{k}", "summary_id": "b", "segment_id": "h",
-                                          "start": body.text.index(m.text), "end": body.text.index(m.text) + len(m.text)})
-                     for k, m in enumerate(_rows(body.text, [("asthma", "Disease", "D"), ("aspirin", "Chemical", "C")])[1])]
+    body, body_mentions = _rows("In the trial, asthma fell with aspirin.",
+                                [("asthma", "Disease", "D"), ("aspirin", "Chemical", "C")])
+    body = body.model_copy(update={"summary_id": "b", "segment_id": "h", "section": "results"})
+    body_mentions = [m.model_copy(update={"mention_id": f"b{k}", "summary_id": "b", "segment_id": "h"})
+                     for k, m in enumerate(body_mentions)]
     both = extract_relations([summary, body], mentions + body_mentions, _TwoWays(), KarmaParams(), n_samples=1)
     assert sorted((t.relation, t.summary_id) for t in both) == [("Association", "s"), ("Negative_Correlation", "b")]
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
+from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 from karma_dagster.backbones.base import Backbone, backbone_map
@@ -351,7 +352,7 @@ def extract_relations(
     return sorted(_one_direction(best.values()), key=lambda r: (r.doc_key, r.summary_id, -r.probability, r.triple_id))
 
 
-def _one_direction(triples: Any) -> list[TripleRow]:
+def _one_direction(triples: Iterable[TripleRow]) -> list[TripleRow]:
     """Of a document's opposite readings of one pair, the better supported stays: most agreeing samples, then most
     probable, then the relation's name (a tie must not depend on the order of the answers)."""
     rows = list(triples)
