@@ -178,6 +178,10 @@ def start_stack(work: Path, *, postgres: bool = True, s3: bool = True, celery: b
             shutil.copy(REPO / "deploy" / "dagster.postgres.yaml", home / "dagster.yaml")
             env.update(DAGSTER_PG_HOST=stack.postgres.host, DAGSTER_PG_PORT=str(stack.postgres.port),
                        DAGSTER_PG_USER="postgres", DAGSTER_PG_PASSWORD="unused-trust-auth", DAGSTER_PG_DB="dagster")
+            # Dagster's tables once, before workers and the daemon start (deploy/docker-compose.yml's `migrate`):
+            # two workers creating them at once on the empty database failed with "type run_tags already exists".
+            subprocess.run([str(BIN / "dagster"), "instance", "migrate"], env=env, cwd=work, check=True,
+                           capture_output=True, timeout=300)
         else:
             shutil.copy(REPO / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
         if celery or s3:

@@ -70,6 +70,18 @@ def test_compose_has_the_whole_stack(compose: dict) -> None:
     assert (REPO / "workspace.yaml").is_file()
 
 
+def test_dagster_tables_are_created_once_before_any_process_opens_the_instance(compose: dict) -> None:
+    """Each Dagster process creates the Postgres tables it misses when it starts; started together on an empty
+    database, one fails on 'type run_tags already exists' (two workers did, in CI). A one-shot migrate runs first."""
+    services = compose["services"]
+    assert services["migrate"]["command"] == ["dagster", "instance", "migrate"]
+    assert services["migrate"]["restart"] == "no"
+    assert services["migrate"]["depends_on"]["postgres"]["condition"] == "service_healthy"
+    assert services["migrate"]["environment"] == services["daemon"]["environment"]
+    for name in KARMA_SERVICES:
+        assert services[name]["depends_on"]["migrate"]["condition"] == "service_completed_successfully", name
+
+
 def test_every_karma_process_gets_the_same_settings(compose: dict) -> None:
     services = compose["services"]
     envs = [services[n]["environment"] for n in KARMA_SERVICES]
