@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 from pydantic import BaseModel
 
-from karma_dagster.agents.integration import collect_document
+from karma_dagster.agents.integration import collect_documents
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.ingest.keys import date_of_document_key
 from karma_dagster.kg import merge
@@ -75,12 +75,11 @@ def states_in_stores(
                     state.failed[key] = last_failures[key]
                 continue
             state.evaluated.append(key)
-            try:
-                fingerprint = table_fingerprint(stages, ns, key)
-            except Exception as exc:  # noqa: BLE001 - any unreadable table: this document only, with the reason
-                state.failed[key] = f"cannot be merged: {exc}"
-                continue
-            (state.merged if recorded.get(key) == fingerprint else state.unmerged).append(key)
+        for key, fingerprint in table_fingerprints(stages, ns, state.evaluated).items():
+            if isinstance(fingerprint, Exception):  # any unreadable table: this document only, with the reason
+                state.failed[key] = f"cannot be merged: {fingerprint}"
+            else:
+                (state.merged if recorded.get(key) == fingerprint else state.unmerged).append(key)
         out[ns] = state
     return out
 
@@ -94,20 +93,45 @@ _FINGERPRINTS: dict[tuple[str, str, str], tuple[tuple, str]] = {}
 
 
 def table_fingerprint(stages: StageStore, ns: str, key: str) -> str:
-    """The fingerprint a merge of the document's current tables records (merge.document_fingerprint).
+    """The fingerprint a merge of the document's current tables records (merge.document_fingerprint)."""
+    (fingerprint,) = table_fingerprints(stages, ns, [key]).values()
+    if isinstance(fingerprint, Exception):
+        raise fingerprint
+    return fingerprint
+
+
+def table_fingerprints(stages: StageStore, ns: str, keys: Iterable[str]) -> dict[str, str | Exception]:
+    """table_fingerprint of each document, or the error that makes its tables unmergeable.
 
     Kept per process and keyed by the two files' size and mtime: a sensor ticking every 30 s re-reads only the
-    tables that changed, not every evaluated table of the inbox."""
-    files = (stages.path(ns, FINAL_STAGE, key), stages.path(ns, "entities", key))
-    signature = tuple((st.st_size, st.st_mtime_ns) for st in (f.stat() for f in files))  # local or UPath
-    cache_key = (str(stages.root), ns, key)
-    cached = _FINGERPRINTS.get(cache_key)
-    if cached is not None and cached[0] == signature:
-        return cached[1]
-    triples, nodes = collect_document(key, stages.read(ns, FINAL_STAGE, key), stages.read(ns, "entities", key), "")
-    fingerprint = merge.document_fingerprint(key, triples, nodes)
-    _FINGERPRINTS[cache_key] = (signature, fingerprint)
-    return fingerprint
+    tables that changed, not every evaluated table of the inbox; those it reads are validated together
+    (integration.collect_documents)."""
+    keys = list(keys)
+    out: dict[str, str | Exception] = {}
+    tables: dict[str, tuple] = {}
+    signatures: dict[str, tuple] = {}
+    for key in keys:
+        try:
+            files = (stages.path(ns, FINAL_STAGE, key), stages.path(ns, "entities", key))
+            signatures[key] = tuple((st.st_size, st.st_mtime_ns) for st in (f.stat() for f in files))  # local or UPath
+            cached = _FINGERPRINTS.get((str(stages.root), ns, key))
+            if cached is not None and cached[0] == signatures[key]:
+                out[key] = cached[1]
+                continue
+            tables[key] = (stages.read(ns, FINAL_STAGE, key), stages.read(ns, "entities", key))
+        except Exception as exc:  # noqa: BLE001 - this document only, with the reason
+            out[key] = exc
+    for key, collected in collect_documents(tables, "").items():
+        if isinstance(collected, Exception):
+            out[key] = collected
+            continue
+        try:
+            out[key] = merge.document_fingerprint(key, *collected)
+        except Exception as exc:  # noqa: BLE001 - rows the merge would refuse: this document only
+            out[key] = exc
+            continue
+        _FINGERPRINTS[(str(stages.root), ns, key)] = (signatures[key], out[key])
+    return {key: out[key] for key in keys if key in out}
 
 
 def evaluated_not_recorded(paths: DataPaths, ns: str) -> list[str]:

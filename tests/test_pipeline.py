@@ -113,3 +113,39 @@ def test_report_counts_what_the_stores_hold(grown):
     assert local.mentions == local.mentions_linked + local.mentions_new > 0
     assert local.segments_dropped > 0, "the JATS paper's references are dropped"
     assert "| triples accepted |" in report.markdown()
+
+
+def test_documents_validated_together_collect_exactly_as_each_alone(grown, monkeypatch: pytest.MonkeyPatch):
+    """The KG increment and the merge state validate a date's evaluated tables in one pandera pass (its cost is per
+    column and call); the result is each document's own, and a table that fails is still named alone."""
+    from karma_dagster.agents.integration import StageTableInvalid, collect_document, collect_documents
+    from karma_dagster.schemas.tables import EvaluatedTable
+
+    p, keys, _, _ = grown
+    stages = p.storage.stage_store()
+    tables = {k: (stages.read("local", "evaluated", k), stages.read("local", "entities", k)) for k in keys}
+    assert all(len(ev) for ev, _ in tables.values()), "a document with no triple: nothing compared"
+    alone = {k: collect_document(k, ev, en, "v1") for k, (ev, en) in tables.items()}
+    calls: list[int] = []
+    real = EvaluatedTable.validate.__func__  # type: ignore[attr-defined]
+    monkeypatch.setattr(EvaluatedTable, "validate", classmethod(lambda cls, df, **kw: calls.append(len(df)) or real(cls, df, **kw)))
+    assert collect_documents(tables, "v1") == alone
+    assert calls == [sum(len(ev) for ev, _ in tables.values())], "one pass over both documents' rows"
+
+    # a table out of range: that document is named, the other collected as alone
+    (k1, (ev1, en1)), (k2, (ev2, en2)) = tables.items()
+    bad = ev2.copy()
+    bad.loc[bad.index[0], "evidence_score"] = 1.5
+    calls.clear()
+    got = collect_documents({k1: (ev1, en1), k2: (bad, en2)}, "v1")
+    assert got[k1] == alone[k1] and isinstance(got[k2], StageTableInvalid) and k2 in str(got[k2])
+    assert "less_than_or_equal_to(1.0)" in str(got[k2]) and len(calls) == 3  # together, then each alone
+    # the same table under two names: together their triple ids repeat (unique fails), each alone is valid
+    calls.clear()
+    assert collect_documents({k1: (ev1, en1), "copy": (ev1, en1)}, "v1") == {k1: alone[k1], "copy": alone[k1]}
+    assert len(calls) == 3
+    # other dtypes (a float column read as object): never one pass, each judged as it is
+    calls.clear()
+    odd = ev2.astype({"probability": object})
+    got = collect_documents({k1: (ev1, en1), k2: (odd, en2)}, "v1")
+    assert got[k1] == alone[k1] and isinstance(got[k2], StageTableInvalid) and len(calls) == 2

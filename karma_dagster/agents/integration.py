@@ -8,11 +8,15 @@ those triples need, with the kind the schema alignment gave them. Every column t
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pandas as pd
 import pandera.errors as pa_errors
 
 from karma_dagster.kg.store import NodeIn
 from karma_dagster.schemas.tables import EntitiesTable, EvaluatedTable
+
+Collected = tuple[list[dict], list[NodeIn]]
 
 
 class StageTableInvalid(ValueError):
@@ -27,11 +31,68 @@ def _validated(frame: pd.DataFrame, model: type, doc_key: str, stage: str) -> pd
         raise StageTableInvalid(f"document {doc_key}: {stage} table fails its schema ({'; '.join(checks)})") from exc
 
 
+def _alike(frames: list[pd.DataFrame], model: type) -> bool:
+    """Tables one pandera pass can stand for: the same columns with the same dtypes (so their concatenation has
+    each table's dtypes: every check of these models is per column or per row, `unique` only stricter), and the
+    columns the model coerces already of their target dtype (the pass's coercion then changes nothing)."""
+    first = frames[0]
+    if any(list(f.columns) != list(first.columns) or not f.dtypes.equals(first.dtypes) for f in frames[1:]):
+        return False
+    columns = model.to_schema().columns
+    return all(str(first[name].dtype) == str(col.dtype) for name, col in columns.items()
+               if col.coerce and name in first.columns)
+
+
+def validate_tables(frames: Mapping[str, pd.DataFrame], model: type, stage: str) -> dict[str, pd.DataFrame | StageTableInvalid]:
+    """Each document's validated table, or why it fails. pandera's cost is per column and call (~0.1 s for a
+    document's evaluated table of a few rows, most of an increment's time), so alike tables are validated in one
+    pass over their concatenation; when that pass fails, each on its own, to name the documents that fail."""
+    if len(frames) > 1 and _alike(list(frames.values()), model):
+        try:
+            model.validate(pd.concat(list(frames.values()), ignore_index=True), lazy=True)
+        except pa_errors.SchemaErrors:
+            pass
+        else:
+            return dict(frames)
+    out: dict[str, pd.DataFrame | StageTableInvalid] = {}
+    for key, frame in frames.items():
+        try:
+            out[key] = _validated(frame, model, key, stage)
+        except StageTableInvalid as exc:
+            out[key] = exc
+    return out
+
+
+def collect_documents(
+    tables: Mapping[str, tuple[pd.DataFrame, pd.DataFrame]], prompt_version: str
+) -> dict[str, Collected | Exception]:
+    """collect_document for many documents (a date's, or every evaluated one for the merge state), validated
+    together (validate_tables); a document whose tables fail gets the error instead (StageTableInvalid when a
+    table fails its schema), so one bad document never fails the others."""
+    evaluated = validate_tables({k: ev for k, (ev, _) in tables.items()}, EvaluatedTable, "evaluated")
+    entities = validate_tables({k: en for k, (_, en) in tables.items()}, EntitiesTable, "entities")
+    out: dict[str, Collected | Exception] = {}
+    for key in tables:
+        ev, en = evaluated[key], entities[key]
+        if isinstance(ev, StageTableInvalid) or isinstance(en, StageTableInvalid):
+            out[key] = ev if isinstance(ev, StageTableInvalid) else en  # type: ignore[assignment]
+            continue
+        try:
+            out[key] = _collect_valid(ev, en, prompt_version)  # type: ignore[arg-type]
+        except Exception as exc:  # noqa: BLE001 - e.g. a node the KG's model refuses: this document only
+            out[key] = exc
+    return out
+
+
 def collect_document(
     doc_key: str, evaluated: pd.DataFrame, entities: pd.DataFrame, prompt_version: str
-) -> tuple[list[dict], list[NodeIn]]:
+) -> Collected:
     evaluated = _validated(evaluated, EvaluatedTable, doc_key, "evaluated")
     entities = _validated(entities, EntitiesTable, doc_key, "entities")
+    return _collect_valid(evaluated, entities, prompt_version)
+
+
+def _collect_valid(evaluated: pd.DataFrame, entities: pd.DataFrame, prompt_version: str) -> Collected:
     accepted = evaluated[evaluated["accepted"]]
     triples = [
         {**row, "prompt_version": prompt_version}

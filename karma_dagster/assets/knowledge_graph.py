@@ -4,7 +4,7 @@ import datetime as dt
 
 import dagster as dg
 
-from karma_dagster.agents.integration import StageTableInvalid, collect_document
+from karma_dagster.agents.integration import StageTableInvalid, collect_documents
 from karma_dagster.assets.chain import backbone_group, kg_key, stage_key
 from karma_dagster.document_states import evaluated_not_recorded, states_in_stores
 from karma_dagster.ingest.catalog import Catalog
@@ -39,18 +39,23 @@ def _collect(
     ns: str, day: dt.date, catalog: Catalog, stages: StageStore, prompt_version: str
 ) -> tuple[dict, dict[str, str]]:
     """The day's documents that finished their chain (doc -> (triples, new nodes)), and why others did not."""
-    docs: dict = {}
+    tables: dict = {}
     skipped: dict[str, str] = {}
     for doc_key in catalog.documents_for_dates(day, day):
         if not stages.exists(ns, FINAL_STAGE, doc_key):
             skipped[doc_key] = NOT_YET
             continue
         try:
-            docs[doc_key] = collect_document(
-                doc_key, stages.read(ns, FINAL_STAGE, doc_key), stages.read(ns, "entities", doc_key), prompt_version
-            )
+            tables[doc_key] = (stages.read(ns, FINAL_STAGE, doc_key), stages.read(ns, "entities", doc_key))
         except Exception as exc:  # noqa: BLE001 - an unreadable table skips its document, not the whole day
-            skipped[doc_key] = f"{type(exc).__name__}: {exc}" if not isinstance(exc, StageTableInvalid) else str(exc)
+            skipped[doc_key] = f"{type(exc).__name__}: {exc}"
+    docs: dict = {}
+    for doc_key, collected in collect_documents(tables, prompt_version).items():  # validated together
+        if isinstance(collected, Exception):
+            skipped[doc_key] = str(collected) if isinstance(collected, StageTableInvalid) else \
+                f"{type(collected).__name__}: {collected}"
+        else:
+            docs[doc_key] = collected
     return docs, skipped
 
 
