@@ -38,7 +38,10 @@ if [ -n "$tmp_root" ]; then
   export TMPDIR="$tmp_root"
   echo "test files under $tmp_root"
 fi
+# Two workers (pytest-xdist), a test file each at a time (`--dist loadfile`: a module's shared fixtures are built
+# once); KARMA_TEST_WORKERS=0 runs everything in this one process. --durations=25: the slowest 25 tests, so the
+# suite time can be kept in check.
 status=0
-python -m pytest --durations=25 "$@" || status=$?  # the slowest 25 tests, so the suite time can be kept in check
+python -m pytest -n "${KARMA_TEST_WORKERS:-2}" --dist loadfile --durations=25 "$@" || status=$?
 [ -z "$cleanup" ] || rm -rf "$cleanup"
 exit "$status"
