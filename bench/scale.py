@@ -38,7 +38,7 @@ from karma_dagster.jobs import DOCUMENT_JOB  # noqa: E402
 from karma_dagster.assets.chain import stage_key  # noqa: E402
 from karma_dagster.ingest.catalog import Catalog  # noqa: E402
 from karma_dagster.ingest.pubtator import read_pubtator  # noqa: E402
-from karma_dagster.partitions import documents_partitions  # noqa: E402
+from karma_dagster.partitioning.definitions import documents_partitions  # noqa: E402
 from karma_dagster.resources.backbones import BackboneConfig  # noqa: E402
 from karma_dagster.resources.storage import KarmaStorageResource  # noqa: E402
 from karma_dagster.stages import STAGE_NAMES  # noqa: E402

@@ -267,7 +267,7 @@ def cmd_remove(args: argparse.Namespace) -> int:
     if args.dry_run:
         return 0
     from karma_dagster import runner
-    from karma_dagster.partitions import documents_partitions
+    from karma_dagster.partitioning.definitions import documents_partitions
 
     inst = runner.instance()
     if inst.has_dynamic_partition(documents_partitions.name, args.doc_key):

@@ -1,7 +1,7 @@
 """The KG's date range: which dates have a daily `knowledge_graph` partition for their documents to merge into.
 
 Setting: the environment variable KARMA_KG_START_DATE (an ISO date; default 1975-01-01, where MedKGent's
-1975-2023 PubMed corpus begins). partitions.py builds the daily partitions from it when the code location
+1975-2023 PubMed corpus begins). partitioning/definitions.py builds the daily partitions from it when the code location
 loads, so after changing it reload the code location (restart `dagster dev`, or "Reload" in the UI). The range
 ends today (UTC, as Dagster's daily partitions do): a later date has no partition yet.
 

@@ -1,20 +1,19 @@
-"""First use of a DAGSTER_HOME: instance creation serialised across processes, and the document partitions a
-new home lacks.
+"""First use of a DAGSTER_HOME: instance creation serialised across processes.
 
 Dagster creates its SQLite schema (runs, events, schedules) when an instance is first opened, without a lock:
 two processes opening a fresh home at once race, the second dies with `table jobs already exists` and the
 home is left with two alembic heads ("more than one head"), unusable after. Holding a file lock in the home
 while the instance is created makes the second process wait, then open the schema the first one finished.
-A new home pointed at an existing data dir knows none of the documents its catalog holds: running an unfinished
-one fails with `DagsterUnknownPartitionError`. `ensure_partitions` adds the missing ones before they are run.
-Dagster-free on purpose: it guards any callable that opens the instance and takes the instance duck-typed.
+(A new home pointed at an existing data dir knows none of the documents its catalog holds:
+partitioning.definitions.ensure_partitions adds the missing ones before they are run.)
+Dagster-free on purpose: it guards any callable that opens the instance.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
 import filelock
 
@@ -41,20 +40,3 @@ def under_home_lock(home: Path | str, create: Callable[[], T], timeout_s: float 
     except filelock.Timeout as exc:
         raise TimeoutError(f"another process has held {lock_path(home)} for {timeout_s:.0f} s while opening the "
                            "Dagster instance in that DAGSTER_HOME; is one stuck?") from exc
-
-
-class DynamicPartitionsStore(Protocol):
-    """What a DagsterInstance offers for dynamic partitions (the subset used here)."""
-
-    def get_dynamic_partitions(self, partitions_def_name: str) -> list[str]: ...
-
-    def add_dynamic_partitions(self, partitions_def_name: str, partition_keys: list[str]) -> None: ...
-
-
-def ensure_partitions(store: DynamicPartitionsStore, name: str, keys: list[str] | set[str]) -> list[str]:
-    """Add those of `keys` the instance does not know as partitions of `name`; returns the added ones (sorted)."""
-    known = set(store.get_dynamic_partitions(name))
-    missing = sorted(set(keys) - known)
-    if missing:
-        store.add_dynamic_partitions(name, missing)
-    return missing

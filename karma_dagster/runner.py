@@ -30,7 +30,6 @@ from karma_dagster.assets.batching import MAX_DOCUMENTS_PER_RUN
 from karma_dagster.assets.chain import kg_key
 from karma_dagster.config import BackboneStatus
 from karma_dagster.document_states import DocumentStates, states_in_stores, unmerged_dates
-from karma_dagster.home import ensure_partitions
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.ingest.inbox import scan_inbox
 from karma_dagster.ingest.keys import date_of_document_key
@@ -45,7 +44,14 @@ from karma_dagster.jobs import (
     kg_job_name,
     llm_pool,
 )
-from karma_dagster.partitions import KG_DATES, documents_partitions, ensure_registered, first_kg_date
+from karma_dagster.partitioning.definitions import (
+    KG_DATES,
+    documents_partitions,
+    ensure_partitions,
+    ensure_registered,
+    first_kg_date,
+)
+from karma_dagster.partitioning.order import keys_between, positions
 from karma_dagster.progress import Progress
 from karma_dagster.removal import remove_deleted_citations, retire_rekeyed
 from karma_dagster.report import RunReport
@@ -227,7 +233,7 @@ def adjacent_batches(inst: dg.DagsterInstance, keys: list[str], per_run: int) ->
     """`keys` cut into batches of at most `per_run` documents that are neighbours in the instance's document
     partitions (a run's partition range holds every partition between its ends, so only neighbours can share one).
     Documents registered together are neighbours (they are added sorted), so a date's papers usually form one."""
-    order = {k: i for i, k in enumerate(inst.get_dynamic_partitions(documents_partitions.name))}
+    order = positions(inst, documents_partitions.name, keys)
     batches: list[list[str]] = []
     for key in sorted(set(keys), key=lambda k: order[k]):
         if batches and order[key] == order[batches[-1][-1]] + 1 and len(batches[-1]) < max(per_run, 1):
@@ -288,14 +294,12 @@ def interrupted_documents(inst: dg.DagsterInstance) -> dict[str, str]:
 def _latest_document_runs(inst: dg.DagsterInstance) -> dict[str, dg.DagsterRun]:
     """document -> its most recent document-job run (a batch run counts for every document of its range)."""
     latest: dict[str, dg.DagsterRun] = {}
-    order: list[str] | None = None
     for run in inst.get_runs(filters=dg.RunsFilter(job_name=DOCUMENT_JOB)):  # newest first
         if key := run.tags.get("dagster/partition"):
             keys = [key]
         elif (start := run.tags.get("dagster/asset_partition_range_start")) and \
                 (end := run.tags.get("dagster/asset_partition_range_end")):
-            order = order if order is not None else inst.get_dynamic_partitions(documents_partitions.name)
-            keys = order[order.index(start):order.index(end) + 1] if start in order and end in order else []
+            keys = keys_between(inst, documents_partitions.name, start, end)
         else:
             keys = []
         for key in keys:
@@ -527,7 +531,7 @@ def backfill_tiers(
     storage, _ = _resources(defs)
     params = defs.resources["karma_params"].params().controller  # type: ignore[union-attr]
     decisions = {d.doc_key: d for d in decide(keys, storage.paths(), namespace=namespace, params=params)}
-    position = {k: i for i, k in enumerate(inst.get_dynamic_partitions(documents_partitions.name)) if k in decisions}
+    position = positions(inst, documents_partitions.name, decisions)
     return controller_tiers(decisions, position, MAX_DOCUMENTS_PER_RUN, n_tiers)
 
 

@@ -283,7 +283,7 @@ def test_a_kg_without_the_date_source_column_still_opens(tmp_path: Path) -> None
 def test_the_sensor_requests_a_moved_document_and_deletes_its_old_partition(make_pipeline) -> None:
     from sensor_ticks import tick
 
-    from karma_dagster.partitions import documents_partitions
+    from karma_dagster.partitioning.definitions import documents_partitions
 
     p = make_pipeline(inbox_files=("abstracts.pubtator",))
     first = tick(p, "new_papers")

@@ -196,3 +196,22 @@ def test_concurrent_processes_never_mint_two_keys(tmp_path: Path) -> None:
 @pytest.mark.parametrize("bad", ["2016-01-01_PMC1", "2016-01-01_a b", "20160101_x", "2016-01-01_é"])
 def test_key_pattern_rejects_invalid_partition_keys(bad: str) -> None:
     assert not KEY_RE.match(bad)
+
+
+def test_many_entries_read_at_once_are_each_document_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The controller reads a backfill's documents in one go (a few queries per chunk of keys): no document may get
+    another's sources, and a key the catalog does not know is left out, not an error."""
+    import karma_dagster.ingest.catalog as catalog_module
+
+    inbox = tmp_path / "inbox"
+    shutil.copytree(INBOX, inbox)
+    shutil.copy(INBOX / "PMC4738914.pdf", inbox / "copy.pdf")  # a document with two sources
+    catalog = _catalog(tmp_path)
+    assert not scan_inbox(inbox, catalog, ARRIVAL).failed
+    keys = catalog.all_keys()
+    alone = {k: catalog.lookup(k) for k in keys}
+    monkeypatch.setattr(catalog_module, "LOOKUP_CHUNK", 4)  # several chunks, documents split across them
+    many = catalog.lookup_many([*reversed(keys), "2020-01-01_pmid-1", keys[0]])
+    assert len(keys) > 10 and many == alone
+    assert len(many["2016-01-14_pmc4738914"].sources) == 2
+    assert {s.source_format for e in many.values() for s in e.sources} >= {"pdf", "jats", "pubtator", "text"}

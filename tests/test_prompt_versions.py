@@ -12,7 +12,7 @@ from dagster._time import get_current_datetime
 
 from karma_dagster.definitions import build_definitions
 from karma_dagster.stages import STAGE_NAMES
-from karma_dagster.partitions import documents_partitions
+from karma_dagster.partitioning.definitions import documents_partitions
 from karma_dagster.resources.backbones import BackboneConfig
 from karma_dagster.resources.storage import KarmaStorageResource
 

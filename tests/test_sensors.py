@@ -7,7 +7,7 @@ import json
 import dagster as dg
 
 from karma_dagster import runner
-from karma_dagster.partitions import documents_partitions
+from karma_dagster.partitioning.definitions import documents_partitions
 from karma_dagster.resources.backbones import BackboneConfig
 from sensor_ticks import tick
 

@@ -14,7 +14,7 @@ from karma_dagster import runner, services
 from karma_dagster.assets.chain import stage_key
 from karma_dagster.definitions import build_definitions
 from karma_dagster.jobs import DOCUMENT_JOB
-from karma_dagster.partitions import documents_partitions
+from karma_dagster.partitioning.definitions import documents_partitions
 from karma_dagster.resources.backbones import BackboneConfig
 from karma_dagster.resources.storage import KarmaStorageResource
 
@@ -85,7 +85,7 @@ def test_selecting_the_kg_asset_requests_only_dates_that_have_documents(tmp_path
     from dagster._core.execution.backfill import PartitionBackfill
 
     from karma_dagster.ingest.keys import date_of_document_key
-    from karma_dagster.partitions import KG_DATES
+    from karma_dagster.partitioning.definitions import KG_DATES
 
     inbox = tmp_path / "inbox"
     inbox.mkdir()

@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from karma_dagster.assets.batching import STAGE_BACKFILL_POLICY, BatchState, per_document
 from karma_dagster.backbones.base import Backbone
 from karma_dagster.ledger import Ledger, LedgerRow, ledger_path
-from karma_dagster.partitions import documents_partitions
+from karma_dagster.partitioning.definitions import documents_partitions
 from karma_dagster.resources.backbones import BackbonesResource
 from karma_dagster.resources.params import KarmaParamsResource
 from karma_dagster.resources.storage import KarmaStorageResource

@@ -14,12 +14,8 @@ from karma_dagster.assets.chain import backbone_group, kg_key
 from karma_dagster.export import FORMATS
 from karma_dagster.export.cli_export import export_dir
 from karma_dagster.export.run import ExportError, export_kg
+from karma_dagster.partitioning.definitions import kg_dates_partitions as EXPORT_PARTITIONS  # the KG's dates
 from karma_dagster.resources.storage import KarmaStorageResource
-
-try:  # the KG's date partitions: the dynamic kg_dates where the code has it, else the daily dates
-    from karma_dagster.partitions import kg_dates_partitions as EXPORT_PARTITIONS
-except ImportError:  # pragma: no cover - older partitions.py
-    from karma_dagster.partitions import dates_partitions as EXPORT_PARTITIONS  # type: ignore[attr-defined,no-redef]
 
 KINDS = {"turtle": {"rdf"}, "kgx": {"kgx", "biolink"}, "neo4j": {"neo4j"}}
 DESCRIPTIONS = {

@@ -12,7 +12,7 @@ from karma_dagster.ingest.keys import date_of_document_key
 from karma_dagster.jobs import KG_WRITER_POOL
 from karma_dagster.kg import merge
 from karma_dagster.kg.merge import IncrementStats, TripleValidationError
-from karma_dagster.partitions import kg_dates_partitions
+from karma_dagster.partitioning.definitions import kg_dates_partitions
 from karma_dagster.paths import DataPaths
 from karma_dagster.resources.backbones import BackbonesResource
 from karma_dagster.resources.params import KarmaParamsResource

@@ -138,12 +138,12 @@ def candidates(
     """Eq. 4's inputs for each pending document (module docstring)."""
     matcher, kg_names = _matcher_and_names(data, namespace)
     catalog = Catalog(data.catalog)
-    entries = []
-    for key in keys:
-        entry = catalog.lookup(key)
-        if entry is None:
-            raise KeyError(f"controller: document {key!r} is not in the catalog")
-        entries.append(entry)
+    known = catalog.lookup_many(keys)
+    missing = [key for key in keys if key not in known]
+    if missing:
+        raise KeyError(f"controller: document {missing[0]!r} is not in the catalog"
+                       + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
+    entries = [known[key] for key in keys]
     now = now or dt.datetime.now(dt.timezone.utc)
     features = {e.doc_key: title_features(e.title or "", matcher, kg_names) for e in entries}
     model, why_not = controller_utility(data) if utility_model == FROM_FILE else (utility_model, "")

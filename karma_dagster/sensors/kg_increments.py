@@ -36,7 +36,7 @@ from karma_dagster.date_range import split_dates
 from karma_dagster.document_states import DocumentStates, states_in_stores
 from karma_dagster.ingest.keys import KEY_RE, date_of_document_key
 from karma_dagster.jobs import merges
-from karma_dagster.partitions import KG_DATES, first_kg_date, kg_dates_partitions
+from karma_dagster.partitioning.definitions import KG_DATES, first_kg_date, kg_dates_partitions
 from karma_dagster.resources.storage import KarmaStorageResource
 from karma_dagster.stages import FINAL_STAGE
 

@@ -18,7 +18,7 @@ from dagster._core.definitions.unresolved_asset_job_definition import Unresolved
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.ingest.inbox import scan_inbox
 from karma_dagster.params import ControllerParams
-from karma_dagster.partitions import add_requests, documents_partitions
+from karma_dagster.partitioning.definitions import add_requests, documents_partitions
 from karma_dagster.resources.params import KarmaParamsResource
 from karma_dagster.removal import remove_deleted_citations, retire_rekeyed
 from karma_dagster.resources.storage import KarmaStorageResource

@@ -12,7 +12,7 @@ from dagster._core.definitions.unresolved_asset_job_definition import Unresolved
 
 from karma_dagster.date_range import split_dates
 from karma_dagster.kg.store import schema_relations
-from karma_dagster.partitions import KG_DATES, first_kg_date, kg_dates_partitions
+from karma_dagster.partitioning.definitions import KG_DATES, first_kg_date, kg_dates_partitions
 from karma_dagster.resources.storage import KarmaStorageResource
 from karma_dagster.review.merge_inputs import merge_date
 from karma_dagster.review.queue import ReviewQueue

@@ -25,7 +25,7 @@ from karma_dagster import runner
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.ingest.parse import IngestError, parse_file
 from karma_dagster.ingest.keys import date_of_document_key
-from karma_dagster.partitions import documents_partitions
+from karma_dagster.partitioning.definitions import documents_partitions
 
 PDF_PAPER = "PMC4738914.pdf"  # levofloxacin thrombocytopenia case report, 2016-01-14
 TXT_PAPER = "visfatin-hypothyroidism-note.txt"  # no date: arrival-dated

@@ -16,7 +16,7 @@ from sensor_ticks import tick
 
 from karma_dagster import date_range, runner
 from karma_dagster.ingest.keys import date_of_document_key
-from karma_dagster.partitions import KG_DATES, first_kg_date
+from karma_dagster.partitioning.definitions import KG_DATES, first_kg_date
 
 JATS = ("PMC4686705.xml", "PMC4686705.json")  # published 2015-12-08
 
@@ -25,7 +25,7 @@ def _subprocess_first_key(env_value: str | None) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != date_range.ENV_START}
     if env_value is not None:
         env[date_range.ENV_START] = env_value
-    code = "from karma_dagster.partitions import first_kg_date as f; print(f())"
+    code = "from karma_dagster.partitioning.definitions import first_kg_date as f; print(f())"
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
 
 

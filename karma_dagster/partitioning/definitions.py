@@ -6,7 +6,7 @@ the KG increment by `kg_dates`; a document feeds the increment of the date its k
 (`ingest.keys.date_of_document_key`).
 
 `kg_dates` holds the dates that have documents, added when a document is registered (`karma run`, the
-`new_papers` sensor, backfills, a new DAGSTER_HOME over an existing catalog: home.ensure_document_partitions).
+`new_papers` sensor, backfills, a new DAGSTER_HOME over an existing catalog: ensure_registered).
 A daily partition per calendar day since 1975 (~19,000) made "Materialize all" or any selection with the KG asset
 a run over every day, and the catalog showed thousands of "missing" days with nothing to merge; now a selection
 with the KG asset can only ask for days with papers. A date outside [$KARMA_KG_START_DATE, today] never becomes a
@@ -41,12 +41,20 @@ def kg_dates_of(document_keys: Iterable[str]) -> list[str]:
     return dates
 
 
+def ensure_partitions(store: dg.DagsterInstance, name: str, keys: Iterable[str]) -> list[str]:
+    """Add those of `keys` the instance does not know as partitions of `name`; returns the added ones (sorted).
+    Asks only about these keys (a bounded membership query): listing a million partitions took ~5 s."""
+    wanted = set(keys)
+    missing = sorted(wanted - set(store.get_existing_dynamic_partitions(name, list(wanted)))) if wanted else []
+    if missing:
+        store.add_dynamic_partitions(name, missing)
+    return missing
+
+
 def ensure_registered(store: dg.DagsterInstance, document_keys: Iterable[str]) -> list[str]:
     """Add the document partitions and the KG date partitions these documents need and the instance lacks
     (a new DAGSTER_HOME over a data dir the catalog knows, a document registered outside a sensor); returns the
     dates added."""
-    from karma_dagster.home import ensure_partitions
-
     keys = list(document_keys)
     ensure_partitions(store, DOCUMENTS, keys)
     return ensure_partitions(store, KG_DATES, kg_dates_of(keys))
@@ -55,7 +63,8 @@ def ensure_registered(store: dg.DagsterInstance, document_keys: Iterable[str]) -
 def add_requests(store: dg.DagsterInstance, document_keys: Iterable[str]) -> list[dg.AddDynamicPartitionsRequest]:
     """What a sensor returns to register these documents and their KG dates (those the instance lacks)."""
     keys = set(document_keys)
-    new_docs = sorted(keys - set(store.get_dynamic_partitions(DOCUMENTS)))
-    new_dates = sorted(set(kg_dates_of(keys)) - set(store.get_dynamic_partitions(KG_DATES)))
+    dates = set(kg_dates_of(keys))
+    new_docs = sorted(keys - set(store.get_existing_dynamic_partitions(DOCUMENTS, list(keys)))) if keys else []
+    new_dates = sorted(dates - set(store.get_existing_dynamic_partitions(KG_DATES, list(dates)))) if dates else []
     return ([documents_partitions.build_add_request(new_docs)] if new_docs else []) + \
            ([kg_dates_partitions.build_add_request(new_dates)] if new_dates else [])
