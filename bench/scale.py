@@ -1,7 +1,10 @@
 """Scale benchmark: 10,000 then 100,000 documents over 10 years, against a real (temporary) Dagster instance.
 
     python bench/scale.py [--sizes 10000 100000] [--per-doc 10] [--daemon-docs 4] [--workdir DIR]
+                          [--partitions document|date] [--start 2016-01-01 --years 10] [--no-daemon-pass]
 
+`--partitions date` measures the same with stage assets partitioned by date (partitioning/mode.py): documents
+are catalog rows and only their dates are partitions.
 Measures, at each size: registering the documents (dynamic partitions in batches of 10,000 + catalog rows),
 definitions load, the sensors' ticks (new_papers over the catalog; prompt_versions after a prompt edit with
 --materialized partitions of an LLM stage on record), the UI's partition-status query (PartitionHealthQuery,
@@ -20,6 +23,7 @@ import argparse
 import datetime as dt
 import os
 import random
+import resource
 import shutil
 import sqlite3
 import sys
@@ -38,7 +42,8 @@ from karma_dagster.jobs import DOCUMENT_JOB  # noqa: E402
 from karma_dagster.assets.chain import stage_key  # noqa: E402
 from karma_dagster.ingest.catalog import Catalog  # noqa: E402
 from karma_dagster.ingest.pubtator import read_pubtator  # noqa: E402
-from karma_dagster.partitioning.definitions import documents_partitions  # noqa: E402
+from karma_dagster.partitioning.definitions import documents_partitions, kg_dates_partitions  # noqa: E402
+from karma_dagster.partitioning.order import positions  # noqa: E402
 from karma_dagster.resources.backbones import BackboneConfig  # noqa: E402
 from karma_dagster.resources.storage import KarmaStorageResource  # noqa: E402
 from karma_dagster.stages import STAGE_NAMES  # noqa: E402
@@ -47,8 +52,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))  # the in-process daemon harness lives with the tests
 import daemon_harness as daemon  # noqa: E402
 BATCH = 10_000
-START = dt.date(2016, 1, 1)
-DAYS = 3653  # ten years
+SPAN = {"start": dt.date(2016, 1, 1), "days": 3653}  # ten years; --start/--years change it (MedKGent: 1975, 49)
 
 PARTITION_HEALTH_QUERY = """
 query PartitionHealthQuery($assetKey: AssetKeyInput!) {
@@ -95,22 +99,27 @@ def real_titles() -> list[str]:
     return titles or ["Congenital hypothyroidism due to a new deletion in the sodium/iodide symporter protein."]
 
 
-def register(inst: dg.DagsterInstance, catalog: Catalog, start: int, stop: int, titles: list[str]) -> list[str]:
+def register(inst: dg.DagsterInstance, catalog: Catalog, start: int, stop: int, titles: list[str],
+             mode: str = "document") -> list[str]:
     """Documents start..stop-1 spread over ten years, registered in key (= date) order as the sensor does:
-    catalog rows + dynamic partitions, in batches of 10,000."""
+    catalog rows + dynamic partitions (a document's, or with date partitions its date's), in batches of 10,000."""
     rng = random.Random(start)
     now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     rows = []
     for i in range(start, stop):
-        date = START + dt.timedelta(days=(i * 7919) % DAYS)
+        date = SPAN["start"] + dt.timedelta(days=(i * 7919) % SPAN["days"])
         rows.append((f"{date.isoformat()}_bench{i:06d}", date.isoformat(), "publication", str(30_000_000 + i), None,
                      None, rng.choice(titles), now))
     rows.sort()
     for lo in range(0, len(rows), BATCH):
         batch = rows[lo:lo + BATCH]
         with sqlite3.connect(catalog.path) as con:
-            con.executemany("INSERT OR IGNORE INTO documents VALUES (?,?,?,?,?,?,?,?)", batch)
-        inst.add_dynamic_partitions(documents_partitions.name, [b[0] for b in batch])
+            con.executemany("INSERT OR IGNORE INTO documents (doc_key, date, date_source, pmid, pmcid, doi, title, "
+                            "first_registered) VALUES (?,?,?,?,?,?,?,?)", batch)
+        if mode == "date":
+            inst.add_dynamic_partitions(kg_dates_partitions.name, sorted({b[1] for b in batch}))
+        else:
+            inst.add_dynamic_partitions(documents_partitions.name, [b[0] for b in batch])
     return [r[0] for r in rows]
 
 
@@ -131,10 +140,13 @@ def health_query(ws, key: list[str]) -> tuple[float, int]:
     return seconds, sum(len(d["partitionKeys"]) for d in node["partitionKeysByDimension"])
 
 
-def scale(sizes: list[int], workdir: Path, materialized: int, cache_dir: Path) -> None:
+def scale(sizes: list[int], workdir: Path, materialized: int, cache_dir: Path, mode: str = "document",
+          daemon_pass: bool = True) -> None:
     prompts = workdir / "prompts"
     shutil.copytree(REPO / "prompts", prompts)
-    storage_cfg = {"data_dir": str(workdir / "karma"), "inbox": str(workdir / "inbox"), "cache_dir": str(cache_dir)}
+    storage_cfg = {"data_dir": str(workdir / "karma"), "inbox": str(workdir / "inbox"), "cache_dir": str(cache_dir),
+                   "partitions": mode}
+    part = documents_partitions if mode == "document" else kg_dates_partitions
     (workdir / "inbox").mkdir()
     backbones = {"local": BackboneConfig(), "llm": BackboneConfig(kind="litellm", model="openai/bench", api_base="http://127.0.0.1:9/v1")}
     code = daemon.write_code_location(workdir, {"local": {}, "llm": backbones["llm"].model_dump()}, storage_cfg, str(prompts))
@@ -145,8 +157,8 @@ def scale(sizes: list[int], workdir: Path, materialized: int, cache_dir: Path) -
         registered = 0
         prompt_cursor = None
         for size in sizes:
-            label = f"{size:,}"
-            _, s = timed(register, inst, catalog, registered, size, titles)
+            label = f"{size:,}" + (" (dates)" if mode == "date" else "")
+            _, s = timed(register, inst, catalog, registered, size, titles, mode)
             record(label, f"register {size - registered:,} documents (batches of {BATCH:,})", s)
             registered = size
             defs, s = timed(lambda: build_definitions(backbones=backbones, storage=KarmaStorageResource(**storage_cfg),
@@ -160,7 +172,7 @@ def scale(sizes: list[int], workdir: Path, materialized: int, cache_dir: Path) -
             record(label, "sensor tick: kg_increments", s, result.skip_message or "")
             if prompt_cursor is None:
                 evaluated = dg.AssetKey(["llm", "evaluated"])
-                keys = inst.get_dynamic_partitions(documents_partitions.name)[:materialized]
+                keys = inst.get_dynamic_partitions(part.name)[:materialized]
                 _, s = timed(lambda: [inst.report_runless_asset_event(dg.AssetMaterialization(evaluated, partition=k)) for k in keys])
                 record(label, f"record {len(keys):,} materializations of llm/evaluated", s)
                 prompt_cursor = sensor_tick(defs, inst, "prompt_versions", None).cursor
@@ -189,20 +201,36 @@ def scale(sizes: list[int], workdir: Path, materialized: int, cache_dir: Path) -
                 month_end = dt.date(2020, 3, 31)
                 docs = runner.documents_in_range(defs, month_start, month_end)
                 stage_assets = [stage_key("local", s) for s in STAGE_NAMES]
+                dates = sorted({k.split("_", 1)[0] for k in docs})
                 t0 = time.perf_counter()
-                tiers = runner.backfill_tiers(defs, inst, docs, "local")
-                t_cca = time.perf_counter() - t0
+                if mode == "date":  # the month's days (runner.backfill_dates)
+                    tiers, t_cca = [(dates, {})], 0.0
+                else:
+                    tiers = runner.backfill_tiers(defs, inst, docs, "local")
+                    t_cca = time.perf_counter() - t0
+                    wanted = set(docs)
+                    _, s_list = timed(lambda: {k: i for i, k in enumerate(inst.get_dynamic_partitions(part.name))
+                                               if k in wanted})
+                    _, s_pos = timed(positions, inst, part.name, docs)
+                    record(label, "the month's places in the partition order", s_pos,
+                           f"order.positions; listing every partition as before: {s_list:.2f} s")
+                    t0 += s_list + s_pos
                 for i, (tier_keys, tags) in enumerate(tiers):
                     runner.launch_backfill(defs, inst, stage_assets, tier_keys, f"bench {size} tier {i}", tags)
-                dates = sorted({k.split("_", 1)[0] for k in docs})
                 runner.launch_backfill(defs, inst, [dg.AssetKey(["local", "knowledge_graph"])], dates, "bench kg")
                 s = time.perf_counter() - t0
-                record(label, "launch one-month backfill (CCA + documents + KG)", s,
+                record(label, "launch one-month backfill (documents + KG)" if mode == "date" else
+                       "launch one-month backfill (CCA + documents + KG)", s,
                        f"{len(docs):,} docs in {len(tiers)} tiers, {len(dates)} dates; controller {t_cca:.2f} s")
-                before = len(inst.get_runs())
-                s = daemon.backfill_pass(ws)
-                created = len(inst.get_runs()) - before
-                record(label, "backfill daemon: first pass over it", s, f"{created} runs created (queued)")
+                if daemon_pass:
+                    before = len(inst.get_runs())
+                    peak0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+                    s = daemon.backfill_pass(ws)
+                    created = len(inst.get_runs()) - before
+                    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+                    record(label, "backfill daemon: first pass over it", s,
+                           f"{created} runs created (queued); process peak RSS {peak / 1024:,.0f} MB"
+                           + (f" (rose {(peak - peak0) / 1024:,.0f} MB in the pass)" if peak > peak0 else ""))
 
 
 def per_document(workdir: Path, n_docs: int, cache_dir: Path) -> None:
@@ -277,17 +305,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache-dir", type=Path, default=Path(".cache/local-backbone"))
     ap.add_argument("--daemon-docs", type=int, default=4, help="documents for the daemon-path comparison (0 = skip)")
     ap.add_argument("--daemon-variant", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--start", type=dt.date.fromisoformat, default=dt.date(2016, 1, 1),
+                    help="first publication date of the synthetic documents (the month backfilled is 2020-03)")
+    ap.add_argument("--years", type=int, default=10, help="years the documents are spread over")
+    ap.add_argument("--partitions", choices=["document", "date"], default="document",
+                    help="stage assets partitioned per document (default) or per date (partitioning/mode.py)")
+    ap.add_argument("--no-daemon-pass", action="store_true", help="skip the backfill daemon's pass (24 min at 1M "
+                    "documents with document partitions)")
     args = ap.parse_args(argv)
     if args.daemon_variant:
         daemon_variant(args.workdir, args.daemon_variant, args.cache_dir.resolve())
         return 0
+    SPAN.update(start=args.start, days=(dt.date(args.start.year + args.years, 1, 1) - args.start).days)
     if sorted(args.sizes) != args.sizes:
         ap.error("--sizes must be increasing (documents are added to the same instance)")
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="karma-scale-"))
     workdir.mkdir(parents=True, exist_ok=True)
     try:
         print(f"workdir {workdir}", flush=True)
-        scale(args.sizes, workdir, args.materialized, args.cache_dir.resolve())
+        scale(args.sizes, workdir, args.materialized, args.cache_dir.resolve(), args.partitions,
+              not args.no_daemon_pass)
         if args.per_doc:
             per_document(workdir, args.per_doc, args.cache_dir.resolve())
         if args.daemon_docs:

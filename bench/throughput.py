@@ -34,6 +34,7 @@ from karma_dagster.assets.chain import stage_key  # noqa: E402
 from karma_dagster.definitions import build_definitions  # noqa: E402
 from karma_dagster.ingest.catalog import Catalog  # noqa: E402
 from karma_dagster.ingest.inbox import scan_inbox  # noqa: E402
+from karma_dagster.ingest.keys import date_of_document_key  # noqa: E402
 from karma_dagster.params import KarmaParams  # noqa: E402
 from karma_dagster.resources.backbones import BackboneConfig  # noqa: E402
 from karma_dagster.resources.storage import KarmaStorageResource  # noqa: E402
@@ -49,12 +50,28 @@ import daemon_harness as daemon  # noqa: E402
 write_abstracts = daemon.write_abstracts  # the first n distinct dev abstracts (tests/daemon_harness.py)
 
 
+SETUP = {"partitions": "document", "dates": 0}  # main() sets them: stage partitions, publication dates spread
+
+
 def _setup(work: Path, n: int, cache_dir: Path, name: str) -> tuple[dg.Definitions, dict[str, str]]:
     inbox = work / name / "inbox"
     write_abstracts(inbox / "abstracts.pubtator", n + 1)  # +1: the warm-up document
-    cfg = {"data_dir": str(work / name / "karma"), "inbox": str(inbox), "cache_dir": str(cache_dir)}
+    if SETUP["dates"]:
+        _spread_dates(inbox / "abstracts.pubtator", int(SETUP["dates"]))
+    cfg = {"data_dir": str(work / name / "karma"), "inbox": str(inbox), "cache_dir": str(cache_dir),
+           "partitions": str(SETUP["partitions"])}
     (work / name / "home").mkdir()
     return build_definitions(backbones={"local": BackboneConfig()}, storage=KarmaStorageResource(**cfg)), cfg
+
+
+def _spread_dates(pubtator: Path, n_dates: int) -> None:
+    """A dates file (ingest/dates.py) spreading the abstracts over `n_dates` publication days, as a day of PubMed's
+    update files spans many; the first (warm-up) abstract gets a day of its own, the day before the others."""
+    pmids = list(dict.fromkeys(line.split("|", 1)[0] for line in pubtator.read_text().splitlines() if "|t|" in line))
+    start = dt.date(2020, 1, 1)
+    lines = [f"{pmids[0]}\t{start - dt.timedelta(days=1)}"]
+    lines += [f"{pmid}\t{start + dt.timedelta(days=i % n_dates)}" for i, pmid in enumerate(pmids[1:])]
+    pubtator.with_name("abstracts.dates.tsv").write_text("pmid\tdate\n" + "\n".join(lines) + "\n")
 
 
 def direct(work: Path, n: int, cache_dir: Path) -> float:
@@ -119,9 +136,14 @@ def through_daemon(work: Path, n: int, cache_dir: Path) -> float:
             assert runner.import_kg(defs, inst), "seed import failed"
             keys = sorted(runner.register_inbox(defs, inst)[0])
             assets = [stage_key("local", s) for s in STAGE_NAMES]
-            warm = runner.launch_backfill(defs, inst, assets, keys[:1], "warm-up")
+            if SETUP["partitions"] == "date":  # the days, a run each (the warm-up document has a day of its own)
+                days = sorted({date_of_document_key(k) for k in keys})
+                warm_parts, parts = days[:1], days[1:]
+            else:
+                warm_parts, parts = keys[:1], keys[1:]
+            warm = runner.launch_backfill(defs, inst, assets, warm_parts, "warm-up")
             _wait(inst, warm, proc, folder)
-            bid = runner.launch_backfill(defs, inst, assets, keys[1:], "throughput")
+            bid = runner.launch_backfill(defs, inst, assets, parts, "throughput")
             t0, wall0 = time.perf_counter(), time.time()
             status = _wait(inst, bid, proc, folder)
             seconds = time.perf_counter() - t0
@@ -186,7 +208,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--daemon-n", type=int, default=0, help="abstracts for (c) (default: --n)")
     ap.add_argument("--modes", nargs="+", default=["direct", "run", "daemon"], choices=["direct", "run", "daemon"])
     ap.add_argument("--cache-dir", type=Path, default=REPO / ".cache" / "bench-throughput")
+    ap.add_argument("--partitions", nargs="+", default=["document"], choices=["document", "date"],
+                    help="stage partitions for (b) and (c) (partitioning/mode.py); both: each path once per mode")
+    ap.add_argument("--dates", type=int, default=0, help="spread the abstracts over this many publication days "
+                    "(a dates file); 0: all dated on arrival, one day")
     args = ap.parse_args(argv)
+    SETUP["dates"] = args.dates
     cache_dir = args.cache_dir.resolve()
     print(f"machine at the start: {machine()}")
     work = Path(tempfile.mkdtemp(prefix="karma-throughput-"))
@@ -194,10 +221,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         modes = {"direct": direct, "run": karma_run, "daemon": through_daemon}
         for mode in args.modes:
-            n = args.daemon_n or args.n if mode == "daemon" else args.n
-            seconds = modes[mode](work, n, cache_dir)
-            results[mode] = (n, seconds)
-            print(f"{mode}: {n} abstracts in {seconds:.1f} s = {60 * n / seconds:.1f} abstracts/min", flush=True)
+            for parts in (args.partitions if mode != "direct" else ["document"]):
+                SETUP["partitions"] = parts
+                name = mode if parts == "document" else f"{mode}-by-date"
+                n = args.daemon_n or args.n if mode == "daemon" else args.n
+                seconds = modes[mode](work / name, n, cache_dir)
+                results[name] = (n, seconds)
+                if mode == "daemon" and "daemon" in LAST_RUN_ENDED:
+                    LAST_RUN_ENDED[name] = LAST_RUN_ENDED.pop("daemon")
+                print(f"{name}: {n} abstracts in {seconds:.1f} s = {60 * n / seconds:.1f} abstracts/min", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     rate = {m: 60 * n / s for m, (n, s) in results.items()}
@@ -207,13 +239,15 @@ def main(argv: list[str] | None = None) -> int:
     for m, (n, s) in results.items():
         ra = f"{rate[m] / rate['direct']:.2f}" if "direct" in rate else "-"
         rb = f"{rate[m] / rate['run']:.2f}" if "run" in rate else "-"
-        print(f"| {labels[m]} | {n} | {s:.1f} | {rate[m]:.1f} | {ra} | {rb} |")
-    if "daemon" in LAST_RUN_ENDED:  # the same backfill, to its last run's end (without the daemon's last wake-up)
-        n, s = results["daemon"][0], LAST_RUN_ENDED["daemon"]
+        label = labels[m.removesuffix("-by-date")] + (", date partitions" if m.endswith("-by-date") else "")
+        print(f"| {label} | {n} | {s:.1f} | {rate[m]:.1f} | {ra} | {rb} |")
+    for name, s in LAST_RUN_ENDED.items():  # the same backfill, to its last run's end (without the daemon's last wake-up)
+        n = results[name][0]
         r = 60 * n / s
         ra = f"{r / rate['direct']:.2f}" if "direct" in rate else "-"
         rb = f"{r / rate['run']:.2f}" if "run" in rate else "-"
-        print(f"| (c) to its last run's end | {n} | {s:.1f} | {r:.1f} | {ra} | {rb} |")
+        print(f"| (c) to its last run's end{', date partitions' if name.endswith('-by-date') else ''} | {n} | {s:.1f} "
+              f"| {r:.1f} | {ra} | {rb} |")
     print(f"\nmachine at the end: {machine()}")
     return 0
 

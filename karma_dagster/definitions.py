@@ -22,6 +22,7 @@ from karma_dagster.assets.questions import question_assets
 from karma_dagster.assets.seed_kg import seed_kg
 from karma_dagster.config import BackboneStatus, read_backbones
 from karma_dagster.kg.location import install_scrubber
+from karma_dagster.partitioning.mode import PartitionMode
 from karma_dagster.paths import backbones_label
 from karma_dagster.resources.backbones import (
     BackboneConfig,
@@ -43,12 +44,12 @@ from karma_dagster.stages import STAGES, Stage, chain_for, check, code_version
 
 
 def chain_assets(ns: str, config: BackboneConfig, prompts_dir: str = "",  # type: ignore[valid-type]
-                 registry: Sequence[Stage] = STAGES) -> list[dg.AssetsDefinition]:
+                 registry: Sequence[Stage] = STAGES, mode: PartitionMode = "document") -> list[dg.AssetsDefinition]:
     settings = settings_of(config)
     pool = jobs.llm_pool(ns) if settings.kind == "litellm" else None
-    assets = [stage_asset(ns, stage, code_version(stage, settings, prompts_dir), pool, stage.kinds_for(settings))
+    assets = [stage_asset(ns, stage, code_version(stage, settings, prompts_dir), pool, stage.kinds_for(settings), mode)
               for stage in chain_for(settings, registry)]  # its ablations or the single-agent variants
-    return [*assets, knowledge_graph.build(ns)]
+    return [*assets, knowledge_graph.build(ns, mode)]
 
 
 def build_definitions(
@@ -81,9 +82,11 @@ def build_definitions(
         judge = judge_from_file(prompts_dir) if from_file else JudgeResource(prompts_dir=prompts_dir)
     names = list(backbones)
     check_backbone_groups(names)
+    storage = storage or KarmaStorageResource()
+    mode = storage.partition_mode()  # document or date partitions (partitioning/mode.py)
     assets: list = [seed_kg]
     for ns, config in backbones.items():
-        assets += chain_assets(ns, config, prompts_dir, registry)
+        assets += chain_assets(ns, config, prompts_dir, registry, mode)
     assets.append(report.build(names))
     assets += comparison_assets(names, statuses, judge.label, backbones_source)
     assets += export_assets(names)
@@ -105,7 +108,7 @@ def build_definitions(
         jobs=[document_job, increments_job, *kg_jobs.values(), *jobs.other_jobs(names)],
         sensors=sensors,
         resources={
-            "storage": storage or KarmaStorageResource(),
+            "storage": storage,
             "backbones": BackbonesResource(backbones=backbones, prompts_dir=prompts_dir, source=backbones_source),
             "karma_params": params or KarmaParamsResource(),
             "judge": judge,

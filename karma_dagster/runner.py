@@ -150,14 +150,15 @@ def register_inbox(defs: dg.Definitions, inst: dg.DagsterInstance) -> tuple[list
     with interrupts.active().interruptible("the inbox scan"):  # a signal stops the scan at once (no run is open)
         result = scan_inbox(storage.inbox_dir(), Catalog(storage.catalog_path()), arrival_date=dt.date.today(),
                             limits=storage.input_limits(), undated=storage.undated_policy())
+    by_document = storage.partition_mode() == "document"
     for old, _new in retire_rekeyed(storage.paths()):  # a document moved to its publication date: old key gone
-        if inst.has_dynamic_partition(documents_partitions.name, old):
+        if by_document and inst.has_dynamic_partition(documents_partitions.name, old):
             inst.delete_dynamic_partition(documents_partitions.name, old)
     for plan in remove_deleted_citations(storage.paths()):  # PubMed's <DeleteCitation>: as `karma remove` does
-        if inst.has_dynamic_partition(documents_partitions.name, plan.doc_key):
+        if by_document and inst.has_dynamic_partition(documents_partitions.name, plan.doc_key):
             inst.delete_dynamic_partition(documents_partitions.name, plan.doc_key)
     keys = sorted(result.keys_to_run)
-    ensure_registered(inst, keys)
+    ensure_registered(inst, keys, documents=by_document)
     return keys, {f.path: f.error for f in result.failed}
 
 
@@ -181,11 +182,17 @@ def run_documents(
     documents stay pending, so the next `karma run` completes them — and raises RunInterrupted: nothing more
     starts.
     """
-    ensure_registered(inst, keys)  # a new DAGSTER_HOME over a data dir the catalog knows
-    failed: dict[str, str] = {}
     total = len(keys) if total is None else total
     own_progress = progress is None
     progress = progress or Progress(total)
+    if _resources(defs)[0].partition_mode() == "date":
+        try:
+            return _run_dates(defs, inst, keys, log, first, total, progress)
+        finally:
+            if own_progress:
+                progress.close()
+    ensure_registered(inst, keys)  # a new DAGSTER_HOME over a data dir the catalog knows
+    failed: dict[str, str] = {}
     done: list[str] = []
     position = first
 
@@ -227,6 +234,77 @@ def run_documents(
         if own_progress:
             progress.close()
     return failed
+
+
+def _run_dates(defs: dg.Definitions, inst: dg.DagsterInstance, keys: list[str], log: Callable[[str], None],
+               first: int, total: int, progress: Progress) -> dict[str, str]:
+    """Date partitions (partitioning/mode.py): one in-process run per date of `keys`, each reading every document
+    of its day (batching._per_date); a document's failure is its own (`failed_documents` in the day's metadata),
+    the others of its day go on. A date outside the KG's range has no partition: its documents fail, naming it."""
+    ensure_registered(inst, keys, documents=False)
+    by_date: dict[str, list[str]] = {}
+    for key in sorted(set(keys)):
+        by_date.setdefault(date_of_document_key(key), []).append(key)
+    _in_range, outside = date_range.split_dates(by_date, start=first_kg_date())
+    failed: dict[str, str] = {}
+    position = first
+    done: list[str] = []
+    watch = interrupts.active()
+    try:
+        for date, docs in sorted(by_date.items()):
+            if date in outside:
+                errors = {key: f"documents: {outside[date]}" for key in docs}
+                seconds = 0.0
+            else:
+                watch.check()
+                t0 = time.perf_counter()
+                result = defs.resolve_job_def(DOCUMENT_JOB).execute_in_process(
+                    partition_key=date, instance=inst, raise_on_error=False, run_config=QUIET,
+                    tags=_tags(**{"karma/trigger": "karma run", "karma/documents": str(len(docs))}))
+                seconds = time.perf_counter() - t0
+                if not result.success and (signum := watch.wait(2.0 if _was_interrupted(result) else 0)) is not None:
+                    inst.add_run_tags(result.run_id, {INTERRUPTED_TAG: interrupts.RunInterrupted(signum).signal_name})
+                    for i, key in enumerate(docs, position):
+                        log(f"[{i}/{total}] {key}: INTERRUPTED")
+                    raise interrupts.RunInterrupted(signum, during=f"date {date}", run_id=result.run_id)
+                errors = _date_failures(result, docs)
+            for key in docs:
+                meter = progress.step()
+                if key in errors:
+                    log(f"[{position}/{total}] {key}: FAILED: {errors[key]} | {meter}")
+                    failed[key] = errors[key]
+                else:
+                    log(f"[{position}/{total}] {key}: ok (date {date}, {len(docs)} documents, "
+                        f"{seconds / max(len(docs), 1):.1f} s each) | {meter}")
+                done.append(f"document {key}")
+                position += 1
+    except interrupts.RunInterrupted as exc:
+        exc.finished += done
+        raise
+    return failed
+
+
+def _date_failures(result: dg.ExecuteInProcessResult, docs: list[str]) -> dict[str, str]:
+    """{document: first error} of these documents in a date run: the `failed_documents` its steps reported (in
+    their materializations, or in the failure of a step where all failed); a step that failed otherwise fails
+    every document of the date with its error."""
+    errors: dict[str, str] = {}
+    wanted = set(docs)
+    for event in result.all_events:
+        meta = {}
+        if event.is_step_materialization:
+            meta = event.step_materialization_data.materialization.metadata or {}
+        elif event.is_step_failure:
+            data = event.step_failure_data
+            meta = getattr(getattr(data, "user_failure_data", None), "metadata", None) or {}
+            if not isinstance(getattr(meta.get("failed_documents"), "value", None), dict):
+                return {key: errors.get(key, _first_failure(result)) for key in docs}
+        value = getattr(meta.get("failed_documents"), "value", None)
+        if isinstance(value, dict):
+            for key, why in value.items():
+                if key in wanted:
+                    errors.setdefault(key, f"{event.step_key}: {why}")
+    return errors
 
 
 def adjacent_batches(inst: dg.DagsterInstance, keys: list[str], per_run: int) -> list[list[str]]:
@@ -291,20 +369,49 @@ def interrupted_documents(inst: dg.DagsterInstance) -> dict[str, str]:
     return _interrupted(_latest_document_runs(inst))
 
 
-def _latest_document_runs(inst: dg.DagsterInstance) -> dict[str, dg.DagsterRun]:
-    """document -> its most recent document-job run (a batch run counts for every document of its range)."""
+def _latest_document_runs(inst: dg.DagsterInstance, catalog: Catalog | None = None) -> dict[str, dg.DagsterRun]:
+    """document -> its most recent document-job run (a batch run counts for every document of its range; with
+    `catalog`, a date partition's run for every document of its days: partitioning/mode.py)."""
     latest: dict[str, dg.DagsterRun] = {}
     for run in inst.get_runs(filters=dg.RunsFilter(job_name=DOCUMENT_JOB)):  # newest first
         if key := run.tags.get("dagster/partition"):
             keys = [key]
         elif (start := run.tags.get("dagster/asset_partition_range_start")) and \
                 (end := run.tags.get("dagster/asset_partition_range_end")):
-            keys = keys_between(inst, documents_partitions.name, start, end)
+            keys = keys_between(inst, KG_DATES if _is_date(start) else documents_partitions.name, start, end)
         else:
             keys = []
+        if catalog is not None:
+            keys = [doc for k in keys for doc in (_documents_of_day(catalog, k) if _is_date(k) else [k])]
         for key in keys:
             latest.setdefault(key, run)
     return latest
+
+
+def _is_date(partition_key: str) -> bool:
+    return len(partition_key) == 10 and "_" not in partition_key
+
+
+def _documents_of_day(catalog: Catalog, date: str) -> list[str]:
+    day = dt.date.fromisoformat(date)
+    return catalog.documents_for_dates(day, day)
+
+
+def _failed_in_date_runs(inst: dg.DagsterInstance, latest: dict[str, dg.DagsterRun]) -> dict[str, str]:
+    """document -> why, for documents their day's latest run reported in a step's `failed_documents` (the run itself
+    succeeded: a date run goes on past one bad paper, batching._per_date)."""
+    from dagster._core.events import DagsterEventType
+
+    out: dict[str, str] = {}
+    runs = {run.run_id: run for key, run in latest.items() if _is_date(run.tags.get("dagster/partition", "_"))}
+    for run_id, run in runs.items():
+        for entry in inst.all_logs(run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION):
+            meta = entry.asset_materialization.metadata if entry.asset_materialization else {}
+            value = getattr(meta.get("failed_documents"), "value", None)
+            for key, why in (value.items() if isinstance(value, dict) else ()):
+                if latest.get(key) is run:
+                    out.setdefault(key, f"failed in run {run_id[:8]}: {why}")
+    return out
 
 
 def _interrupted(latest: dict[str, dg.DagsterRun]) -> dict[str, str]:
@@ -357,8 +464,10 @@ def document_states(defs: dg.Definitions, inst: dg.DagsterInstance | None = None
     merge failed after an item was accepted is unmerged, and the next `karma run` merges it), and, when `inst` is
     given, why a pending document's latest run did not finish (interrupted by a signal, or failed)."""
     storage, backbones = _resources(defs)
-    latest = _latest_document_runs(inst) if inst else {}
-    known = {**_failed(latest), **_interrupted(latest)}  # an interrupted run is also a failed one: say interrupted
+    by_date = storage.partition_mode() == "date"
+    latest = _latest_document_runs(inst, Catalog(storage.catalog_path()) if by_date else None) if inst else {}
+    known = {**(_failed_in_date_runs(inst, latest) if inst and by_date else {}),
+             **_failed(latest), **_interrupted(latest)}  # an interrupted run is also a failed one: say interrupted
     return with_review_documents(storage.paths(), states_in_stores(storage.paths(), backbones.names(), known))
 
 
@@ -547,8 +656,23 @@ def backfill_dates(
         log(f"no registered documents dated {start}..{end}")
         return {}
     dates = sorted({date_of_document_key(k) for k in keys})
-    ensure_registered(inst, keys)
     stage_assets = chain_keys(namespaces)
+    if _resources(defs)[0].partition_mode() == "date":  # the days themselves, in date order (partitioning/mode.py)
+        ensure_registered(inst, keys, documents=False)
+        in_range, outside = date_range.split_dates(dates, start=first_kg_date())
+        for why in outside.values():
+            log(f"skipped: {why}")
+        if not in_range:
+            return {"documents": "NO_DATE_IN_RANGE"}
+        docs_id = launch_backfill(defs, inst, stage_assets, in_range, f"documents {start}..{end} ({len(in_range)} dates)")
+        log(f"backfill {docs_id}: {len(keys)} documents of {len(in_range)} dates launched (a run per date); "
+            "waiting for the daemon ...")
+        status = {"documents": wait(docs_id)}
+        kg_id = launch_backfill(defs, inst, [kg_key(ns) for ns in namespaces], in_range, f"KG increments {start}..{end}")
+        log(f"backfill {kg_id}: KG increments of {', '.join(in_range)} launched (date order)")
+        status["increments"] = wait(kg_id)
+        return status
+    ensure_registered(inst, keys)
     tiers = backfill_tiers(defs, inst, keys, namespaces[0] if namespaces else "local")
     docs_ids = [
         launch_backfill(defs, inst, stage_assets, tier_keys, f"documents {start}..{end} (CCA tier {i + 1}/{len(tiers)})", tags)

@@ -51,6 +51,17 @@ def client(queue: ReviewQueue) -> TestClient:
                       follow_redirects=False)
 
 
+def test_with_date_partitions_a_stage_item_links_its_documents_day(queue: ReviewQueue) -> None:
+    """partitioning/mode.py: a KARMA stage's partition is then the document's date; a question's stays its own."""
+    from karma_dagster.ingest.keys import date_of_document_key
+
+    app = create_app(queue, dagster_url="http://127.0.0.1:3999/", by_date=True)
+    html = TestClient(app, base_url="http://127.0.0.1:8766", headers={TOKEN_HEADER: app.state.token}).get("/").text
+    day = date_of_document_key(DOC)
+    assert day != DOC and f"/assets/local/resolved?view=partitions&amp;partition={day}\"" in html
+    assert "/assets/local/completions?view=partitions&amp;partition=sample_biomed.v1__q07" in html
+
+
 def test_queue_page_shows_items_with_marked_evidence_and_dagster_links(client: TestClient, queue: ReviewQueue) -> None:
     page = client.get("/")
     assert page.status_code == 200

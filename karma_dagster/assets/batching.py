@@ -36,6 +36,9 @@ from karma_dagster.ledger import Ledger, LedgerRow
 warnings.filterwarnings("ignore", message="Parameter `backfill_policy`", category=dg.BetaWarning)
 MAX_DOCUMENTS_PER_RUN = int(os.environ.get("KARMA_DOCUMENTS_PER_RUN", "50"))  # 1 = one run per document
 STAGE_BACKFILL_POLICY = dg.BackfillPolicy.multi_run(max_partitions_per_run=MAX_DOCUMENTS_PER_RUN)
+# Date partitions (partitioning/mode.py): a day of PubMed is ~4,000 papers, so a backfill run takes one day.
+DATES_PER_RUN = int(os.environ.get("KARMA_DATES_PER_RUN", "1"))
+DATE_BACKFILL_POLICY = dg.BackfillPolicy.multi_run(max_partitions_per_run=DATES_PER_RUN)
 
 
 class BatchState:
@@ -84,6 +87,9 @@ class DocumentContext:
         return getattr(self._context, name)
 
 
+TABLE_ROWS = 500  # rows of the per_document table in a step's metadata
+
+
 def merge_results(keys: list[str], results: list[dg.MaterializeResult]) -> dg.MaterializeResult:
     """One result for a multi-document run: totals, a per-document table, one check over all documents. Each
     partition's materialization shows these under its own metadata (document_metadata): `rows` there is the
@@ -92,7 +98,9 @@ def merge_results(keys: list[str], results: list[dg.MaterializeResult]) -> dg.Ma
     seconds = [float(r.metadata.get("seconds") or 0.0) for r in results]
     checks = [c for r in results for c in (r.check_results or [])]
     failed = [k for k, r in zip(keys, results) if any(not c.passed for c in (r.check_results or []))]
-    table = "\n".join(f"| {k} | {n} | {s:.2f} |" for k, n, s in zip(keys, rows, seconds))
+    table = "\n".join(f"| {k} | {n} | {s:.2f} |" for k, n, s in list(zip(keys, rows, seconds))[:TABLE_ROWS])
+    if len(keys) > TABLE_ROWS:  # a date partition of PubMed holds thousands
+        table += f"\n| ... {len(keys) - TABLE_ROWS} more | | |"
     metadata = {
         "documents": len(keys),
         "note": "one of a batch of documents run together: rows, prompt id, preview and figures are this "
@@ -135,6 +143,29 @@ def validate_batch(validate: Validate, frames: list[pd.DataFrame]) -> list[dg.As
                                 metadata={"rows": len(frame)}) for frame in frames]
 
 
+Done = list[tuple[str, dg.MaterializeResult, pd.DataFrame]]
+
+
+def each_document(fn: Callable[..., dg.MaterializeResult], context: dg.AssetExecutionContext, keys: list[str],
+                  resources: dict) -> tuple[Done, dict[str, Exception]]:
+    """The single-document body once per key, in order, sharing a BatchState: (key, result, table) of those done,
+    and what each of the others raised (a document's failure does not stop the rest)."""
+    done: Done = []
+    raised: dict[str, Exception] = {}
+    batch = BatchState()
+    try:
+        for key in keys:
+            tables: list[pd.DataFrame] = []
+            try:
+                done.append((key, fn(DocumentContext(context, key, tables, batch), **resources), tables[0]))
+            except Exception as exc:  # noqa: BLE001 - the caller reports it, per document
+                raised[key] = exc
+            batch.flush_if_due(context.log.warning)
+    finally:  # what the documents done so far spent is booked, even when the step stops here
+        batch.flush(context.log.warning)
+    return done, raised
+
+
 def per_document(validate: Validate) -> Callable[[Callable[..., dg.MaterializeResult]], Callable[..., dg.MaterializeResult]]:
     """Run a single-document asset body for each partition key of the run (in key order); a document that
     fails does not stop the others, and the run then fails naming every failed document. The body validates
@@ -144,25 +175,18 @@ def per_document(validate: Validate) -> Callable[[Callable[..., dg.MaterializeRe
     def decorate(fn: Callable[..., dg.MaterializeResult]) -> Callable[..., dg.MaterializeResult]:
         @functools.wraps(fn)
         def wrapper(context: dg.AssetExecutionContext, **resources) -> dg.MaterializeResult:
+            storage = resources.get("storage")
+            if storage is not None and storage.partition_mode() == "date":
+                return _per_date(fn, validate, context, storage, resources)
             if not context.has_partition_key_range:
                 return fn(context, **resources)
             keys = sorted(context.partition_keys)
             if len(keys) == 1:
                 return fn(DocumentContext(context, keys[0]), **resources)
-            done: list[tuple[str, dg.MaterializeResult, pd.DataFrame]] = []
-            errors: dict[str, str] = {}
-            batch = BatchState()
-            try:
-                for key in keys:
-                    tables: list[pd.DataFrame] = []
-                    try:
-                        done.append((key, fn(DocumentContext(context, key, tables, batch), **resources), tables[0]))
-                    except Exception as exc:  # noqa: BLE001 - reported below, per document
-                        context.log.error(f"document {key}: {type(exc).__name__}: {exc}")
-                        errors[key] = f"{type(exc).__name__}: {exc}"
-                    batch.flush_if_due(context.log.warning)
-            finally:  # what the documents done so far spent is booked, even when the step stops here
-                batch.flush(context.log.warning)
+            done, raised = each_document(fn, context, keys, resources)
+            errors = {key: f"{type(exc).__name__}: {exc}" for key, exc in raised.items()}
+            for key, error in errors.items():
+                context.log.error(f"document {key}: {error}")
             checks = validate_batch(validate, [frame for _, _, frame in done]) if done else []
             results = []
             label = f"one of {len(keys)} documents of run {context.run.run_id[:8]}"
@@ -180,3 +204,59 @@ def per_document(validate: Validate) -> Callable[[Callable[..., dg.MaterializeRe
         return wrapper
 
     return decorate
+
+
+def _upstream_missing(exc: BaseException) -> bool:
+    """The document has no table of a stage this one reads (that stage failed for it, or has not run)."""
+    return any(isinstance(e, FileNotFoundError) for e in (exc, exc.__cause__))
+
+
+def _per_date(fn: Callable[..., dg.MaterializeResult], validate: Validate, context: dg.AssetExecutionContext,
+              storage, resources: dict) -> dg.MaterializeResult:
+    """A date partition (or a range of them): the body once per document of those days, in key order.
+
+    A document that fails is reported (log, `failed_documents`) and the others go on, here and downstream: a
+    day's run must not stop at one bad paper of its thousands. One whose upstream table is missing (it failed
+    at an earlier stage) is `skipped_documents`, not failed again. The step fails only when documents failed
+    here and none succeeded (a broken stage, a backbone that answers nothing), so such a day shows red."""
+    import datetime as dt
+
+    from karma_dagster.ingest.catalog import Catalog
+
+    catalog = Catalog(storage.catalog_path())
+    dates = sorted(context.partition_keys)
+    keys = [k for d in dates for k in catalog.documents_for_dates(dt.date.fromisoformat(d), dt.date.fromisoformat(d))]
+    done, raised = each_document(fn, context, keys, resources)
+    failed: dict[str, str] = {}
+    skipped: dict[str, str] = {}
+    for key, exc in raised.items():
+        (skipped if _upstream_missing(exc) else failed)[key] = f"{type(exc).__name__}: {exc}"
+        if key in failed:
+            context.log.error(f"document {key}: {failed[key]}")
+    if failed and not done:
+        raise dg.Failure(description=f"all {len(failed)} documents of {', '.join(dates)} failed at this stage",
+                         metadata={"failed_documents": dg.MetadataValue.json(dict(list(failed.items())[:200]))})
+    checks = validate_batch(validate, [frame for _, _, frame in done]) if done else []
+    results = [dg.MaterializeResult(metadata=result.metadata, check_results=[check])
+               for (_, result, _), check in zip(done, checks)]
+    merged = merge_results([key for key, _, _ in done], results)
+    first = results[0].metadata if results else {}
+    own = {k: first[k] for k in ("backbone", "prompt_id", "variant", "ablated") if k in first}
+    metadata = {
+        **dict(merged.metadata or {}),
+        **own,
+        "note": "a date partition: its documents were processed one by one; rows and seconds per document are in "
+                "per_document, failures in failed_documents",
+        "dates": ", ".join(dates),
+        "documents": len(keys),
+        "documents_done": len(done),
+        "documents_failed": len(failed),
+        "failed_documents": dg.MetadataValue.json(dict(list(failed.items())[:200])),
+        "documents_skipped": len(skipped),
+        "skipped_documents": dg.MetadataValue.json(dict(list(skipped.items())[:200])),
+    }
+    if merged.check_results:
+        check_results = merged.check_results
+    else:  # no document to check: the day has none, or none reached this stage
+        check_results = [dg.AssetCheckResult(passed=True, metadata={"documents": 0})]
+    return dg.MaterializeResult(metadata=metadata, check_results=check_results)

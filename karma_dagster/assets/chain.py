@@ -16,10 +16,11 @@ import pandas as pd
 import pandera.errors as pa_errors
 from pydantic import BaseModel
 
-from karma_dagster.assets.batching import STAGE_BACKFILL_POLICY, BatchState, per_document
+from karma_dagster.assets.batching import DATE_BACKFILL_POLICY, STAGE_BACKFILL_POLICY, BatchState, per_document
 from karma_dagster.backbones.base import Backbone
 from karma_dagster.ledger import Ledger, LedgerRow, ledger_path
-from karma_dagster.partitioning.definitions import documents_partitions
+from karma_dagster.partitioning.definitions import documents_partitions, kg_dates_partitions
+from karma_dagster.partitioning.mode import PartitionMode
 from karma_dagster.resources.backbones import BackbonesResource
 from karma_dagster.resources.params import KarmaParamsResource
 from karma_dagster.resources.storage import KarmaStorageResource
@@ -178,14 +179,16 @@ def finish_stage(context: dg.AssetExecutionContext, store: StageStore, namespace
 
 
 def stage_asset(namespace: str, stage: Stage, code_version: str, pool: str | None,
-                kinds: frozenset[str] | None = None) -> dg.AssetsDefinition:
+                kinds: frozenset[str] | None = None, mode: PartitionMode = "document") -> dg.AssetsDefinition:
     """`<namespace>/<stage>`: its deps are exactly the tables (and the seed KG) the stage declares it reads;
-    in its backbone's group; `kinds` are what runs in it on that backbone (Stage.kinds_for)."""
+    in its backbone's group; `kinds` are what runs in it on that backbone (Stage.kinds_for); partitioned by
+    document or by date (`mode`, partitioning/mode.py)."""
+    by_date = mode == "date"
     deps = [dg.AssetKey(SEED_KG) if r == SEED_KG else stage_key(namespace, r) for r in stage.reads]
 
     @dg.asset(
         key=stage_key(namespace, stage.name),
-        partitions_def=documents_partitions,
+        partitions_def=kg_dates_partitions if by_date else documents_partitions,
         deps=deps,
         group_name=backbone_group(namespace),
         description=stage.description,
@@ -198,7 +201,7 @@ def stage_asset(namespace: str, stage: Stage, code_version: str, pool: str | Non
         pool=pool,
         kinds=set(stage.kinds if kinds is None else kinds),
         tags={"karma/stage": stage.name, "karma/backbone": namespace, "karma/variant": stage.variant},
-        backfill_policy=STAGE_BACKFILL_POLICY,  # many documents per backfill run (batching.py)
+        backfill_policy=DATE_BACKFILL_POLICY if by_date else STAGE_BACKFILL_POLICY,  # batching.py
     )
     @per_document(lambda frame: validate_table(namespace, stage, frame))
     def stage_table(

@@ -13,6 +13,7 @@ from karma_dagster.jobs import KG_WRITER_POOL
 from karma_dagster.kg import merge
 from karma_dagster.kg.merge import IncrementStats, TripleValidationError
 from karma_dagster.partitioning.definitions import kg_dates_partitions
+from karma_dagster.partitioning.mode import PartitionMode
 from karma_dagster.paths import DataPaths
 from karma_dagster.resources.backbones import BackbonesResource
 from karma_dagster.resources.params import KarmaParamsResource
@@ -154,16 +155,16 @@ def merged_check(ns: str, paths: DataPaths, catalog: Catalog, days: set[dt.date]
     )
 
 
-def build(ns: str) -> dg.AssetsDefinition:
+def build(ns: str, mode: PartitionMode = "document") -> dg.AssetsDefinition:
+    """`mode` date: the evaluated table's date partitions map one to one onto the KG's (the lineage per day)."""
     key = kg_key(ns)
+    evaluated = dg.AssetDep(stage_key(ns, FINAL_STAGE), partition_mapping=dg.AllPartitionMapping()) \
+        if mode == "document" else dg.AssetDep(stage_key(ns, FINAL_STAGE))
 
     @dg.asset(
         key=key,
         partitions_def=kg_dates_partitions,
-        deps=[
-            dg.AssetDep(stage_key(ns, FINAL_STAGE), partition_mapping=dg.AllPartitionMapping()),
-            dg.AssetDep(SEED_KG),
-        ],
+        deps=[evaluated, dg.AssetDep(SEED_KG)],
         group_name=backbone_group(ns),
         kinds={"duckdb"},
         check_specs=[dg.AssetCheckSpec(

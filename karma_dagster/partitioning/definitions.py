@@ -51,19 +51,23 @@ def ensure_partitions(store: dg.DagsterInstance, name: str, keys: Iterable[str])
     return missing
 
 
-def ensure_registered(store: dg.DagsterInstance, document_keys: Iterable[str]) -> list[str]:
-    """Add the document partitions and the KG date partitions these documents need and the instance lacks
-    (a new DAGSTER_HOME over a data dir the catalog knows, a document registered outside a sensor); returns the
-    dates added."""
+def ensure_registered(store: dg.DagsterInstance, document_keys: Iterable[str], documents: bool = True) -> list[str]:
+    """Add the document partitions (unless `documents` is False: date partitions, partitioning/mode.py) and the KG
+    date partitions these documents need and the instance lacks (a new DAGSTER_HOME over a data dir the catalog
+    knows, a document registered outside a sensor); returns the dates added."""
     keys = list(document_keys)
-    ensure_partitions(store, DOCUMENTS, keys)
+    if documents:
+        ensure_partitions(store, DOCUMENTS, keys)
     return ensure_partitions(store, KG_DATES, kg_dates_of(keys))
 
 
-def add_requests(store: dg.DagsterInstance, document_keys: Iterable[str]) -> list[dg.AddDynamicPartitionsRequest]:
-    """What a sensor returns to register these documents and their KG dates (those the instance lacks)."""
-    keys = set(document_keys)
-    dates = set(kg_dates_of(keys))
+def add_requests(store: dg.DagsterInstance, document_keys: Iterable[str],
+                 documents: bool = True) -> list[dg.AddDynamicPartitionsRequest]:
+    """What a sensor returns to register these documents (unless `documents` is False) and their KG dates (those
+    the instance lacks)."""
+    given = set(document_keys)
+    keys = given if documents else set()
+    dates = set(kg_dates_of(given))
     new_docs = sorted(keys - set(store.get_existing_dynamic_partitions(DOCUMENTS, list(keys)))) if keys else []
     new_dates = sorted(dates - set(store.get_existing_dynamic_partitions(KG_DATES, list(dates)))) if dates else []
     return ([documents_partitions.build_add_request(new_docs)] if new_docs else []) + \

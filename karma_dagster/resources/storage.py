@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from karma_dagster.ingest.dates import UndatedPolicy, parse_undated, undated_from_env
 from karma_dagster.ingest.limits import InputLimits
 from karma_dagster.kg import backends as kg_backends
 from karma_dagster.kg.store import KGStore
+from karma_dagster.partitioning.mode import PartitionMode, partition_mode
 from karma_dagster.paths import DataPaths
 from karma_dagster.resources.strict import StrictResource
 from karma_dagster.stage_store import StageStore
@@ -34,10 +35,19 @@ class KarmaStorageResource(StrictResource):
                          "date_source 'configured'); empty = $KARMA_UNDATED, else arrival. Marked in `karma "
                          "status`, the report, the document's metadata and each KG evidence row")
 
-    @field_validator("undated")
+    partitions: str = Field("", description="what a stage asset's partition is: 'document' (one per paper: each "
+                            "paper's runs, metadata and failures on its own partition; holds ~1M papers) or 'date' (one "
+                            "per day with papers, the day's papers as rows: what PubMed's ten million need); empty = "
+                            "$KARMA_PARTITIONS, else document. Read when the code location loads")
+
+    def partition_mode(self) -> PartitionMode:
+        """The `partitions` setting, else $KARMA_PARTITIONS, else document (partitioning/mode.py)."""
+        return partition_mode(self.partitions)
+
+    @field_validator("undated", "partitions")
     @classmethod
-    def _undated_is_a_policy(cls, value: str) -> str:
-        parse_undated(value)  # a bad value fails here, naming the setting
+    def _a_known_value(cls, value: str, info: ValidationInfo) -> str:
+        (parse_undated if info.field_name == "undated" else partition_mode)(value)  # a bad value fails here, named
         return value
 
     def undated_policy(self) -> UndatedPolicy:

@@ -55,10 +55,15 @@ def paging(params: Mapping[str, str]) -> tuple[int, int]:
     return page, per
 
 
-def dagster_link(base: str, item: ReviewItem) -> str:
-    """The item's asset partition in the Dagster UI: /assets/<key path>?view=partitions&partition=<key>."""
+def dagster_link(base: str, item: ReviewItem, by_date: bool = False) -> str:
+    """The item's asset partition in the Dagster UI: /assets/<key path>?view=partitions&partition=<key>; with date
+    partitions (`by_date`, partitioning/mode.py) a KARMA stage's partition is its document's date."""
+    from karma_dagster.ingest.keys import date_of_document_key
+    from karma_dagster.stages import STAGE_NAMES
+
+    partition = date_of_document_key(item.origin) if by_date and item.stage in STAGE_NAMES else item.origin
     path = "/".join(quote(part, safe="") for part in (item.backbone, item.stage))
-    return f"{base.rstrip('/')}/assets/{path}?{urlencode({'view': 'partitions', 'partition': item.origin})}"
+    return f"{base.rstrip('/')}/assets/{path}?{urlencode({'view': 'partitions', 'partition': partition})}"
 
 
 def _status(exc: ReviewError) -> int:
@@ -70,14 +75,19 @@ def _validation_text(exc: ValidationError) -> str:
 
 
 def create_app(queue: ReviewQueue, *, dagster_url: str = DEFAULT_DAGSTER_URL, hosts: list[str] | None = None,
-               token: str | None = None, port: int = 8766, kg: KGStore | None = None) -> Starlette:
+               token: str | None = None, port: int = 8766, kg: KGStore | None = None,
+               by_date: bool | None = None) -> Starlette:
     """The page; `hosts` are the Host header values it answers to (default: the loopback names with `port`),
     `token` the session's (default: a new random one, in `app.state.token`); with `kg`, the KG browser's pages
     (browse/routes.py: /kg...) behind the same guard."""
     token = token or new_token()
+    if by_date is None:  # the code location's setting, $KARMA_PARTITIONS (partitioning/mode.py)
+        from karma_dagster.partitioning.mode import partition_mode
+
+        by_date = partition_mode() == "date"
     templates = Jinja2Templates(directory=str(HERE / "templates"))
     templates.env.filters["marked"] = lambda ev: marked_html(ev.text, ev.spans)
-    templates.env.globals["dagster_link"] = lambda item: dagster_link(dagster_url, item)
+    templates.env.globals["dagster_link"] = lambda item: dagster_link(dagster_url, item, by_date)
     templates.env.globals.update(session_token=token, token_field=TOKEN_FIELD, kg_browser=kg is not None)
     templates.env.globals.update(states=STATES, reviewer_min=REVIEWER_MIN_CHARS, reviewer_max=REVIEWER_MAX_CHARS,
                                  final_item=final_item, page_size=PAGE_SIZE)
@@ -164,7 +174,7 @@ def create_app(queue: ReviewQueue, *, dagster_url: str = DEFAULT_DAGSTER_URL, ho
         except (ReviewError, Paging) as exc:
             return JSONResponse({"error": str(exc)}, status_code=422)
         return JSONResponse([{"item": i.model_dump(mode="json"), "decision": d.model_dump(mode="json") if d else None,
-                              "dagster": dagster_link(dagster_url, i)} for i, d in rows])
+                              "dagster": dagster_link(dagster_url, i, by_date)} for i, d in rows])
 
     async def api_decide(request: Request) -> Response:
         try:

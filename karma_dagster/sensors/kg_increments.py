@@ -106,8 +106,8 @@ def build_kg_increments_sensor(
             why = (f"{held} date(s) wait for their other documents (or {DEBOUNCE_S} s without a finish)" if held
                    else "no newly evaluated or unmerged documents")
             return dg.SensorResult(skip_reason=why, cursor=json.dumps(cursor))
-        known = set(context.instance.get_dynamic_partitions(KG_DATES))  # documents registered outside new_papers
-        missing = sorted({r.partition_key for r in requests} - known)
+        wanted = {r.partition_key for r in requests if r.partition_key}  # documents registered outside new_papers:
+        missing = sorted(wanted - set(context.instance.get_existing_dynamic_partitions(KG_DATES, list(wanted))))
         return dg.SensorResult(run_requests=requests, cursor=json.dumps(cursor),
                                dynamic_partitions_requests=[kg_dates_partitions.build_add_request(missing)]
                                if missing else [])

@@ -67,6 +67,31 @@ def plan_runs(
     ]
 
 
+def plan_date_runs(
+    new_or_changed: list[tuple[str, str]], job_name: str, controller_tags: dict[str, dict[str, str]] | None = None
+) -> list[dg.RunRequest]:
+    """Date partitions (partitioning/mode.py): one run per date with new or changed papers, which reads that day's
+    papers; the run key is the date and its requested contents, so the same papers are not requested twice. The
+    date's priority is its best paper's; dates come in the controller's order of their best papers."""
+    import hashlib
+
+    from karma_dagster.ingest.keys import date_of_document_key
+
+    controller_tags = controller_tags or {}
+    rank = {key: i for i, key in enumerate(controller_tags)}
+    by_date: dict[str, list[tuple[str, str]]] = {}
+    for key, content_hash in new_or_changed:
+        by_date.setdefault(date_of_document_key(key), []).append((key, content_hash))
+    requests = []
+    for date, docs in sorted(by_date.items(), key=lambda d: min(rank.get(k, len(rank)) for k, _ in d[1])):
+        digest = hashlib.sha256("".join(f"{k}@{h}" for k, h in sorted(docs)).encode()).hexdigest()[:16]
+        best = min((k for k, _ in docs), key=lambda k: rank.get(k, len(rank)))
+        tags = {k: v for k, v in controller_tags.get(best, {}).items() if k == "dagster/priority"}
+        requests.append(dg.RunRequest(partition_key=date, run_key=f"{date}@{digest}", job_name=job_name,
+                                      tags={"karma/documents": str(len(docs)), "karma/trigger": "new_papers", **tags}))
+    return requests
+
+
 def controller_tags(
     storage: KarmaStorageResource, keys: list[str], params: ControllerParams | None = None,
     log: Callable[[str], None] | None = None,
@@ -124,16 +149,20 @@ def build_new_papers_sensor(
             "last_request_seq": last_seq, "new_files": result.new_files, "changed_files": result.changed_files,
             "failed": [f.path for f in result.failed],
         })
-        gone = [k for k in retired if context.instance.has_dynamic_partition(documents_partitions.name, k)]
+        gone = [k for k in retired if storage.partition_mode() == "document"
+                and context.instance.has_dynamic_partition(documents_partitions.name, k)]
         deletions = [documents_partitions.build_delete_request(gone)] if gone else []
         if not requested:
             seen = len(result.unchanged_files) + len(result.failed)
             return dg.SensorResult(skip_reason=f"no new or changed papers ({seen} files seen)", cursor=cursor,
                                    dynamic_partitions_requests=deletions or None)
+        by_date = storage.partition_mode() == "date"
+        tags = controller_tags(storage, sorted({k for k, _ in requested}), karma_params.params().controller,
+                               context.log.info)
         return dg.SensorResult(
-            run_requests=plan_runs(requested, job.name, controller_tags(
-                storage, sorted({k for k, _ in requested}), karma_params.params().controller, context.log.info)),
-            dynamic_partitions_requests=[*deletions, *add_requests(context.instance, {key for key, _ in requested})],
+            run_requests=(plan_date_runs if by_date else plan_runs)(requested, job.name, tags),
+            dynamic_partitions_requests=[*deletions, *add_requests(context.instance, {key for key, _ in requested},
+                                                                   documents=not by_date)],
             cursor=cursor,
         )
 

@@ -51,7 +51,8 @@ def build_review_sensor(
                          for d in dates]
         if not requests:
             return dg.SensorResult(skip_reason="no accepted review decision waits for the KG")
-        missing = sorted({r.partition_key for r in requests} - set(context.instance.get_dynamic_partitions(KG_DATES)))
+        wanted = {r.partition_key for r in requests if r.partition_key}
+        missing = sorted(wanted - set(context.instance.get_existing_dynamic_partitions(KG_DATES, list(wanted))))
         return dg.SensorResult(run_requests=requests, dynamic_partitions_requests=[
             kg_dates_partitions.build_add_request(missing)] if missing else [])
 
