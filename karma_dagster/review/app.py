@@ -76,15 +76,11 @@ def _validation_text(exc: ValidationError) -> str:
 
 def create_app(queue: ReviewQueue, *, dagster_url: str = DEFAULT_DAGSTER_URL, hosts: list[str] | None = None,
                token: str | None = None, port: int = 8766, kg: KGStore | None = None,
-               by_date: bool | None = None) -> Starlette:
+               by_date: bool = False) -> Starlette:
     """The page; `hosts` are the Host header values it answers to (default: the loopback names with `port`),
     `token` the session's (default: a new random one, in `app.state.token`); with `kg`, the KG browser's pages
     (browse/routes.py: /kg...) behind the same guard."""
     token = token or new_token()
-    if by_date is None:  # the code location's setting, $KARMA_PARTITIONS (partitioning/mode.py)
-        from karma_dagster.partitioning.mode import partition_mode
-
-        by_date = partition_mode() == "date"
     templates = Jinja2Templates(directory=str(HERE / "templates"))
     templates.env.filters["marked"] = lambda ev: marked_html(ev.text, ev.spans)
     templates.env.globals["dagster_link"] = lambda item: dagster_link(dagster_url, item, by_date)

@@ -117,7 +117,8 @@ def cmd_review(args: argparse.Namespace) -> int:
     from karma_dagster.web.guard import KEY_PARAM, host_name, own_hosts
 
     app = create_app(queue, dagster_url=args.dagster_url, hosts=own_hosts(args.host, args.port, args.allow_host),
-                     port=args.port, kg=kg_store(paths))
+                     port=args.port, kg=kg_store(paths),  # links to a paper's day with date partitions:
+                     by_date=os.environ.get("KARMA_PARTITIONS", "").strip().lower() == "date")  # partitioning/mode.py
     # the key in the address is the session's token: only whoever reads this line can open the page
     print(f"review page: http://{host_name(args.host)}:{args.port}/?{KEY_PARAM}={app.state.token}  "
           "(Ctrl-C stops it)", flush=True)
