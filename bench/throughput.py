@@ -150,7 +150,7 @@ def through_daemon(work: Path, n: int, cache_dir: Path) -> float:
             runs = len(inst.get_runs())
             ended = _timeline(inst, bid, wall0)
             if ended is not None:
-                LAST_RUN_ENDED["daemon"] = ended
+                LAST_RUN_ENDED["_last"] = ended  # main() files it under the path's name
     finally:
         proc.terminate()
         proc.wait(timeout=60)
@@ -227,8 +227,8 @@ def main(argv: list[str] | None = None) -> int:
                 n = args.daemon_n or args.n if mode == "daemon" else args.n
                 seconds = modes[mode](work / name, n, cache_dir)
                 results[name] = (n, seconds)
-                if mode == "daemon" and "daemon" in LAST_RUN_ENDED:
-                    LAST_RUN_ENDED[name] = LAST_RUN_ENDED.pop("daemon")
+                if "_last" in LAST_RUN_ENDED:
+                    LAST_RUN_ENDED[name] = LAST_RUN_ENDED.pop("_last")
                 print(f"{name}: {n} abstracts in {seconds:.1f} s = {60 * n / seconds:.1f} abstracts/min", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)

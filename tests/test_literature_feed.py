@@ -40,6 +40,15 @@ PAPERS = ([Paper(*p, day=DAY1) for p in _REAL[0:2]] + [Paper(*p, day=DAY2) for p
           + [Paper(*_REAL[8], day=DAYX, has_abstract=False)])
 
 
+@pytest.fixture(autouse=True)
+def _the_sensors_day_is_the_modules(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The papers' days count back from TODAY, read when the module loads; a suite that runs past midnight UTC
+    must not move the sensor's "today" under them (CI's full run: 23:49 -> 01:01)."""
+    import karma_dagster.sensors.literature_feed as sensor
+
+    monkeypatch.setattr(sensor, "today", lambda: TODAY)
+
+
 @pytest.fixture(scope="module")
 def server():
     with FeedServer(PAPERS) as srv:
