@@ -382,7 +382,7 @@ def _latest_document_runs(inst: dg.DagsterInstance, catalog: Catalog | None = No
         else:
             keys = []
         if catalog is not None:
-            keys = [doc for k in keys for doc in (_documents_of_day(catalog, k) if _is_date(k) else [k])]
+            keys = [doc for k in keys for doc in (catalog.documents_of_day(k) if _is_date(k) else [k])]
         for key in keys:
             latest.setdefault(key, run)
     return latest
@@ -390,11 +390,6 @@ def _latest_document_runs(inst: dg.DagsterInstance, catalog: Catalog | None = No
 
 def _is_date(partition_key: str) -> bool:
     return len(partition_key) == 10 and "_" not in partition_key
-
-
-def _documents_of_day(catalog: Catalog, date: str) -> list[str]:
-    day = dt.date.fromisoformat(date)
-    return catalog.documents_for_dates(day, day)
 
 
 def _failed_in_date_runs(inst: dg.DagsterInstance, latest: dict[str, dg.DagsterRun]) -> dict[str, str]:

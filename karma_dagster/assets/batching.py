@@ -30,6 +30,7 @@ from pathlib import Path
 import dagster as dg
 import pandas as pd
 
+from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.ledger import Ledger, LedgerRow
 
 # Backfill policies are "beta" in 1.13 (stable behaviour since 1.6): say it once in this docstring, not per asset.
@@ -219,13 +220,9 @@ def _per_date(fn: Callable[..., dg.MaterializeResult], validate: Validate, conte
     day's run must not stop at one bad paper of its thousands. One whose upstream table is missing (it failed
     at an earlier stage) is `skipped_documents`, not failed again. The step fails only when documents failed
     here and none succeeded (a broken stage, a backbone that answers nothing), so such a day shows red."""
-    import datetime as dt
-
-    from karma_dagster.ingest.catalog import Catalog
-
     catalog = Catalog(storage.catalog_path())
     dates = sorted(context.partition_keys)
-    keys = [k for d in dates for k in catalog.documents_for_dates(dt.date.fromisoformat(d), dt.date.fromisoformat(d))]
+    keys = [k for d in dates for k in catalog.documents_of_day(d)]
     done, raised = each_document(fn, context, keys, resources)
     failed: dict[str, str] = {}
     skipped: dict[str, str] = {}

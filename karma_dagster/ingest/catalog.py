@@ -452,9 +452,9 @@ class Catalog:
         return self.lookup_many([doc_key]).get(doc_key)
 
     def lookup_many(self, doc_keys: Sequence[str]) -> dict[str, DocumentEntry]:
-        """The entries of these keys that the catalog knows, in one connection and a few queries per LOOKUP_CHUNK keys (the
-        controller reads a backfill's every document: a connection per key cost ~0.8 ms, a month of PubMed is
-        ~100,000 documents)."""
+        """The entries of these keys that the catalog knows, in one connection and a few queries per LOOKUP_CHUNK
+        keys (the controller reads a backfill's every document: a connection per key cost ~0.8 ms, a month of
+        PubMed is ~100,000 documents)."""
         found: dict[str, DocumentEntry] = {}
         keys = list(dict.fromkeys(doc_keys))
         with self._connect() as con:
@@ -625,6 +625,11 @@ class Catalog:
             rows = con.execute("SELECT doc_key FROM documents WHERE date BETWEEN ? AND ? ORDER BY doc_key",
                                (start.isoformat(), end.isoformat())).fetchall()
         return [r[0] for r in rows]
+
+    def documents_of_day(self, date: str) -> list[str]:
+        """Keys dated on `date` (ISO), in key order: what a date partition holds (partitioning/mode.py)."""
+        day = dt.date.fromisoformat(date)
+        return self.documents_for_dates(day, day)
 
     def all_keys(self) -> list[str]:
         with self._connect() as con:
