@@ -74,6 +74,7 @@ def _history(store: KGStore) -> dict:
         "evidence": store.edge_evidence(DRUG.id, "treats", T2DM),
         "namespaces": store.namespace_names(),
         "merged": store.merged_documents("local"),
+        "merged_of": store.merged_documents("local", ["a", "nope"]),  # a slice of the records (a sensor tick's)
         "export": store.export_snapshot("local"),
         "export_d1": store.export_snapshot("local", as_of=D1),
         # readers outside kg/ that write their own SQL on the store's connection
@@ -126,11 +127,12 @@ def test_the_history_exercises_what_it_compares(both) -> None:
     assert (drug["comment"], drug["class_label"]) == ("an anti-CTLA-4 antibody", "Monoclonal Antibody")
     assert [(e["doc_key"], e["property"]) for e in duck["evidence"]] == [("a", None), ("d", "relieves")]
     assert {e["property"] for e in duck["export"]["evidence"]} == {None, "relieves"}
+    assert list(duck["merged_of"]) == ["a"] and duck["merged_of"]["a"] == duck["merged"]["a"]
 
 
 @pytest.mark.parametrize("part", ["stats", "counts", "seed_counts", "edges_between", "adjudications", "history",
                                   "lexicon", "entities", "kinds", "by_id", "neighbours", "evidence", "namespaces",
-                                  "merged", "export", "export_d1", "qa", "cogmg", "footprint", "removed",
+                                  "merged", "merged_of", "export", "export_d1", "qa", "cogmg", "footprint", "removed",
                                   "after_removal"])
 def test_duckdb_and_postgres_read_the_same(both, part: str) -> None:
     duck, pg = both

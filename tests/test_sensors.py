@@ -225,3 +225,33 @@ def test_kg_increments_turned_on_after_a_dates_first_papers_merges_it_at_most_tw
     assert [r.partition_key for r in done.run_requests] == [date]  # the second and last merge of the date
     assert not json.loads(done.cursor).get("__early__")
     assert not tick(p, "kg_increments", done.cursor).run_requests
+
+
+def test_kg_increments_sweeps_the_catalog_a_slice_a_tick_for_what_history_left_unmerged(make_pipeline, monkeypatch):
+    """Issue 33: a tick read every registered document's state (73 s at ten million papers). Now it reads the
+    dates it acts on and a slice of the others, in date order, wrapping: an unmerged document of an old date is
+    found when its slice comes, requested once (not again at each pass while its request stands)."""
+    from karma_dagster.ingest.catalog import Catalog
+    from karma_dagster.sensors import kg_increments
+
+    p = make_pipeline(inbox_files=JATS + ("abstracts.pubtator",))
+    assert not runner.run_main(p.defs, p.instance, log=lambda _m: None).failed  # every document merged
+    dates = Catalog(p.storage.catalog_path()).dates_after("", 10**9)
+    assert len(dates) >= 2 and dates == sorted(dates)  # the JATS paper's and the abstracts' (arrival) dates
+    last = len(dates) - 1
+    lost = Catalog(p.storage.catalog_path()).documents_of_days([dates[last]])[dates[last]][0]
+    with p.kg.connect() as con:  # a merge that crashed after its evaluation
+        con.execute("DELETE FROM merged_documents WHERE doc_key = ?", [lost])
+    monkeypatch.setattr(kg_increments, "SWEEP_DOCUMENTS", 1)  # a date a tick
+    cursor, seen = None, []
+    for _ in range(len(dates) + 2):
+        result = tick(p, "kg_increments", cursor)
+        cursor = result.cursor
+        seen.append((json.loads(cursor)["__sweep__"], [r.partition_key for r in result.run_requests]))
+    swept = [s for s, _ in seen]
+    assert swept[:len(dates)] == dates and swept[len(dates):] == dates[:2]  # in order, then from the start
+    assert [requested for s, requested in seen if requested] == [[dates[last]]]  # when its slice came, once
+    assert seen[last] == (dates[last], [dates[last]])
+    # the whole corpus in one slice (the default at this size): the same request at the first tick
+    monkeypatch.setattr(kg_increments, "SWEEP_DOCUMENTS", 5000)
+    assert [r.partition_key for r in tick(p, "kg_increments").run_requests] == [dates[last]]

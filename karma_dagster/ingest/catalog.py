@@ -16,7 +16,7 @@ import difflib
 import re
 import sqlite3
 import unicodedata
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
@@ -630,6 +630,50 @@ class Catalog:
         """Keys dated on `date` (ISO), in key order: what a date partition holds (partitioning/mode.py)."""
         day = dt.date.fromisoformat(date)
         return self.documents_for_dates(day, day)
+
+    def documents_of_days(self, dates: Iterable[str]) -> dict[str, list[str]]:
+        """{date: its keys in key order} for these ISO dates (a date without documents is absent): the dates a
+        sensor tick looks at, in a query per LOOKUP_CHUNK dates however large the catalog."""
+        days = sorted(set(dates))
+        out: dict[str, list[str]] = {}
+        with self._connect() as con:
+            for lo in range(0, len(days), LOOKUP_CHUNK):
+                chunk = days[lo:lo + LOOKUP_CHUNK]
+                marks = ",".join("?" * len(chunk))
+                for key, date in con.execute(f"SELECT doc_key, date FROM documents WHERE date IN ({marks}) "
+                                             "ORDER BY doc_key", chunk):
+                    out.setdefault(date, []).append(key)
+        return out
+
+    def dates_after(self, date: str, documents: int) -> list[str]:
+        """The dates after `date` ("" for the first), in order, until they hold at least `documents` documents
+        (at least one date; [] past the last): a slice of the catalog read through the date index alone, so a
+        sweep over ten million documents costs the same per slice as over a thousand."""
+        chosen: list[str] = []
+        total = 0
+        with self._connect() as con:
+            while total < documents:
+                rows = con.execute("SELECT date, count(*) FROM documents WHERE date > ? GROUP BY date ORDER BY date "
+                                   "LIMIT 200", (chosen[-1] if chosen else date,)).fetchall()
+                for day, n in rows:
+                    chosen.append(day)
+                    total += n
+                    if total >= documents:
+                        break
+                if len(rows) < 200:
+                    break
+        return chosen
+
+    def registered(self, doc_keys: Iterable[str]) -> set[str]:
+        """Those of these keys that the catalog holds (a query per LOOKUP_CHUNK keys)."""
+        keys = sorted(set(doc_keys))
+        found: set[str] = set()
+        with self._connect() as con:
+            for lo in range(0, len(keys), LOOKUP_CHUNK):
+                chunk = keys[lo:lo + LOOKUP_CHUNK]
+                marks = ",".join("?" * len(chunk))
+                found |= {r[0] for r in con.execute(f"SELECT doc_key FROM documents WHERE doc_key IN ({marks})", chunk)}
+        return found
 
     def all_keys(self) -> list[str]:
         with self._connect() as con:

@@ -648,13 +648,22 @@ class KGStore:
         """How many nodes the namespace's merges added to the seed (its coverage gain)."""
         return int(self._fetch("SELECT count(*) FROM kg_nodes(?) WHERE source = 'extracted'", [namespace])[0][0])
 
-    def merged_documents(self, namespace: str) -> dict[str, str]:
-        """doc_key -> fingerprint of every document a merge of the namespace took in ({} before the KG exists).
+    def merged_documents(self, namespace: str, keys: Iterable[str] | None = None) -> dict[str, str]:
+        """doc_key -> fingerprint of every document a merge of the namespace took in ({} before the KG exists);
+        of `keys` only when given (a sensor tick asks about a slice of the corpus, not ten million rows).
 
         Compared with the evaluated tables' fingerprints, it says which documents are still unmerged."""
         if not self.exists():
             return {}
-        return dict(self._fetch("SELECT doc_key, fingerprint FROM merged_documents WHERE namespace = ?", [namespace]))
+        if keys is None:
+            return dict(self._fetch("SELECT doc_key, fingerprint FROM merged_documents WHERE namespace = ?",
+                                    [namespace]))
+        wanted = sorted(set(keys))
+        out: dict[str, str] = {}
+        for lo in range(0, len(wanted), 5000):  # one array parameter per chunk: the same SQL on DuckDB and Postgres
+            out.update(self._fetch("SELECT doc_key, fingerprint FROM merged_documents WHERE namespace = ? "
+                                   "AND doc_key IN (SELECT unnest(?::varchar[]))", [namespace, wanted[lo:lo + 5000]]))
+        return out
 
     # ------------------------------------------------------------ removal of one document (`karma remove`)
     def document_footprint(self, doc_key: str) -> list[DocumentFootprint]:

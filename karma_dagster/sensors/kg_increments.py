@@ -34,6 +34,7 @@ from dagster._core.storage.dagster_run import IN_PROGRESS_RUN_STATUSES
 from karma_dagster.assets.chain import kg_key
 from karma_dagster.date_range import split_dates
 from karma_dagster.document_states import DocumentStates, states_in_stores
+from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.ingest.keys import KEY_RE, date_of_document_key
 from karma_dagster.jobs import merges
 from karma_dagster.partitioning.definitions import KG_DATES, first_kg_date, kg_dates_partitions
@@ -66,17 +67,25 @@ def build_kg_increments_sensor(
         # the stores first, the materializations after: a document the states call evaluated has its record in
         # the fetch below (a table is written before its materialization), so it is waiting, not "unmerged"
         being_read = _dates_being_read(context)  # before the stores: what a run is writing may be half there
-        states = _states(context, storage, namespaces)
+        # the stores are read for the dates this tick can act on (waiting, merged early, requested as unmerged,
+        # newly finished) and a slice of the catalog's other dates (the sweep for what history left unmerged),
+        # never the whole corpus: a tick over ten million papers took 73 s that way (bench/scale.py)
+        seen_before = {ns: _records(context, ns, cursor[ns]) for ns in namespaces if ns in cursor}
+        active = {d for dates in waiting.values() for d in dates} | {d for ds in early.values() for d in ds} \
+            | {d for entries in requested_unmerged.values() for d in entries} \
+            | {date_of_document_key(r.partition_key) for rs in seen_before.values() for r in rs if r.partition_key}
+        sweep, cursor[SWEEP] = _sweep(storage, cursor.get(SWEEP, ""))
+        covered = active | set(sweep)
+        states = _states(context, storage, namespaces, covered)
         for ns in namespaces:
             if ns not in cursor:  # first tick: start from now, no replay of history (what it left unmerged is
                 cursor[ns] = _latest_storage_id(context, ns)  # requested below, from the stores' state)
                 continue
-            after = cursor.get(ns)
-            records = context.instance.fetch_materializations(
-                dg.AssetRecordsFilter(asset_key=dg.AssetKey([ns, FINAL_STAGE]), after_storage_id=after),
-                limit=1000,
-                ascending=True,
-            ).records
+            records = _records(context, ns, cursor[ns])  # again: a superset of seen_before, read after the stores
+            late = {date_of_document_key(r.partition_key) for r in records if r.partition_key} - covered
+            if late and states is not None:  # finished between the two reads: their dates' states, read now
+                states = _joined(states, _states(context, storage, namespaces, late))
+                covered |= late
             if not records:
                 continue
             dates, outside = split_dates({date_of_document_key(r.partition_key) for r in records if r.partition_key},
@@ -95,7 +104,7 @@ def build_kg_increments_sensor(
         requests += _ready_requests(context, states, namespaces, increments.name, waiting, early, busy, being_read,
                                     now)
         requests += _unmerged_requests(context, states, namespaces, increments.name, requests, requested_unmerged,
-                                       held_dates, early)
+                                       held_dates, early, covered)
         cursor[UNMERGED] = requested_unmerged
         cursor[WAITING] = {ns: dates for ns, dates in waiting.items() if dates}
         cursor[EARLY] = {ns: dates for ns, dates in early.items() if dates}
@@ -115,6 +124,40 @@ def build_kg_increments_sensor(
     return kg_increments
 
 
+def _records(context: dg.SensorEvaluationContext, ns: str, after: int) -> list:
+    """The backbone's `evaluated` materializations after storage id `after`, oldest first (at most 1000)."""
+    return list(context.instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey([ns, FINAL_STAGE]), after_storage_id=after),
+        limit=1000, ascending=True,
+    ).records)
+
+
+def _sweep(storage: KarmaStorageResource, after: str) -> tuple[list[str], str]:
+    """The next slice of the catalog's dates (SWEEP_DOCUMENTS documents or more, whole dates) after `after`, and
+    the cursor's next position; past the last date it starts again from the first. With fewer documents than a
+    slice, every tick looks at them all (what the sensor did before it swept); at ten million, a full pass takes
+    ~2,000 ticks (~8 h at a 15 s interval): the dates of newly finished papers are read on every tick anyway."""
+    try:
+        catalog = Catalog(storage.paths().catalog)
+        dates = catalog.dates_after(after, SWEEP_DOCUMENTS) if after else []
+        if not dates:
+            dates = catalog.dates_after("", SWEEP_DOCUMENTS)
+    except Exception:  # noqa: BLE001 - an unreadable catalog fails the states read below, which says why
+        return [], after
+    return dates, dates[-1] if dates else ""
+
+
+def _joined(states: dict[str, DocumentStates], more: dict[str, DocumentStates] | None
+            ) -> dict[str, DocumentStates] | None:
+    """Two reads' states of disjoint documents as one (None if the second read failed)."""
+    if more is None:
+        return None
+    return {ns: DocumentStates(
+        backbone=ns, **{f: getattr(st, f) + getattr(more[ns], f)
+                        for f in ("registered", "evaluated", "merged", "unmerged", "pending", "reviewed")},
+        failed={**st.failed, **more[ns].failed}, dates={**st.dates, **more[ns].dates}) for ns, st in states.items()}
+
+
 def _latest_storage_id(context: dg.SensorEvaluationContext, ns: str) -> int:
     latest = context.instance.fetch_materializations(
         dg.AssetRecordsFilter(asset_key=dg.AssetKey([ns, FINAL_STAGE])), limit=1, ascending=False
@@ -126,6 +169,8 @@ UNMERGED = "__unmerged__"
 WAITING = "__waiting__"  # {namespace: {date: when a document of it last finished}}: dates not yet requested
 EARLY = "__early__"  # {namespace: [date]}: dates merged early (their first finish) whose other documents are pending
 RUNS = "__runs__"  # {date: [run id]}: the runs that evaluated the waiting dates' documents
+SWEEP = "__sweep__"  # the last date of the previous tick's slice of the catalog (_sweep)
+SWEEP_DOCUMENTS = 5000  # documents a tick sweeps for unmerged ones besides the dates it acts on (a few seconds)
 DEBOUNCE_S = 180  # a date with pending documents is requested once none of its documents finished for this long
 # ... unless one of its pending documents is being read: then up to this long (under load a paper run takes minutes,
 # and a debounce that fired between every two finishes merged a date once per paper again)
@@ -137,11 +182,12 @@ _NOT_STARTED = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED]
 
 
 def _states(context: dg.SensorEvaluationContext, storage: KarmaStorageResource,
-            namespaces: list[str]) -> dict[str, DocumentStates] | None:
-    """Every backbone's document states, or None (logged) when a store cannot be read: the tick then requests
-    the waiting dates as the old sensor did, without holding them back."""
+            namespaces: list[str], dates: set[str]) -> dict[str, DocumentStates] | None:
+    """Every backbone's states of the documents of `dates`, or None (logged) when a store cannot be read: the
+    tick then requests the waiting dates as the old sensor did, without holding them back."""
     try:
-        return states_in_stores(storage.paths(), namespaces)
+        days = Catalog(storage.paths().catalog).documents_of_days(dates)
+        return states_in_stores(storage.paths(), namespaces, documents=[k for keys in days.values() for k in keys])
     except Exception as exc:  # noqa: BLE001 - one unreadable store must not stop the materialization requests
         context.log.error(f"kg_increments: could not read which documents are pending or unmerged: {exc}")
         return None
@@ -212,7 +258,7 @@ def _ready_requests(
 def _unmerged_requests(
     context: dg.SensorEvaluationContext, states: dict[str, DocumentStates] | None, namespaces: list[str],
     job: str, already: list[dg.RunRequest], requested: dict[str, dict], held: set[str],
-    early: dict[str, list[str]],
+    early: dict[str, list[str]], read: set[str],
 ) -> list[dg.RunRequest]:
     """Requests for the dates with unmerged documents that nothing else will merge: a new set of unmerged
     documents of a date, when the date is not waiting (`held`: for its other documents or runs, in any backbone: the
@@ -224,7 +270,7 @@ def _unmerged_requests(
     after the inbox's first papers finished must not merge that date once here, once early and once at its end.
 
     `requested` ({namespace: {date: {"sig", "at", "n"}}}, kept in the cursor) is updated in place; a date leaves
-    it once merged. Unreadable states (None) request nothing (the tick's other requests and its cursor still go
+    it once merged, as seen by a tick whose states `read` it (the others keep their entries). Unreadable states (None) request nothing (the tick's other requests and its cursor still go
     through)."""
     if states is None:
         return []
@@ -241,7 +287,7 @@ def _unmerged_requests(
             context.log.error(f"{ns}: {why}")
         seen = requested.get(ns, {})
         pending = {date_of_document_key(key) for key in states[ns].pending}
-        kept: dict[str, dict] = {}
+        kept: dict[str, dict] = {date: entry for date, entry in seen.items() if date not in read}
         for date in dates:
             sig = hashlib.sha256("\n".join(sorted(by_date[date])).encode()).hexdigest()[:16]
             entry = seen.get(date)
