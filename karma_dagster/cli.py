@@ -83,6 +83,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     from karma_dagster import runner
 
     defs = _defs(args)
+    if args.document:
+        return _print_document(defs, args.document)
     states = runner.document_states(defs, runner.instance())
     names = ("registered", "evaluated", "merged", "unmerged", "failed", "pending")
     print("| backbone | " + " | ".join(names) + " |")
@@ -100,6 +102,36 @@ def cmd_status(args: argparse.Namespace) -> int:
         for key, why in sorted(state.failed.items()):
             print(f"{ns}: failed {key}: {why}")
     _print_undated(defs.resources["storage"].catalog_path())  # type: ignore[index, union-attr]
+    return 0
+
+
+RECORD_COLUMNS = ("rows", "seconds", "variant", "prompt_id", "llm_calls", "cache_hits", "tokens_in", "tokens_out",
+                  "cost_usd")
+
+
+def _print_document(defs, key: str) -> int:  # noqa: ANN001 - dg.Definitions, imported lazily by the CLI
+    """One document's stages per backbone as each recorded them with its table (StageStore.recorded): with date
+    partitions the UI shows a day's totals, this shows the paper's own."""
+    from karma_dagster.ingest.catalog import Catalog
+    from karma_dagster.stages import STAGE_NAMES
+
+    storage, backbones = defs.resources["storage"], defs.resources["backbones"]
+    entry = Catalog(storage.catalog_path()).lookup(key)
+    store = storage.stage_store()
+    print(f"document {key}" + (f" (dated {entry.date}, {entry.date_source})" if entry else ""))
+    print("| backbone | stage | " + " | ".join(RECORD_COLUMNS) + " |")
+    print("|---|---|" + "---|" * len(RECORD_COLUMNS))
+    found = 0
+    for ns in backbones.names():
+        for stage in STAGE_NAMES:
+            if not store.exists(ns, stage, key):
+                continue
+            found += 1
+            record = store.recorded(ns, stage, key)
+            print(f"| {ns} | {stage} | " + " | ".join(str(record.get(c, "")) for c in RECORD_COLUMNS) + " |")
+    if not found:
+        print(f"no stage table of {key!r} in any backbone: is it registered (`karma status`)?", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -482,6 +514,8 @@ def _main(argv: list[str]) -> int:
 
     p = sub.add_parser("status", help="per backbone: documents registered, evaluated, merged, unmerged, failed, pending")
     common(p)
+    p.add_argument("--document", metavar="KEY", help="one document's stages instead: rows, seconds, prompt, tokens "
+                   "and cost as each stage recorded them (with date partitions, what the UI shows is the day's)")
     p.set_defaults(func=cmd_status)
 
     p = sub.add_parser("ledger", help="calls, cache hits, tokens and cost per backbone and agent (the cost ledger)")

@@ -11,6 +11,7 @@ fsspec URL (`s3://bucket/prefix/stages`, shared_storage.py) that workers on othe
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 import tempfile
@@ -18,11 +19,14 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from karma_dagster.integrity import PARQUET_READ, PARQUET_WRITE, StoreCorrupt, read_parquet_checked
 from karma_dagster.shared_storage import is_url, put_whole, storage_root
 
 STAGE_REMEDY = "the table is derived from the paper: move it away and materialize this document's stages again"
+RECORDED_KEY = b"karma.recorded"  # footer key of what the stage reported for the document (StageStore.recorded)
 _SAFE = re.compile(r"^[A-Za-z0-9._-]+$")
 
 
@@ -38,18 +42,26 @@ class StageStore:
                 raise ValueError(f"unsafe {label} for a stage file name: {part!r}")
         return self.root / namespace / stage / f"{partition}.parquet"
 
-    def write(self, namespace: str, stage: str, partition: str, frame: pd.DataFrame) -> Path:
+    def write(self, namespace: str, stage: str, partition: str, frame: pd.DataFrame,
+              recorded: dict[str, Any] | None = None) -> Path:
+        """`recorded`: what the stage reported for this document (rows, seconds, tokens, cost, figures), kept in
+        the file's footer with the table it describes (recorded()): with date partitions a day's materialization
+        sums thousands of documents, and each document's own figures must still be there to read."""
         target = self.path(namespace, stage, partition)
+        table = pa.Table.from_pandas(frame, preserve_index=False)
+        if recorded is not None:
+            table = table.replace_schema_metadata({**(table.schema.metadata or {}),
+                                                   RECORDED_KEY: json.dumps(recorded, default=str).encode()})
         if self.remote:
             buffer = io.BytesIO()
-            frame.to_parquet(buffer, index=False, **PARQUET_WRITE)
+            pq.write_table(table, buffer, **PARQUET_WRITE)
             put_whole(target, buffer.getvalue())
             return target
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{partition}.", suffix=".tmp")
         os.close(fd)
         try:
-            frame.to_parquet(tmp, index=False, **PARQUET_WRITE)  # page checksums: a damaged page fails its read
+            pq.write_table(table, tmp, **PARQUET_WRITE)  # page checksums: a damaged page fails its read
             os.replace(tmp, target)
         finally:
             if os.path.exists(tmp):
@@ -65,6 +77,22 @@ class StageStore:
         if self.remote:
             return _read_object(path)
         return read_parquet_checked(path, "stage table", STAGE_REMEDY, base=self.root.parent)
+
+    def recorded(self, namespace: str, stage: str, partition: str) -> dict[str, Any]:
+        """What the stage reported for this document when it wrote the table ({} for a table written without),
+        read from the footer alone."""
+        path = self.path(namespace, stage, partition)
+        if not path.exists():
+            raise FileNotFoundError(f"stage {namespace}/{stage} has no table for document {partition}")
+        try:
+            if self.remote:
+                with path.open("rb") as fh:
+                    meta = pq.read_metadata(fh).metadata or {}
+            else:
+                meta = pq.read_metadata(path).metadata or {}
+        except (pa.ArrowException, OSError) as exc:
+            raise StoreCorrupt("stage table", str(path), str(exc), STAGE_REMEDY) from exc
+        return json.loads(meta[RECORDED_KEY]) if RECORDED_KEY in meta else {}
 
     def exists(self, namespace: str, stage: str, partition: str) -> bool:
         return self.path(namespace, stage, partition).exists()

@@ -12,6 +12,7 @@ import pandera.errors as pa_errors
 import pytest
 from fake_openai_server import FakeOpenAIServer, agent_of
 
+from partition_views import document_metadata
 from karma_dagster import runner, stages
 from karma_dagster.agents.integration import collect_document
 from karma_dagster.agents.pass_through import unevaluated, unresolved, unsummarized
@@ -169,9 +170,7 @@ def _records(p, ns: str, stage: str, key: str) -> list:
 
 
 def _metadata(p, ns: str, stage: str, key: str) -> dict:
-    record = p.instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=dg.AssetKey([ns, stage]), asset_partitions=[key]), limit=1).records[0]
-    return {k: v.value for k, v in record.asset_materialization.metadata.items()}  # type: ignore[union-attr]
+    return document_metadata(p, dg.AssetKey([ns, stage]), key)
 
 
 @pytest.mark.parametrize("ns", sorted(ABLATIONS))

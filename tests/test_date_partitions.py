@@ -11,7 +11,7 @@ import dataclasses
 import dagster as dg
 import pytest
 
-from karma_dagster import runner, stages
+from karma_dagster import cli, runner, stages
 from karma_dagster.assets.chain import kg_key, stage_key
 from karma_dagster.definitions import build_definitions
 from karma_dagster.ingest.catalog import Catalog
@@ -41,8 +41,9 @@ def _edges(p) -> set[tuple]:
     return set(rows)
 
 
-def test_both_modes_grow_the_same_kg_from_the_same_papers(make_pipeline, tmp_path_factory) -> None:
-    kgs = {}
+def test_both_modes_grow_the_same_kg_from_the_same_papers(make_pipeline, tmp_path_factory, monkeypatch,
+                                                          capsys) -> None:
+    kgs, documents = {}, {}
     for mode in ("document", "date"):
         make_pipeline.tmp_path = tmp_path_factory.mktemp(mode)  # each mode its own inbox, data and instance
         p = make_pipeline(inbox_files=FILES)
@@ -69,7 +70,30 @@ def test_both_modes_grow_the_same_kg_from_the_same_papers(make_pipeline, tmp_pat
             meta = record.asset_materialization.metadata
             assert meta["documents"].value == 1 and meta["documents_failed"].value == 0
             assert "2015-12-08_pmc4686705" in meta["per_document"].value
+            # the day's materialization sums its papers; each paper's own figures are kept with its table
+            store, day = p.storage.stage_store(), date_of_document_key(keys[-1])
+            day_keys = [k for k in keys if date_of_document_key(k) == day]
+            (record,) = p.instance.fetch_materializations(
+                dg.AssetRecordsFilter(asset_key=stage_key("local", "entities"), asset_partitions=[day]),
+                limit=1).records
+            meta = record.asset_materialization.metadata
+            own = [store.recorded("local", "entities", k) for k in day_keys]
+            assert len(day_keys) == 10 and [r["document"] for r in own] == day_keys
+            assert [r["rows"] for r in own] == [len(store.read("local", "entities", k)) for k in day_keys]
+            assert meta["batch_rows"].value == sum(r["rows"] for r in own) > 0
+            assert meta["tokens_in"].value == sum(r["tokens_in"] for r in own)
+            documents[mode] = (defs, p, day_keys[0], own[0])
     assert kgs["document"] and kgs["document"] == kgs["date"]
+    # `karma status --document KEY`: the paper's stages as they recorded them, in the date mode's data folder
+    defs, p, key, entities = documents["date"]
+    monkeypatch.setattr(cli, "_defs", lambda _args: defs)
+    capsys.readouterr()
+    assert cli.main(["status", "--document", key]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = {line.split(" | ")[1]: line.split(" | ") for line in lines if line.startswith("| local |")}
+    assert set(rows) == set(stages.names()) and rows["entities"][2] == str(entities["rows"])
+    assert cli.main(["status", "--document", "1999-01-01_nope"]) == 1
+    assert "no stage table of '1999-01-01_nope'" in capsys.readouterr().err
 
 
 def test_a_failing_paper_is_reported_and_its_days_others_reach_the_kg(make_pipeline) -> None:

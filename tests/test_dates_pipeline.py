@@ -9,6 +9,7 @@ import datetime as dt
 import dagster as dg
 import pytest
 
+from partition_views import document_metadata
 from karma_dagster import cli, runner
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.ingest.keys import date_of_document_key
@@ -51,10 +52,7 @@ def test_undated_documents_are_marked_in_metadata_status_and_kg(undated_run, mon
     today = dt.date.today().isoformat()
     assert all(k.startswith(f"{today}_pmid-") for k in keys)
     for key in keys:
-        (record,) = p.instance.fetch_materializations(
-            dg.AssetRecordsFilter(asset_key=dg.AssetKey(["local", "documents"]), asset_partitions=[key]),
-            limit=1).records
-        meta = {k: v.value for k, v in record.asset_materialization.metadata.items()}
+        meta = document_metadata(p, dg.AssetKey(["local", "documents"]), key)
         assert meta["date"] == today and meta["date_source"] == "arrival" and meta["undated"] is True
         assert meta["date_note"].startswith("undated: PubTator file gives no date (no two.dates.tsv lists PMID ")
         evidence = _evidence(p, key)

@@ -13,6 +13,7 @@ import lancedb
 import pytest
 from fake_openai_server import FakeOpenAIServer, agent_of, karma_responder
 
+from partition_views import document_metadata
 from karma_dagster import runner, services
 from karma_dagster.ingest.keys import date_of_document_key
 from karma_dagster.kg.entity_index import EXTRACTED_TABLE
@@ -46,10 +47,7 @@ def with_visfatin(request: dict) -> str:
 
 
 def entity_metadata(p, ns: str, doc: str) -> dict:
-    record = p.instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=dg.AssetKey([ns, "entities"]), asset_partitions=[doc]), limit=1
-    ).records[0]
-    return {k: v.value for k, v in record.asset_materialization.metadata.items()}  # type: ignore[union-attr]
+    return document_metadata(p, dg.AssetKey([ns, "entities"]), doc)
 
 
 @pytest.mark.skipif(not (ARTICLE / "fulltext.xml").is_file(), reason="needs ../shared/data/papers/PMC4739229")

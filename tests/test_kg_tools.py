@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from partition_views import document_metadata
 from karma_dagster import services
 from karma_dagster.agents.integration import collect_document
 from karma_dagster.document_states import table_fingerprint
@@ -517,10 +518,9 @@ def test_the_tools_mode_grows_the_kg_in_the_chains_place_and_is_a_row_of_the_com
     assert [(r["tool"], r["ok"]) for r in store.read(ns, TOOL_LOG, key).to_dict("records")][2:] == [
         ("create_instance", False), ("create_statement", False), ("create_statement", False), ("create_statement", True)]
     # the transcript and the loop's figures are the entities asset's metadata
-    event = p.instance.get_latest_materialization_event(dg.AssetKey([ns, "entities"]))
-    meta = event.asset_materialization.metadata
-    assert (meta["calls_refused"].value, meta["calls_accepted"].value, meta["stopped"].value) == (3, 3, "done")
-    assert [t["tool"] for t in meta["transcript"].value][:2] == ["search_instance", "search_instance"]
+    meta = document_metadata(p, dg.AssetKey([ns, "entities"]), key)
+    assert (meta["calls_refused"], meta["calls_accepted"], meta["stopped"]) == (3, 3, "done")
+    assert [t["tool"] for t in meta["transcript"]][:2] == ["search_instance", "search_instance"]
     # merged by the date increment, with the tools' provenance, in the backbone's own namespace
     prov = KGTools(DataPaths(p.storage.root()), namespace=ns, caller="reader").edge_provenance(
         METFORMIN, "treats", GESTATIONAL_DIABETES)

@@ -13,6 +13,7 @@ import duckdb
 import litellm
 import pytest
 
+from partition_views import document_metadata
 from karma_dagster import runner
 from karma_dagster.backbones.llm import (
     LLMBackbone,
@@ -167,10 +168,8 @@ def test_the_karma_chain_runs_on_the_real_model_and_grows_the_kg(chain_run):
     for agent in ("reader", "summarizer", "entity_extraction", "relation_extraction", "evaluator"):
         assert booked[agent].calls > 0 and booked[agent].tokens_in > 0 and booked[agent].tokens_out > 0, agent
 
-    meta = p.instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=dg.AssetKey(["smollm2", "relations"]), asset_partitions=keys), limit=1
-    ).records[0].asset_materialization.metadata  # type: ignore[union-attr]
-    assert meta["llm_calls"].value == booked["relation_extraction"].calls
+    meta = document_metadata(p, dg.AssetKey(["smollm2", "relations"]), keys)
+    assert meta["llm_calls"] == booked["relation_extraction"].calls
 
 
 def test_a_rerun_is_answered_from_the_cache_and_a_prompt_edit_asks_only_its_agent(chain_run, llm_server):

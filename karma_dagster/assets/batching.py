@@ -132,6 +132,25 @@ def document_metadata(context: dg.AssetExecutionContext, key: str, result: dg.Ma
     context.add_asset_metadata(metadata, partition_key=key)
 
 
+USAGE_COUNTS = ("llm_calls", "cache_hits", "tokens_in", "tokens_out", "invalid_items")
+
+
+def usage_totals(metadata: list[dict]) -> dict[str, object]:
+    """A date partition's LLM figures: the sums of its documents' (chain.usage_metadata), so the backbone
+    comparison and the report read a day's materialization as they read a document's. cost_usd stays the
+    "unpriced" note when any document's model had no price."""
+    if not metadata:
+        return {}
+    value = lambda m, k: getattr(m.get(k), "value", m.get(k))  # noqa: E731 - a MetadataValue or a plain value
+    totals: dict[str, object] = {k: sum(int(value(m, k) or 0) for m in metadata)
+                                 for k in USAGE_COUNTS if any(k in m for m in metadata)}
+    costs = [value(m, "cost_usd") for m in metadata if "cost_usd" in m]
+    if costs:
+        priced = all(isinstance(c, (int, float)) for c in costs)
+        totals["cost_usd"] = round(sum(costs), 6) if priced else next(c for c in costs if not isinstance(c, (int, float)))
+    return totals
+
+
 Validate = Callable[[pd.DataFrame], dg.AssetCheckResult]
 
 
@@ -242,8 +261,10 @@ def _per_date(fn: Callable[..., dg.MaterializeResult], validate: Validate, conte
     metadata = {
         **dict(merged.metadata or {}),
         **own,
+        **usage_totals([r.metadata or {} for r in results]),
         "note": "a date partition: its documents were processed one by one; rows and seconds per document are in "
-                "per_document, failures in failed_documents",
+                "per_document, failures in failed_documents, each document's own figures with its stage table "
+                "(StageStore.recorded, `karma status --document KEY`)",
         "dates": ", ".join(dates),
         "documents": len(keys),
         "documents_done": len(done),

@@ -163,8 +163,6 @@ def finish_stage(context: dg.AssetExecutionContext, store: StageStore, namespace
     checks = [validate_table(namespace, stage, frame)] if deferred is None else []
     if deferred is not None:
         deferred.append(frame)
-    store.write(namespace, stage.name, context.partition_key, frame)
-    record_ledger(context, store, stage, backbone)
     metadata: dict[str, object] = {
         "rows": dg.MetadataValue.int(len(frame)),
         "document": context.partition_key,
@@ -175,7 +173,15 @@ def finish_stage(context: dg.AssetExecutionContext, store: StageStore, namespace
         **usage_metadata(backbone, stage.agent, batch.memo if (batch := _batch(context)) else None),
         **{k: _metadata_value(v) for k, v in figures.items()},
     }
+    store.write(namespace, stage.name, context.partition_key, frame, recorded=recorded_metadata(metadata))
+    record_ledger(context, store, stage, backbone)
     return dg.MaterializeResult(metadata=metadata, check_results=checks)
+
+
+def recorded_metadata(metadata: dict[str, object]) -> dict[str, object]:
+    """The materialization metadata as plain JSON values, kept with the table (StageStore.recorded): a date
+    partition's materialization holds the day's totals, the table its document's own figures."""
+    return {k: getattr(v, "value", v) for k, v in metadata.items()}
 
 
 def stage_asset(namespace: str, stage: Stage, code_version: str, pool: str | None,

@@ -25,6 +25,7 @@ entry (never a backbone name) remembers what was requested when.
 
 import hashlib
 import json
+import re
 import time
 
 import dagster as dg
@@ -36,10 +37,10 @@ from karma_dagster.date_range import split_dates
 from karma_dagster.document_states import DocumentStates, states_in_stores
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.ingest.keys import KEY_RE, date_of_document_key
-from karma_dagster.jobs import merges
+from karma_dagster.jobs import DOCUMENT_JOB, merges
 from karma_dagster.partitioning.definitions import KG_DATES, first_kg_date, kg_dates_partitions
 from karma_dagster.resources.storage import KarmaStorageResource
-from karma_dagster.stages import FINAL_STAGE
+from karma_dagster.stages import FINAL_STAGE, STAGE_NAMES
 
 
 def build_kg_increments_sensor(
@@ -165,6 +166,7 @@ def _latest_storage_id(context: dg.SensorEvaluationContext, ns: str) -> int:
     return latest[0].storage_id if latest else 0
 
 
+ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 UNMERGED = "__unmerged__"
 WAITING = "__waiting__"  # {namespace: {date: when a document of it last finished}}: dates not yet requested
 EARLY = "__early__"  # {namespace: [date]}: dates merged early (their first finish) whose other documents are pending
@@ -199,7 +201,11 @@ def _dates_being_read(context: dg.SensorEvaluationContext) -> set[str]:
     date's final merge for the backbones done and, a tick later, for the rest (two runs: seen under load)."""
     runs = context.instance.get_runs(filters=dg.RunsFilter(statuses=list(IN_PROGRESS_RUN_STATUSES)), limit=1000)
     keys = {r.tags.get("dagster/partition") or "" for r in runs}
-    return {date_of_document_key(k) for k in keys if KEY_RE.fullmatch(k)}
+    # a document's run (document partitions) or a day's (date partitions: its key is the date, its job the chain's
+    # or a backfill's selecting stage assets); not the KG's increments, whose partition is a date too
+    days = {r.tags.get("dagster/partition") or "" for r in runs if r.job_name == DOCUMENT_JOB
+            or any(k.path[-1] in STAGE_NAMES for k in (r.asset_selection or ()))}
+    return {date_of_document_key(k) for k in keys if KEY_RE.fullmatch(k)} | {d for d in days if ISO_DAY.fullmatch(d)}
 
 
 def _busy_dates(context: dg.SensorEvaluationContext, runs_of: dict[str, list[str]]) -> set[str]:

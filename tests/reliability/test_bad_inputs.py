@@ -21,6 +21,7 @@ from reliability_helpers import (
     zero_page_pdf,
 )
 
+from partition_views import BY_DATE, partitions_of
 from karma_dagster import runner
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.ingest.parse import IngestError, parse_file
@@ -79,7 +80,11 @@ def test_good_papers_go_on_into_the_kg_and_the_copy_is_one_document(ran):
     assert len(keys) == 2, keys  # the PDF, its renamed copy (one key) and the text note
     pdf_key = next(k for k in keys if "pmc4738914" in k)
     assert {s.source_path for s in catalog.lookup(pdf_key).sources} == {PDF_PAPER, "levofloxacin-copy.pdf"}
-    assert sorted(p.instance.get_dynamic_partitions(documents_partitions.name)) == sorted(keys)
+    if BY_DATE:  # no partition per paper: their days are the partitions
+        assert not p.instance.get_dynamic_partitions(documents_partitions.name)
+        assert sorted(p.instance.get_dynamic_partitions("kg_dates")) == partitions_of(keys)
+    else:
+        assert sorted(p.instance.get_dynamic_partitions(documents_partitions.name)) == sorted(keys)
     dump = kg_dump(p.storage.kg_path())
     merged_docs = {row[1] for row in dump["evidence"]}  # (namespace, doc_key, ...)
     assert pdf_key in merged_docs, "the good PDF's triples reached the KG"

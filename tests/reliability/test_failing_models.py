@@ -20,6 +20,7 @@ import pytest
 from fake_openai_server import FakeOpenAIServer, Fault, agent_of, karma_responder
 from reliability_helpers import kg_dump, kg_query, leftovers
 
+from partition_views import document_metadata
 from karma_dagster import runner
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.kg.store import metaedge_by_abbrev, schema_relations
@@ -268,8 +269,5 @@ def test_prompt_injection_and_hostile_strings_never_become_sql_paths_or_invalid_
     # the junk was counted, not silently kept
     invalid = {}
     for stage in ("documents", "entities", "relations", "aligned"):
-        rec = p.instance.fetch_materializations(
-            dg.AssetRecordsFilter(asset_key=dg.AssetKey(["scripted", stage]), asset_partitions=[key]), limit=1
-        ).records[0]
-        invalid[stage] = rec.asset_materialization.metadata["invalid_items"].value  # type: ignore[union-attr]
+        invalid[stage] = document_metadata(p, dg.AssetKey(["scripted", stage]), key)["invalid_items"]
     assert all(v > 0 for v in invalid.values()), invalid
