@@ -85,11 +85,8 @@ class StageStore:
         if not path.exists():
             raise FileNotFoundError(f"stage {namespace}/{stage} has no table for document {partition}")
         try:
-            if self.remote:
-                with path.open("rb") as fh:
-                    meta = pq.read_metadata(fh).metadata or {}
-            else:
-                meta = pq.read_metadata(path).metadata or {}
+            with path.open("rb") as fh:  # a local Path or an S3 UPath alike
+                meta = pq.read_metadata(fh).metadata or {}
         except (pa.ArrowException, OSError) as exc:
             raise StoreCorrupt("stage table", str(path), str(exc), STAGE_REMEDY) from exc
         return json.loads(meta[RECORDED_KEY]) if RECORDED_KEY in meta else {}

@@ -188,6 +188,16 @@ def _ordered(sources: Sequence[SourceRef], versions: dict[tuple[str, str], str])
     return out
 
 
+def _in_chunks(con: sqlite3.Connection, sql: str, values: Iterable[str]) -> list[tuple]:
+    """The rows of `sql` (its "{}" the IN list) over the distinct `values`, a query per LOOKUP_CHUNK of them."""
+    wanted = sorted(set(values))
+    rows: list[tuple] = []
+    for lo in range(0, len(wanted), LOOKUP_CHUNK):
+        chunk = wanted[lo:lo + LOOKUP_CHUNK]
+        rows += con.execute(sql.format(",".join("?" * len(chunk))), chunk).fetchall()
+    return rows
+
+
 def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
@@ -634,15 +644,10 @@ class Catalog:
     def documents_of_days(self, dates: Iterable[str]) -> dict[str, list[str]]:
         """{date: its keys in key order} for these ISO dates (a date without documents is absent): the dates a
         sensor tick looks at, in a query per LOOKUP_CHUNK dates however large the catalog."""
-        days = sorted(set(dates))
         out: dict[str, list[str]] = {}
         with self._connect() as con:
-            for lo in range(0, len(days), LOOKUP_CHUNK):
-                chunk = days[lo:lo + LOOKUP_CHUNK]
-                marks = ",".join("?" * len(chunk))
-                for key, date in con.execute(f"SELECT doc_key, date FROM documents WHERE date IN ({marks}) "
-                                             "ORDER BY doc_key", chunk):
-                    out.setdefault(date, []).append(key)
+            for key, date in sorted(_in_chunks(con, "SELECT doc_key, date FROM documents WHERE date IN ({})", dates)):
+                out.setdefault(date, []).append(key)
         return out
 
     def dates_after(self, date: str, documents: int) -> list[str]:
@@ -666,14 +671,8 @@ class Catalog:
 
     def registered(self, doc_keys: Iterable[str]) -> set[str]:
         """Those of these keys that the catalog holds (a query per LOOKUP_CHUNK keys)."""
-        keys = sorted(set(doc_keys))
-        found: set[str] = set()
         with self._connect() as con:
-            for lo in range(0, len(keys), LOOKUP_CHUNK):
-                chunk = keys[lo:lo + LOOKUP_CHUNK]
-                marks = ",".join("?" * len(chunk))
-                found |= {r[0] for r in con.execute(f"SELECT doc_key FROM documents WHERE doc_key IN ({marks})", chunk)}
-        return found
+            return {r[0] for r in _in_chunks(con, "SELECT doc_key FROM documents WHERE doc_key IN ({})", doc_keys)}
 
     def all_keys(self) -> list[str]:
         with self._connect() as con:

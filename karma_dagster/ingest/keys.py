@@ -15,6 +15,7 @@ import unicodedata
 from karma_dagster.schemas.records import ParsedDocument
 
 KEY_RE = re.compile(r"^\d{4}-\d{2}-\d{2}_[a-z0-9._-]+$")
+DAY_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")  # a date partition's key (the KG's, and with date partitions the stages')
 _MAX_TAG = 80
 
 

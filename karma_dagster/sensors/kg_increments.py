@@ -25,7 +25,6 @@ entry (never a backbone name) remembers what was requested when.
 
 import hashlib
 import json
-import re
 import time
 
 import dagster as dg
@@ -36,7 +35,7 @@ from karma_dagster.assets.chain import kg_key
 from karma_dagster.date_range import split_dates
 from karma_dagster.document_states import DocumentStates, states_in_stores
 from karma_dagster.ingest.catalog import Catalog
-from karma_dagster.ingest.keys import KEY_RE, date_of_document_key
+from karma_dagster.ingest.keys import DAY_RE, KEY_RE, date_of_document_key
 from karma_dagster.jobs import DOCUMENT_JOB, merges
 from karma_dagster.partitioning.definitions import KG_DATES, first_kg_date, kg_dates_partitions
 from karma_dagster.resources.storage import KarmaStorageResource
@@ -166,7 +165,6 @@ def _latest_storage_id(context: dg.SensorEvaluationContext, ns: str) -> int:
     return latest[0].storage_id if latest else 0
 
 
-ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 UNMERGED = "__unmerged__"
 WAITING = "__waiting__"  # {namespace: {date: when a document of it last finished}}: dates not yet requested
 EARLY = "__early__"  # {namespace: [date]}: dates merged early (their first finish) whose other documents are pending
@@ -200,12 +198,15 @@ def _dates_being_read(context: dg.SensorEvaluationContext) -> set[str]:
     the stores while a paper run was between two backbones and saw the run ended a moment later requested the
     date's final merge for the backbones done and, a tick later, for the rest (two runs: seen under load)."""
     runs = context.instance.get_runs(filters=dg.RunsFilter(statuses=list(IN_PROGRESS_RUN_STATUSES)), limit=1000)
-    keys = {r.tags.get("dagster/partition") or "" for r in runs}
-    # a document's run (document partitions) or a day's (date partitions: its key is the date, its job the chain's
-    # or a backfill's selecting stage assets); not the KG's increments, whose partition is a date too
-    days = {r.tags.get("dagster/partition") or "" for r in runs if r.job_name == DOCUMENT_JOB
-            or any(k.path[-1] in STAGE_NAMES for k in (r.asset_selection or ()))}
-    return {date_of_document_key(k) for k in keys if KEY_RE.fullmatch(k)} | {d for d in days if ISO_DAY.fullmatch(d)}
+    dates: set[str] = set()
+    for run in runs:  # a document's run, or a day's (date partitions: its job the chain's or a backfill selecting
+        key = run.tags.get("dagster/partition") or ""  # stage assets); not the KG's increments, also by date
+        if KEY_RE.fullmatch(key):
+            dates.add(date_of_document_key(key))
+        elif DAY_RE.fullmatch(key) and (run.job_name == DOCUMENT_JOB or any(
+                k.path[-1] in STAGE_NAMES for k in (run.asset_selection or ()))):
+            dates.add(key)
+    return dates
 
 
 def _busy_dates(context: dg.SensorEvaluationContext, runs_of: dict[str, list[str]]) -> set[str]:
