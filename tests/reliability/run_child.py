@@ -156,12 +156,12 @@ def install_pause(spec: dict) -> None:
 
         write, seen = StageStore.write, []
 
-        def pausing_write(self, namespace, stage, partition, frame):  # noqa: ANN001, ANN202
+        def pausing_write(self, namespace, stage, partition, frame, **kwargs):  # noqa: ANN001, ANN003, ANN202
             if stage == spec["stage"]:
                 seen.append(partition)
                 if len(seen) == spec.get("nth", 1):
                     _pause(spec, f"stage {stage} {partition}")
-            return write(self, namespace, stage, partition, frame)
+            return write(self, namespace, stage, partition, frame, **kwargs)
 
         StageStore.write = pausing_write
     else:
