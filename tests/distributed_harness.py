@@ -313,12 +313,16 @@ def distributed_backfill(stack: Stack, inbox: Path, cache_dir: Path, workers: in
                 return _wait(stack, inst, runner.launch_backfill(defs, inst, assets, partitions, title), timeout_s)
 
             statuses = {}
+            by_date = defs.resources["storage"].partition_mode() == "date"  # a run per day (partitioning/mode.py)
+            if warmup and by_date:
+                raise ValueError(f"warmup={warmup}: a warm-up is some documents, and date partitions run whole days")
             if warmup:
                 statuses["warm-up"] = backfill(stages, keys[:warmup], "warm-up")
             timed = keys[warmup:]
             dates = sorted({date_of_document_key(k) for k in keys})
             t0 = time.perf_counter()
-            statuses["documents"] = backfill(stages, timed, f"{len(timed)} documents")
+            statuses["documents"] = backfill(stages, sorted({date_of_document_key(k) for k in timed}) if by_date
+                                             else timed, f"{len(timed)} documents")
             statuses["increments"] = backfill([dg.AssetKey(["local", "knowledge_graph"])], dates, "KG increments")
             seconds = time.perf_counter() - t0
             ids = {b.backfill_id for b in inst.get_backfills() if b.title != "warm-up"}
