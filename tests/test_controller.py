@@ -14,6 +14,7 @@ from collections import Counter
 import dagster as dg
 import pytest
 from fake_openai_server import Fault, FakeOpenAIServer
+from partition_views import BY_DATE
 
 from karma_dagster import runner
 from karma_dagster.backbones.llm.cache import ResponseCache
@@ -34,7 +35,7 @@ from karma_dagster.scheduling.controller import (
 from karma_dagster.scheduling.llm_utility import LLMUtility, controller_utility
 from karma_dagster.scheduling.plan import decide
 from karma_dagster.scheduling.tiers import controller_tiers
-from karma_dagster.sensors.new_papers import plan_runs
+from karma_dagster.sensors.new_papers import plan_date_runs, plan_runs
 
 P = ControllerParams(alpha=0.5, w_novelty=0.7, w_recency=0.3)  # w_utility 1.0, w_urgency 0.3, w_cost 0.3
 FIXTURE = [
@@ -198,6 +199,22 @@ def test_urgency_and_cost_come_from_the_catalog_and_the_ledger(registered):
     assert costed[dear].eq4 - costed[cheap].eq4 < free[dear].eq4 - free[cheap].eq4  # the dearer paper lost ground
 
 
+def test_a_days_run_carries_its_best_papers_priority_and_its_papers_score_range():
+    """Date partitions: one run per day; the UI's run shows the range of the day's papers' scores."""
+    tags = {  # the controller's order: best first
+        "2016-01-14_pmc2": {"dagster/priority": "90", "karma/cca_score": "0.9000"},
+        "2015-12-08_pmc1": {"dagster/priority": "50", "karma/cca_score": "0.5000"},
+        "2016-01-14_pmc3": {"dagster/priority": "10", "karma/cca_score": "0.1000"},
+    }
+    requests = plan_date_runs([(k, "h" + k) for k in sorted(tags)], "job", tags)
+    assert [r.partition_key for r in requests] == ["2016-01-14", "2015-12-08"]
+    day, other = requests
+    assert day.tags["dagster/priority"] == "90" and day.tags["karma/cca_score"] == "0.1000..0.9000"
+    assert day.tags["karma/documents"] == "2"
+    assert other.tags["karma/cca_score"] == "0.5000" and other.tags["dagster/priority"] == "50"
+    assert "karma/cca_score" not in plan_date_runs([("2015-12-08_pmc1", "h")], "job", {})[0].tags
+
+
 class _ListHandler(logging.Handler):
     def __init__(self) -> None:
         super().__init__()
@@ -216,9 +233,11 @@ def test_new_papers_tags_carry_eq4_and_which_utility(make_pipeline):
         logged = _ListHandler()
         context.log.addHandler(logged)
         result = p.defs.resolve_sensor_def("new_papers").evaluate_tick(context)
+    # a run per paper, or per day with papers (its tags: how many, and the range of their scores): two dates here
     assert len(result.run_requests) == 2
     for r in result.run_requests:
-        assert {t for t in r.tags if t.startswith("karma/")} == {"karma/document", "karma/trigger", "karma/cca_score"}
+        assert {t for t in r.tags if t.startswith("karma/")} == {
+            "karma/documents" if BY_DATE else "karma/document", "karma/trigger", "karma/cca_score"}
         assert "dagster/priority" in r.tags
     lines = [m for m in logged.messages if m.startswith("controller: ")]  # the figures: the tick's log
     assert len(lines) == 2

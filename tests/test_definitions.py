@@ -6,6 +6,7 @@ from pathlib import Path
 
 import dagster as dg
 import yaml
+from partition_views import BY_DATE
 
 from karma_dagster.definitions import build_definitions
 from karma_dagster.config import BackboneSettings
@@ -27,7 +28,7 @@ def test_module_definitions_load_with_every_stage_grouped_and_partitioned():
     for stage in STAGE_NAMES:
         node = graph.get(dg.AssetKey(["local", stage]))
         assert isinstance(node.partitions_def, dg.DynamicPartitionsDefinition)
-        assert node.partitions_def.name == "documents"
+        assert node.partitions_def.name == ("kg_dates" if BY_DATE else "documents")  # partitioning/mode.py
         assert node.group_name == "local" and node.tags["karma/stage"] == by_name(stage).name
         assert node.description and node.kinds
         groups.add(node.group_name)

@@ -72,7 +72,8 @@ def plan_date_runs(
 ) -> list[dg.RunRequest]:
     """Date partitions (partitioning/mode.py): one run per date with new or changed papers, which reads that day's
     papers; the run key is the date and its requested contents, so the same papers are not requested twice. The
-    date's priority is its best paper's; dates come in the controller's order of their best papers."""
+    date's priority is its best paper's, its karma/cca_score the range of its papers' scores; dates come in the
+    controller's order of their best papers."""
     import hashlib
 
     from karma_dagster.ingest.keys import date_of_document_key
@@ -87,6 +88,11 @@ def plan_date_runs(
         digest = hashlib.sha256("".join(f"{k}@{h}" for k, h in sorted(docs)).encode()).hexdigest()[:16]
         best = min((k for k, _ in docs), key=lambda k: rank.get(k, len(rank)))
         tags = {k: v for k, v in controller_tags.get(best, {}).items() if k == "dagster/priority"}
+        scores = sorted(float(controller_tags[k]["karma/cca_score"]) for k, _ in docs
+                        if "karma/cca_score" in controller_tags.get(k, {}))
+        if scores:  # the day's papers' scores, as a tier's run shows them (scheduling/tiers.py)
+            tags["karma/cca_score"] = (f"{scores[0]:.4f}" if scores[0] == scores[-1]
+                                       else f"{scores[0]:.4f}..{scores[-1]:.4f}")
         requests.append(dg.RunRequest(partition_key=date, run_key=f"{date}@{digest}", job_name=job_name,
                                       tags={"karma/documents": str(len(docs)), "karma/trigger": "new_papers", **tags}))
     return requests
