@@ -13,6 +13,7 @@ import dagster as dg
 import pandas as pd
 import pytest
 
+from partition_views import document_metadata, partition_of
 from stub_backbones import PartialBackbone
 
 from karma_dagster import runner, services
@@ -476,5 +477,5 @@ def test_run_main_merges_each_date_before_the_next_dates_chains(make_pipeline, m
     merged_first = p.kg.snapshot_counts(as_of=dt.date(2016, 1, 13), namespace="local")
     assert merged_first.n_evidence > 0
     latest = p.instance.get_latest_materialization_event(dg.AssetKey(["local", "resolved"]))
-    assert latest.asset_materialization.partition == second  # the chains ran in date order
-    assert latest.asset_materialization.metadata["kg_as_of"].value == "2016-01-13"
+    assert latest.asset_materialization.partition == partition_of(second)  # the chains ran in date order
+    assert document_metadata(p, dg.AssetKey(["local", "resolved"]), second)["kg_as_of"] == "2016-01-13"

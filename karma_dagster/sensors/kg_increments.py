@@ -199,14 +199,19 @@ def _dates_being_read(context: dg.SensorEvaluationContext) -> set[str]:
     date's final merge for the backbones done and, a tick later, for the rest (two runs: seen under load)."""
     runs = context.instance.get_runs(filters=dg.RunsFilter(statuses=list(IN_PROGRESS_RUN_STATUSES)), limit=1000)
     dates: set[str] = set()
-    for run in runs:  # a document's run, or a day's (date partitions: its job the chain's or a backfill selecting
-        key = run.tags.get("dagster/partition") or ""  # stage assets); not the KG's increments, also by date
+    for run in runs:  # a document's run, or a day's (date partitions); not the KG's increments, also by date
+        key = run.tags.get("dagster/partition") or ""
         if KEY_RE.fullmatch(key):
             dates.add(date_of_document_key(key))
-        elif DAY_RE.fullmatch(key) and (run.job_name == DOCUMENT_JOB or any(
-                k.path[-1] in STAGE_NAMES for k in (run.asset_selection or ()))):
+        elif DAY_RE.fullmatch(key) and _reads_papers(run):
             dates.add(key)
     return dates
+
+
+def _reads_papers(run: dg.DagsterRun) -> bool:
+    """A day's run that runs its papers' chains (date partitions: the chain's job, or a backfill selecting stage
+    assets), not one of its KG increments."""
+    return run.job_name == DOCUMENT_JOB or any(k.path[-1] in STAGE_NAMES for k in (run.asset_selection or ()))
 
 
 def _busy_dates(context: dg.SensorEvaluationContext, runs_of: dict[str, list[str]]) -> set[str]:
@@ -327,10 +332,14 @@ def _request(job: str, date: str, namespaces: list[str], key: str, trigger: str)
 
 
 def _reading(context: dg.SensorEvaluationContext, doc_keys: list[str]) -> bool:
-    """Whether a run of one of these documents is still in progress (its other backbones are being evaluated: its
-    materializations will bring the date through the ready requests, all backbones in one run)."""
-    return any(context.instance.get_runs(
-        filters=dg.RunsFilter(tags={"dagster/partition": key}, statuses=list(IN_PROGRESS_RUN_STATUSES)), limit=1)
+    """Whether a run of one of these documents, or of their day (date partitions), is still in progress (its other
+    backbones are being evaluated: its materializations will bring the date through the ready requests, all
+    backbones in one run)."""
+    days = sorted({date_of_document_key(key) for key in doc_keys})
+    in_progress = list(IN_PROGRESS_RUN_STATUSES)
+    return any(_reads_papers(run) for day in days for run in context.instance.get_runs(
+        filters=dg.RunsFilter(tags={"dagster/partition": day}, statuses=in_progress), limit=100)) or any(
+        context.instance.get_runs(filters=dg.RunsFilter(tags={"dagster/partition": key}, statuses=in_progress), limit=1)
         for key in doc_keys[:20])
 
 

@@ -5,6 +5,7 @@ non-zero, naming what failed, when a document failed."""
 from __future__ import annotations
 
 import dagster as dg
+from partition_views import partition_of
 from sensor_ticks import tick
 from reliability_helpers import kg_dump, kg_query
 
@@ -90,7 +91,7 @@ def test_kg_increments_requests_the_date_of_a_document_whose_merge_never_happene
     past = {"local": json.loads(first.cursor)["local"]}
     # ... but not while the document's own run is still in progress (it evaluates the other backbones: their
     # records bring the date, all backbones in one run)
-    run_id = p.instance.get_runs(dg.RunsFilter(tags={"dagster/partition": keys[0]}), limit=1)[0].run_id
+    run_id = p.instance.get_runs(dg.RunsFilter(tags={"dagster/partition": partition_of(keys[0])}), limit=1)[0].run_id
     p.instance.run_storage.handle_run_event(run_id, dg.DagsterEvent(event_type_value="PIPELINE_START", job_name="x"))
     assert not tick(p, "kg_increments", json.dumps(past)).run_requests
     p.instance.run_storage.handle_run_event(run_id, dg.DagsterEvent(event_type_value="PIPELINE_SUCCESS",
