@@ -274,7 +274,8 @@ def _run_dates(defs: dg.Definitions, inst: dg.DagsterInstance, keys: list[str], 
                     log(f"[{position}/{total}] {key}: FAILED: {errors[key]} | {meter}")
                     failed[key] = errors[key]
                 else:
-                    log(f"[{position}/{total}] {key}: ok (date {date}, {len(docs)} documents, "
+                    papers = f"{len(docs)} document{'s' if len(docs) != 1 else ''}"
+                    log(f"[{position}/{total}] {key}: ok (date {date}, {papers}, "
                         f"{seconds / max(len(docs), 1):.1f} s each) | {meter}")
                 done.append(f"document {key}")
                 position += 1

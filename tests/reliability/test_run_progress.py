@@ -8,13 +8,16 @@ from __future__ import annotations
 import re
 
 import dagster as dg
+from partition_views import partition_of
 
 from karma_dagster import runner
 from karma_dagster.jobs import DOCUMENT_JOB
 
 PAPERS = ("PMC4686705.xml", "PMC4686705.json", "PMC4738914.pdf", "PMC4738914.json")  # 2015-12-08, 2016-01-14
 FIRST, SECOND = "2015-12-08_pmc4686705", "2016-01-14_pmc4738914"
-LINE = re.compile(r"^\[(\d)/2\] (\S+): ok \(\d+\.\d s\) \| (\d+\.\d+(?:doc/s|s/doc)), ETA (\d\d:\d\d)$")
+# by document "ok (12.4 s)"; by date (a run per day) "ok (date 2015-12-08, 1 document, 12.4 s each)"
+LINE = re.compile(r"^\[(\d)/2\] (\S+): ok \((?:date \S+, \d+ documents?, )?\d+\.\d s(?: each)?\) \| "
+                  r"(\d+\.\d+(?:doc/s|s/doc)), ETA (\d\d:\d\d)$")
 
 
 def test_progress_lines_carry_rate_and_eta_and_each_date_is_merged_before_the_next_dates_documents(make_pipeline):
@@ -38,8 +41,9 @@ def test_progress_lines_carry_rate_and_eta_and_each_date_is_merged_before_the_ne
         for r in p.instance.fetch_materializations(dg.AssetKey(["local", "knowledge_graph"]), limit=10).records
     }
     doc_starts = {
-        r.dagster_run.tags["dagster/partition"]: r.start_time
+        r.dagster_run.tags["dagster/partition"]: r.start_time  # a paper's partition, or its day's
         for r in p.instance.get_run_records(filters=dg.RunsFilter(job_name=DOCUMENT_JOB))
     }
     assert set(kg_events) == {"2015-12-08", "2016-01-14"}
-    assert doc_starts[FIRST] < kg_events["2015-12-08"] < doc_starts[SECOND] < kg_events["2016-01-14"]
+    assert doc_starts[partition_of(FIRST)] < kg_events["2015-12-08"] < doc_starts[partition_of(SECOND)] \
+        < kg_events["2016-01-14"]
