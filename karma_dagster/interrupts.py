@@ -35,6 +35,7 @@ class RunInterrupted(KeyboardInterrupt):
         self.signum = signum
         self.during = during  # the document or increment that was stopped ("" between two of them)
         self.run_id = run_id  # its Dagster run
+        self.stopped: list[str] = []  # the items `during` stopped (a day's run: its documents)
         self.finished: list[str] = []  # items done before the stop (filled in on the way up)
         self.remaining: list[str] = []  # documents and increments not started (filled in on the way up)
 

@@ -266,7 +266,11 @@ def _run_dates(defs: dg.Definitions, inst: dg.DagsterInstance, keys: list[str], 
                     inst.add_run_tags(result.run_id, {INTERRUPTED_TAG: interrupts.RunInterrupted(signum).signal_name})
                     for i, key in enumerate(docs, position):
                         log(f"[{i}/{total}] {key}: INTERRUPTED")
-                    raise interrupts.RunInterrupted(signum, during=f"date {date}", run_id=result.run_id)
+                    papers = f"document {docs[0]}" if len(docs) == 1 else \
+                        f"{len(docs)} documents ({', '.join(docs[:3])}{', ...' if len(docs) > 3 else ''})"
+                    stop = interrupts.RunInterrupted(signum, during=f"date {date}: {papers}", run_id=result.run_id)
+                    stop.stopped = [f"document {key}" for key in docs]  # not "not started": their day's run was
+                    raise stop
                 errors = _date_failures(result, docs)
             for key in docs:
                 meter = progress.step()
@@ -364,10 +368,11 @@ def _log_one(key: str, outcome: _BatchOutcome, i: int, total: int, progress: Pro
     return {key: error}
 
 
-def interrupted_documents(inst: dg.DagsterInstance) -> dict[str, str]:
+def interrupted_documents(inst: dg.DagsterInstance, catalog: Catalog | None = None) -> dict[str, str]:
     """document -> "interrupted (SIGTERM) in run <id>" for documents whose latest document run was stopped by a
-    signal (`karma status` can show it; the next `karma run` completes them)."""
-    return _interrupted(_latest_document_runs(inst))
+    signal (`karma status` can show it; the next `karma run` completes them). With date partitions, `catalog` names
+    the documents of a stopped day's run (without it, the day's key stands for them)."""
+    return _interrupted(_latest_document_runs(inst, catalog))
 
 
 def _latest_document_runs(inst: dg.DagsterInstance, catalog: Catalog | None = None) -> dict[str, dg.DagsterRun]:
@@ -448,7 +453,7 @@ def run_dates(
                         merged[ns].update(run_increments(defs, inst, ns, [date]))
                         finished.append(f"KG increment {ns} {date}")
         except interrupts.RunInterrupted as exc:
-            stopped = {*finished, *exc.finished, exc.during}
+            stopped = {*finished, *exc.finished, exc.during, *exc.stopped}
             everything = [f"document {k}" for k in sorted(keys)] + [f"KG increment {ns} {d}" for d, ns in increments]
             exc.remaining = [item for item in everything if item not in stopped]
             raise
