@@ -111,7 +111,11 @@ class PipelineFactory:
         return pipeline
 
     def close(self) -> None:
-        for ctx in self.instances:
+        # Last entered, first exited: each instance's __enter__ sets Dagster's current DefsStateStorage (a
+        # ContextVar) and its __exit__ restores the one before. Exited first-to-last, the first instance's
+        # storage was left current after it was disposed, and a later test in the same worker that built a
+        # repository outside an instance failed ('undefined DagsterInstance weakref'; CI on 68a7257).
+        for ctx in reversed(self.instances):
             ctx.__exit__(None, None, None)
         services.clear()
 
