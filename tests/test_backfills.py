@@ -1,5 +1,6 @@
 """`karma backfill` through the real backfill daemon logic (its passes run in this process): only the documents
-of the chosen dates, many documents per run (the stages' backfill policy), then the increments in date order."""
+of the chosen dates, many documents per run (the stages' backfill policy; by date, a run per day), then the
+increments in date order."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from karma_dagster.ingest.keys import date_of_document_key
 from karma_dagster.resources.backbones import BackboneConfig
 from karma_dagster.resources.storage import KarmaStorageResource
 import daemon_harness as daemon
+from partition_views import BY_DATE
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -62,24 +64,30 @@ def test_backfill_of_two_dates_runs_only_their_documents_then_their_increments_i
             )
         assert status == {"documents": "COMPLETED_SUCCESS", "increments": "COMPLETED_SUCCESS"}
 
-        # The documents backfills (one per controller priority tier) target exactly the chain of the chosen
-        # dates' documents, each document once, higher tiers with a higher run priority.
         docs_backfills = [inst.get_backfill(b) for b in backfill_ids[:-1]]
         targeted = defaultdict(list)
         for backfill in docs_backfills:
             for akpk in backfill.asset_backfill_data.target_subset.iterate_asset_partitions():
                 targeted[akpk.asset_key.to_user_string()].append(akpk.partition_key)
-        assert {k: sorted(v) for k, v in targeted.items()} == {f"local/{s}": chosen for s in STAGE_NAMES}
-        priorities = [int(b.tags["dagster/priority"]) for b in docs_backfills]
-        assert priorities == sorted(priorities, reverse=True)
-
-        # ... and ran them in few runs (many documents a run), touching no other document.
         doc_runs = [r for b in backfill_ids[:-1] for r in inst.get_runs(filters=dg.RunsFilter(tags={"dagster/backfill": b}))]
         assert doc_runs and all(r.status == dg.DagsterRunStatus.SUCCESS for r in doc_runs)
-        assert all(r.tags.get("dagster/priority") and r.tags.get("karma/cca_tier") for r in doc_runs)
-        assert len(doc_runs) <= len(docs_backfills) < len(chosen) * len(STAGE_NAMES)
-        assert any(r.tags.get("dagster/asset_partition_range_start") != r.tags.get("dagster/asset_partition_range_end")
-                   for r in doc_runs)  # a multi-document run
+        if BY_DATE:
+            # One backfill of the two days (a day's partition holds its documents), a run per day, each
+            # reading every paper of its day.
+            assert len(docs_backfills) == 1
+            assert {k: sorted(v) for k, v in targeted.items()} == {f"local/{s}": [start, end] for s in STAGE_NAMES}
+            assert sorted(day for r in doc_runs for day in set(_run_partitions(r))) == [start, end]
+        else:
+            # The documents backfills (one per controller priority tier) target exactly the chain of the chosen
+            # dates' documents, each document once, higher tiers with a higher run priority ...
+            assert {k: sorted(v) for k, v in targeted.items()} == {f"local/{s}": chosen for s in STAGE_NAMES}
+            priorities = [int(b.tags["dagster/priority"]) for b in docs_backfills]
+            assert priorities == sorted(priorities, reverse=True)
+            # ... and ran them in few runs (many documents a run), touching no other document.
+            assert all(r.tags.get("dagster/priority") and r.tags.get("karma/cca_tier") for r in doc_runs)
+            assert len(doc_runs) <= len(docs_backfills) < len(chosen) * len(STAGE_NAMES)
+            assert any(r.tags.get("dagster/asset_partition_range_start") != r.tags.get("dagster/asset_partition_range_end")
+                       for r in doc_runs)  # a multi-document run
         stages = KarmaStorageResource(**storage).stage_store()
         assert {k for k in keys if stages.exists("local", "evaluated", k)} == set(chosen)
 
