@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     cache = Path(args.cache_dir) if args.cache_dir else root / "cache"
     cache.mkdir(parents=True, exist_ok=True)
     inbox = root / "inbox"
-    h.write_abstracts(inbox / "abstracts.pubtator", args.n + 1)  # +1: the warm-up document
+    h.write_abstracts(inbox / "abstracts.pubtator", args.n + 1, renumber=True)  # +1: the warm-up document
     print(f"{args.n} abstracts, local backbone; {os.cpu_count()} CPUs, load average {load()} (1/5/15 min) at start")
     rows = []
     try:

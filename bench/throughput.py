@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -55,7 +56,7 @@ SETUP = {"partitions": "document", "dates": 0}  # main() sets them: stage partit
 
 def _setup(work: Path, n: int, cache_dir: Path, name: str) -> tuple[dg.Definitions, dict[str, str]]:
     inbox = work / name / "inbox"
-    write_abstracts(inbox / "abstracts.pubtator", n + 1)  # +1: the warm-up document
+    write_abstracts(inbox / "abstracts.pubtator", n + 1, renumber=True)  # +1: the warm-up document
     if SETUP["dates"]:
         _spread_dates(inbox / "abstracts.pubtator", int(SETUP["dates"]))
     cfg = {"data_dir": str(work / name / "karma"), "inbox": str(inbox), "cache_dir": str(cache_dir),
@@ -199,12 +200,14 @@ def _wait(inst: dg.DagsterInstance, backfill_id: str, proc: subprocess.Popen, fo
 
 def machine() -> str:
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    return f"{os.cpu_count()} CPUs, load average {load} (1/5/15 min)"
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # (a) and (b) run in this process
+    return f"{os.cpu_count()} CPUs, load average {load} (1/5/15 min); this process's peak RSS so far {peak_mb:,.0f} MB"
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--n", type=int, default=200, help="abstracts for (a) and (b)")
+    ap.add_argument("--n", type=int, default=200, help="abstracts for (a) and (b); past the dev corpora's 594 distinct "
+                    "abstracts they are copied again under new PMIDs, e.g. --n 4000 --dates 1 for a day of PubMed")
     ap.add_argument("--daemon-n", type=int, default=0, help="abstracts for (c) (default: --n)")
     ap.add_argument("--modes", nargs="+", default=["direct", "run", "daemon"], choices=["direct", "run", "daemon"])
     ap.add_argument("--cache-dir", type=Path, default=REPO / ".cache" / "bench-throughput")

@@ -81,8 +81,13 @@ SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 CORPORA = (SHARED / "biored" / "Dev.PubTator", SHARED / "bc5cdr" / "CDR_DevelopmentSet.PubTator.txt")
 
 
-def write_abstracts(target: Path, n: int) -> None:
-    """The first n distinct PMIDs of the shipped dev corpora as one PubTator file (titles and abstracts)."""
+RENUMBERED_FROM = 90_000_000  # PMIDs of renumbered copies: above any PMID of the shipped corpora
+
+
+def write_abstracts(target: Path, n: int, renumber: bool = False) -> None:
+    """The first n distinct PMIDs of the shipped dev corpora as one PubTator file (titles and abstracts). With
+    `renumber`, past the corpora's distinct abstracts they are copied again under new PMIDs (RENUMBERED_FROM + i),
+    for a day of PubMed's size (4,000 citations) from the shipped text."""
     seen: set[str] = set()
     blocks: list[str] = []
     for corpus in CORPORA:
@@ -95,6 +100,11 @@ def write_abstracts(target: Path, n: int) -> None:
                 break
         if len(blocks) == n:
             break
+    if len(blocks) < n and renumber and blocks:
+        distinct = list(blocks)
+        for i in range(n - len(blocks)):
+            pmid = str(RENUMBERED_FROM + i)
+            blocks.append("\n".join(pmid + line[line.index("|"):] for line in distinct[i % len(distinct)].splitlines()))
     if len(blocks) < n:
         raise ValueError(f"only {len(blocks)} abstracts in {[c.name for c in CORPORA]}, asked for {n}")
     target.parent.mkdir(parents=True, exist_ok=True)
