@@ -5,6 +5,7 @@ document moved to its publication date) is tests/test_dates_pipeline.py."""
 from __future__ import annotations
 
 import datetime as dt
+import os
 import shutil
 import sqlite3
 from pathlib import Path
@@ -15,7 +16,7 @@ import pytest
 
 from karma_dagster.export.snapshot import read_snapshot
 from karma_dagster.ingest.catalog import Catalog
-from karma_dagster.ingest.dates import UNDATED_ENV, parse_partial_date, parse_undated, read_dates
+from karma_dagster.ingest.dates import UNDATED_ENV, find_dates, parse_partial_date, parse_undated, read_dates
 from karma_dagster.ingest.errors import IngestError
 from karma_dagster.ingest.inbox import file_hash, load_document, scan_inbox
 from karma_dagster.ingest.undated import undated_summary
@@ -101,6 +102,25 @@ def test_dates_file_formats_and_conventions(tmp_path: Path) -> None:
         "2339463": (dt.date(1990, 5, 12), 5, "day")}
     path.write_text("PMID\tdate\n14510914\t2003-10-01\n", encoding="utf-8")  # the header is optional
     assert list(read_dates(path, "a.dates.tsv")) == ["14510914"]
+
+
+def test_a_dates_file_is_parsed_once_per_content_and_an_edit_is_seen_at_once(tmp_path: Path) -> None:
+    """A day's run reads each of its papers' dates file: parsed once while it is unchanged (a PubMed day's 4,000
+    lines parsed for each of its 4,000 papers took 1.8 s a paper), read again for each paper so that an edit of
+    the same size in the same instant is still seen, and a bad edit still fails."""
+    inbox = _inbox(tmp_path, "abstracts.pubtator")
+    dates_file, source = inbox / "abstracts.dates.tsv", inbox / "abstracts.pubtator"
+    dates_file.write_text("pmid\tdate\n" + "".join(f"{9000 + i}\t2003-10-{1 + i % 28:02d}\n" for i in range(500)))
+    first = find_dates(source, inbox)
+    assert first is not None and len(first.dates) == 500 and find_dates(source, inbox) is first  # not parsed again
+    stat = dates_file.stat()
+    dates_file.write_text(dates_file.read_text().replace("9000\t2003-10-01", "9000\t2004-10-01"))
+    os.utime(dates_file, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # same size, same mtime: only the bytes differ
+    edited = find_dates(source, inbox)
+    assert edited is not None and edited.dates["9000"].date == dt.date(2004, 10, 1)
+    dates_file.write_text(dates_file.read_text() + "9001\tOct 2003\n")
+    with pytest.raises(IngestError, match="line 502: 'Oct 2003' is not a date"):
+        find_dates(source, inbox)
 
 
 @pytest.mark.parametrize(("body", "problem"), [
