@@ -75,24 +75,35 @@ def count_pattern(n: int) -> re.Pattern:
 INTERSTITIALS = {"Join the Dagster community": "Skip", "Are you sure?": "Confirm"}
 
 
+# In the page: the button to click on an interstitial dialog, or "found" once `pattern` shows inside `within`.
+_LOOK = """([within, pattern, interstitials]) => {
+  for (const d of document.querySelectorAll('[role="dialog"]')) {
+    for (const [title, button] of interstitials) if (d.innerText.includes(title)) return button;
+  }
+  const re = new RegExp(pattern);
+  return [...document.querySelectorAll(within)].some(e => re.test(e.innerText)) ? "found" : null;
+}"""
+
+
 def time_until_text(page, pattern: re.Pattern, timeout_s: float, within: str = "body") -> float:
-    """Seconds until `pattern` shows in an element matching the CSS selector `within` (INTERSTITIALS are
-    answered when they come up)."""
+    """Seconds until `pattern` shows in an element matching the CSS selector `within` (INTERSTITIALS are answered
+    when they come up). The wait runs in the page with a timeout kept by playwright, so a tab whose script is
+    busy for minutes ends in TimeoutError instead of a hang."""
     t0 = time.perf_counter()
-    while time.perf_counter() - t0 < timeout_s:
-        for element in page.locator(within).all():
-            try:
-                text = element.inner_text(timeout=1000)
-            except PlaywrightError:  # it closed meanwhile
-                continue
-            if answer := next((b for title, b in INTERSTITIALS.items() if title in text), None):
-                try:
-                    element.get_by_role("button", name=answer).first.click(timeout=2000)
-                except PlaywrightError:  # re-rendered meanwhile: the next pass finds it again
-                    pass
-            elif pattern.search(text):
-                return time.perf_counter() - t0
-        time.sleep(0.1)
+    while (left := timeout_s - (time.perf_counter() - t0)) > 0:
+        try:
+            handle = page.wait_for_function(_LOOK, arg=[within, pattern.pattern, list(INTERSTITIALS.items())],
+                                            timeout=left * 1000, polling=100)
+        except PlaywrightError:  # the timeout (or the page navigated meanwhile)
+            continue
+        answer = handle.json_value()
+        if answer == "found":
+            return time.perf_counter() - t0
+        try:
+            page.locator(f'[role="dialog"]:has-text("{next(t for t, b in INTERSTITIALS.items() if b == answer)}")') \
+                .get_by_role("button", name=answer).first.click(timeout=2000)
+        except PlaywrightError:  # re-rendered meanwhile: the next look finds it again
+            pass
     raise TimeoutError(f"{pattern.pattern} not shown in {within} within {timeout_s:.0f} s")
 
 
@@ -125,8 +136,20 @@ def main(argv: list[str] | None = None) -> int:
     base = f"http://127.0.0.1:{port}"
     proc = start_webserver(workdir, port)
     rows: list[tuple[str, str, str]] = []
+
+    def row(what: str, seconds: float, note: str = "", page=None, shot: str = "") -> None:
+        if page is not None:  # the tab's JS heap (chromium's performance.memory) and a screenshot, when it answers
+            try:
+                heap = page.wait_for_function("() => performance.memory.usedJSHeapSize", timeout=120_000).json_value()
+                note += f"; JS heap {heap / 2**20:,.0f} MB"
+                page.screenshot(path=str(screens / shot), timeout=120_000)
+            except PlaywrightError as exc:
+                note += f"; page unresponsive ({str(exc).splitlines()[0]})"
+        rows.append((what, f"{seconds:.1f}", note))
+        print(f"  {what}: {seconds:.1f} s {note}", flush=True)
+
     try:
-        rows.append(("webserver up (code location loaded)", f"{wait_ready(base, proc):.1f}", ""))
+        row("webserver up (code location loaded)", wait_ready(base, proc))
         from playwright.sync_api import sync_playwright
 
         pattern = count_pattern(keys)
@@ -141,10 +164,14 @@ def main(argv: list[str] | None = None) -> int:
                     note = "first load" if i == 0 else "again"
                 except TimeoutError as exc:
                     seconds, note = time.perf_counter() - t0, f"NOT SHOWN: {exc}"
-                page.screenshot(path=str(screens / f"asset-partitions-{i}.png"))
-                rows.append((f"asset page, Partitions tab ({args.asset})", f"{seconds:.1f}", note))
+                row(f"asset page, Partitions tab ({args.asset})", seconds, note, page, f"asset-partitions-{i}.png")
                 t0 = time.perf_counter()
-                page.locator("button", has_text="Materialize").first.click(timeout=args.timeout * 1000)
+                try:
+                    page.locator("button", has_text="Materialize").first.click(timeout=args.timeout * 1000)
+                except PlaywrightError as exc:
+                    row("Materialize button", time.perf_counter() - t0, f"NOT CLICKABLE: {str(exc).splitlines()[0]}")
+                    page.goto("about:blank")
+                    continue
                 dialog = '[role="dialog"]:has-text("Launch runs to materialize")'
                 try:
                     seconds = time.perf_counter() - t0 + time_until_text(
@@ -152,16 +179,15 @@ def main(argv: list[str] | None = None) -> int:
                     note = "until its partition selection shows"
                 except TimeoutError as exc:
                     seconds, note = time.perf_counter() - t0, f"NOT SHOWN: {exc}"
-                rows.append(("Materialize dialog opens", f"{seconds:.1f}", note))
+                row("Materialize dialog opens", seconds, note)
                 t0 = time.perf_counter()
                 try:
                     page.locator(dialog).get_by_role("button", name="All", exact=True).first.click(timeout=10_000)
-                    seconds = time.perf_counter() - t0 + time_until_text(page, pattern, args.timeout, dialog)
+                    seconds = time.perf_counter() - t0 + time_until_text(page, pattern, args.timeout, '[role="dialog"]')
                     note = "its 'All' button: until the dialog counts every partition"
                 except (TimeoutError, PlaywrightError) as exc:
                     seconds, note = time.perf_counter() - t0, f"NOT SHOWN: {str(exc).splitlines()[0]}"
-                page.screenshot(path=str(screens / f"materialize-dialog-{i}.png"))
-                rows.append(("Materialize dialog: select all partitions", f"{seconds:.1f}", note))
+                row("Materialize dialog: select all partitions", seconds, note, page, f"materialize-dialog-{i}.png")
                 page.keyboard.press("Escape")
             browser.close()
     finally:
