@@ -2,6 +2,7 @@
 
     python bench/scale.py [--sizes 10000 100000] [--per-doc 10] [--daemon-docs 4] [--workdir DIR]
                           [--partitions document|date] [--start 2016-01-01 --years 10] [--no-daemon-pass]
+                          [--storage sqlite|postgres]
 
 `--partitions date` measures the same with stage assets partitioned by date (partitioning/mode.py): documents
 are catalog rows and only their dates are partitions.
@@ -14,12 +15,15 @@ backfill), and the backfill daemon's first pass over it (runs created, queued). 
 with the local backbone, the per-document cost of one run per document vs. one run for all of them: in
 process (as `karma run` does) and through the daemon's path with Dagster's process-per-step executor (as
 `dagster dev` runs a backfill; KARMA_DOCUMENTS_PER_RUN=1 vs 50, each in a child process).
+`--storage postgres` puts the Dagster instance's storage (runs, event log, partitions) in a throwaway PostgreSQL
+server on 127.0.0.1 (tests/pg_server.py; Debian's postgresql package), as a deployment beyond one machine has it.
 Prints a markdown table. The instance and data live in a temporary folder, removed at the end.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import os
 import random
@@ -29,6 +33,7 @@ import sqlite3
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -42,7 +47,7 @@ from karma_dagster.jobs import DOCUMENT_JOB  # noqa: E402
 from karma_dagster.assets.chain import stage_key  # noqa: E402
 from karma_dagster.ingest.catalog import Catalog  # noqa: E402
 from karma_dagster.ingest.pubtator import read_pubtator  # noqa: E402
-from karma_dagster.partitioning.definitions import documents_partitions, kg_dates_partitions  # noqa: E402
+from karma_dagster.partitioning.definitions import documents_partitions, ensure_partitions, kg_dates_partitions  # noqa: E402
 from karma_dagster.partitioning.order import positions  # noqa: E402
 from karma_dagster.resources.backbones import BackboneConfig  # noqa: E402
 from karma_dagster.resources.storage import KarmaStorageResource  # noqa: E402
@@ -116,10 +121,11 @@ def register(inst: dg.DagsterInstance, catalog: Catalog, start: int, stop: int, 
         with sqlite3.connect(catalog.path) as con:
             con.executemany("INSERT OR IGNORE INTO documents (doc_key, date, date_source, pmid, pmcid, doi, title, "
                             "first_registered) VALUES (?,?,?,?,?,?,?,?)", batch)
-        if mode == "date":
-            inst.add_dynamic_partitions(kg_dates_partitions.name, sorted({b[1] for b in batch}))
-        else:
+        if mode == "document":
             inst.add_dynamic_partitions(documents_partitions.name, [b[0] for b in batch])
+        # the KG increment's dates, in both modes (as the new_papers sensor registers them): the month's KG backfill
+        # targets them, and the daemon fails a backfill whose partitions are unknown
+        ensure_partitions(inst, kg_dates_partitions.name, {b[1] for b in batch})
     return [r[0] for r in rows]
 
 
@@ -140,8 +146,25 @@ def health_query(ws, key: list[str]) -> tuple[float, int]:
     return seconds, sum(len(d["partitionKeys"]) for d in node["partitionKeysByDimension"])
 
 
+@contextlib.contextmanager
+def bench_instance(workdir: Path, storage: str) -> Iterator[dg.DagsterInstance]:
+    """A fresh Dagster instance: SQLite files under the workdir (the embedded default) or a throwaway Postgres."""
+    if storage == "sqlite":
+        with dg.instance_for_test(temp_dir=str(workdir / "home")) as inst:
+            yield inst
+        return
+    from pg_server import start_postgres
+
+    with start_postgres() as server:
+        # psycopg2, as deploy/dagster.postgres.yaml: on psycopg 3 dagster-postgres' NOTIFY of an event fails
+        url = server.new_database("dagster_scale").replace("postgresql://", "postgresql+psycopg2://", 1)
+        with dg.instance_for_test(temp_dir=str(workdir / "home"),
+                                  overrides={"storage": {"postgres": {"postgres_url": url}}}) as inst:
+            yield inst
+
+
 def scale(sizes: list[int], workdir: Path, materialized: int, cache_dir: Path, mode: str = "document",
-          daemon_pass: bool = True) -> None:
+          daemon_pass: bool = True, storage: str = "sqlite") -> None:
     prompts = workdir / "prompts"
     shutil.copytree(REPO / "prompts", prompts)
     storage_cfg = {"data_dir": str(workdir / "karma"), "inbox": str(workdir / "inbox"), "cache_dir": str(cache_dir),
@@ -152,12 +175,12 @@ def scale(sizes: list[int], workdir: Path, materialized: int, cache_dir: Path, m
     code = daemon.write_code_location(workdir, {"local": {}, "llm": backbones["llm"].model_dump()}, storage_cfg, str(prompts))
     (workdir / "home").mkdir()
     titles = real_titles()
-    with dg.instance_for_test(temp_dir=str(workdir / "home")) as inst:
+    with bench_instance(workdir, storage) as inst:
         catalog = Catalog(KarmaStorageResource(**storage_cfg).catalog_path())
         registered = 0
         prompt_cursor = None
         for size in sizes:
-            label = f"{size:,}" + (" (dates)" if mode == "date" else "")
+            label = f"{size:,}" + (" (dates)" if mode == "date" else "") + (" (Postgres)" if storage == "postgres" else "")
             _, s = timed(register, inst, catalog, registered, size, titles, mode)
             record(label, f"register {size - registered:,} documents (batches of {BATCH:,})", s)
             registered = size
@@ -310,6 +333,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--years", type=int, default=10, help="years the documents are spread over")
     ap.add_argument("--partitions", choices=["document", "date"], default="document",
                     help="stage assets partitioned per document (default) or per date (partitioning/mode.py)")
+    ap.add_argument("--storage", choices=["sqlite", "postgres"], default="sqlite",
+                    help="the Dagster instance's storage: SQLite files (default) or a throwaway local PostgreSQL")
     ap.add_argument("--no-daemon-pass", action="store_true", help="skip the backfill daemon's pass (24 min at 1M "
                     "documents with document partitions)")
     args = ap.parse_args(argv)
@@ -324,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         print(f"workdir {workdir}", flush=True)
         scale(args.sizes, workdir, args.materialized, args.cache_dir.resolve(), args.partitions,
-              not args.no_daemon_pass)
+              not args.no_daemon_pass, args.storage)
         if args.per_doc:
             per_document(workdir, args.per_doc, args.cache_dir.resolve())
         if args.daemon_docs:
