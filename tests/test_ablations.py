@@ -210,9 +210,16 @@ def test_without_conflict_resolution_contradictions_are_not_looked_for_and_the_e
     skipped = {r.triple_id: r for r in _records(p, "local-no-conflict-resolution", "resolved", key)}
     assert set(full) == set(skipped)
     clashes = [r for r in full.values() if r.conflict]
-    assert [(r.head_name, r.kg_relation, r.tail_name, r.against, r.action) for r in clashes] == [
-        ("L-DOPA", "causes", "Parkinson's disease", "kg", "discard")], "the full chain's CRA meets the seed edge"
+    assert [(r.head_name, r.kg_relation, r.tail_name, r.against) for r in clashes] == [
+        ("L-DOPA", "causes", "Parkinson's disease", "kg")], "the full chain's CRA meets the seed edge"
     assert clashes[0].contradicts == "Compound::DB01235 -palliates-> Disease::DOID:14330"
+    # and does not keep it: the seed edge (0.9) leads by the margin -> discard, or is within it -> review. Which one
+    # is the paper's sampling confidence: 3 of 5 samples on one machine (CI), 4 of 5 on another, whose trained
+    # relation model put the fourth sample 0.03 over theta_r
+    clash, params = clashes[0], KarmaParams()
+    close = clash.against_confidence - clash.sample_confidence < params.conflict_replace_margin - 1e-9
+    assert clash.action == ("review" if close else "discard"), clash.adjudication
+    assert ("too close to call" in clash.adjudication) is close
     assert {r.verdict for r in skipped.values()} == {"skipped"} and not any(r.conflict for r in skipped.values())
     full_ev = {r.triple_id: r for r in _records(p, "local", "evaluated", key)}
     ev = {r.triple_id: r for r in _records(p, "local-no-conflict-resolution", "evaluated", key)}
