@@ -217,8 +217,7 @@ def scale(sizes: list[int], workdir: Path, materialized: int, cache_dir: Path, m
                 if size == sizes[0]:
                     from karma_dagster.scheduling.plan import _matcher_and_names
 
-                    storage = KarmaStorageResource(**storage_cfg)
-                    _, s = timed(_matcher_and_names, storage.paths(), "local")
+                    _, s = timed(_matcher_and_names, KarmaStorageResource(**storage_cfg).paths(), "local")
                     record(label, "controller: load the lexicon (once per process)", s, "cached table under --cache-dir")
                 month_start = dt.date(2020, 3, 1)
                 month_end = dt.date(2020, 3, 31)
