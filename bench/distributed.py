@@ -2,6 +2,7 @@
 
     python bench/distributed.py [--n 200] [--storage sqlite postgres] [--workers 1 2] [--cache-dir DIR]
     python bench/distributed.py --storage postgres --workers 2 --kg-postgres   # + the KG on Postgres, compared
+    KARMA_PARTITIONS=date python bench/distributed.py --n 400 --dates 8         # date partitions: a run per day
 
 Each configuration is a fresh stack (tests/distributed_harness.py): Redis broker, moto's S3 server for the
 stage tables and the entity index, the instance storage, `--workers` Celery workers (separate processes, one
@@ -70,6 +71,7 @@ def daemon_pass(work: Path, inbox: Path, cache: Path, storage: str) -> tuple[flo
 
     from karma_dagster import runner, services
     from karma_dagster.definitions import build_definitions
+    from karma_dagster.ingest.keys import date_of_document_key
     from karma_dagster.jobs import chain_keys
     from karma_dagster.resources.backbones import BackboneConfig
     from karma_dagster.resources.storage import KarmaStorageResource
@@ -85,8 +87,10 @@ def daemon_pass(work: Path, inbox: Path, cache: Path, storage: str) -> tuple[flo
                 keys, _ = runner.register_inbox(defs, inst)
                 with daemon_harness.workspace(inst, code) as ws:
                     seconds, passes, runs = 0.0, 0, 0
+                    by_date = defs.resources["storage"].partition_mode() == "date"  # a day is a partition
                     for batch, timed in ((keys[:1], False), (keys[1:], True)):  # a warm-up pass loads the location
-                        runner.launch_backfill(defs, inst, chain_keys(["local"]), batch, "daemon bookkeeping")
+                        parts = sorted({date_of_document_key(k) for k in batch}) if by_date else batch
+                        runner.launch_backfill(defs, inst, chain_keys(["local"]), parts, "daemon bookkeeping")
                         for _ in range(50):
                             created = len(inst.get_runs())
                             s = daemon_harness.backfill_pass(ws)
@@ -108,6 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", nargs="*", type=int, default=[1, 2],
                     help="worker counts to measure throughput with (none: the daemon's bookkeeping only)")
     ap.add_argument("--cache-dir", default="", help="derived caches (lexicon, relation model) to reuse")
+    ap.add_argument("--dates", type=int, default=0,
+                    help="spread the abstracts over this many publication days (a dates file; the warm-up gets a day "
+                         "of its own); with KARMA_PARTITIONS=date a day is a run, so workers share the days")
     ap.add_argument("--kg-postgres", action="store_true",
                     help="the KG store on Postgres too (postgres storage only), compared with `karma run`'s KG")
     args = ap.parse_args(argv)
@@ -118,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     cache.mkdir(parents=True, exist_ok=True)
     inbox = root / "inbox"
     h.write_abstracts(inbox / "abstracts.pubtator", args.n + 1, renumber=True)  # +1: the warm-up document
+    if args.dates:
+        daemon_harness.spread_dates(inbox / "abstracts.pubtator", args.dates)
     print(f"{args.n} abstracts, local backbone; {os.cpu_count()} CPUs, load average {load()} (1/5/15 min) at start")
     rows = []
     try:

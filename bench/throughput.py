@@ -4,7 +4,7 @@
 
 (a) direct: the local backbone's agents called as plain functions (each stage's `run` in chain order, tables
     written to the stage store as the assets write them): no Dagster at all, the limit of this machine;
-(b) `karma run`'s path: in-process Dagster runs of up to 50 documents each (runner.run_documents);
+(b) `karma run`'s path: in-process Dagster runs of up to 50 documents each, by date a day's (runner.run_documents);
 (c) the UI's path: a backfill of the eight stage assets run by a real `dagster-daemon` process, as under
     `dagster dev` (the repo's dagster.yaml: queued runs, each launched in its own process).
 All three get the same first N abstracts of BioRED dev + BC5CDR dev (../shared/data), a fresh data dir and
@@ -58,21 +58,11 @@ def _setup(work: Path, n: int, cache_dir: Path, name: str) -> tuple[dg.Definitio
     inbox = work / name / "inbox"
     write_abstracts(inbox / "abstracts.pubtator", n + 1, renumber=True)  # +1: the warm-up document
     if SETUP["dates"]:
-        _spread_dates(inbox / "abstracts.pubtator", int(SETUP["dates"]))
+        daemon.spread_dates(inbox / "abstracts.pubtator", int(SETUP["dates"]))
     cfg = {"data_dir": str(work / name / "karma"), "inbox": str(inbox), "cache_dir": str(cache_dir),
            "partitions": str(SETUP["partitions"])}
     (work / name / "home").mkdir()
     return build_definitions(backbones={"local": BackboneConfig()}, storage=KarmaStorageResource(**cfg)), cfg
-
-
-def _spread_dates(pubtator: Path, n_dates: int) -> None:
-    """A dates file (ingest/dates.py) spreading the abstracts over `n_dates` publication days, as a day of PubMed's
-    update files spans many; the first (warm-up) abstract gets a day of its own, the day before the others."""
-    pmids = list(dict.fromkeys(line.split("|", 1)[0] for line in pubtator.read_text().splitlines() if "|t|" in line))
-    start = dt.date(2020, 1, 1)
-    lines = [f"{pmids[0]}\t{start - dt.timedelta(days=1)}"]
-    lines += [f"{pmid}\t{start + dt.timedelta(days=i % n_dates)}" for i, pmid in enumerate(pmids[1:])]
-    pubtator.with_name("abstracts.dates.tsv").write_text("pmid\tdate\n" + "\n".join(lines) + "\n")
 
 
 def direct(work: Path, n: int, cache_dir: Path) -> float:
@@ -243,6 +233,8 @@ def main(argv: list[str] | None = None) -> int:
         ra = f"{rate[m] / rate['direct']:.2f}" if "direct" in rate else "-"
         rb = f"{rate[m] / rate['run']:.2f}" if "run" in rate else "-"
         label = labels[m.removesuffix("-by-date")] + (", date partitions" if m.endswith("-by-date") else "")
+        if m == "run-by-date":  # a run holds a day's papers, however many
+            label = label.replace("in-process runs, 50 documents each", "in-process runs, a day's papers each")
         print(f"| {label} | {n} | {s:.1f} | {rate[m]:.1f} | {ra} | {rb} |")
     for name, s in LAST_RUN_ENDED.items():  # the same backfill, to its last run's end (without the daemon's last wake-up)
         n = results[name][0]

@@ -8,6 +8,8 @@ instance uses the synchronous run launcher).
 
 from __future__ import annotations
 
+import datetime as dt
+
 import logging
 import time
 from collections.abc import Iterator
@@ -109,3 +111,12 @@ def write_abstracts(target: Path, n: int, renumber: bool = False) -> None:
         raise ValueError(f"only {len(blocks)} abstracts in {[c.name for c in CORPORA]}, asked for {n}")
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text("\n\n".join(blocks) + "\n")
+
+
+def spread_dates(pubtator: Path, n_dates: int, start: dt.date = dt.date(2020, 1, 1)) -> None:
+    """A dates file (ingest/dates.py) beside `pubtator` spreading its abstracts over `n_dates` publication days, as a
+    day of PubMed's update files spans many; the first (warm-up) abstract gets a day of its own, the day before."""
+    pmids = list(dict.fromkeys(line.split("|", 1)[0] for line in pubtator.read_text().splitlines() if "|t|" in line))
+    lines = [f"{pmids[0]}\t{start - dt.timedelta(days=1)}"]
+    lines += [f"{pmid}\t{start + dt.timedelta(days=i % n_dates)}" for i, pmid in enumerate(pmids[1:])]
+    pubtator.with_name(pubtator.stem + ".dates.tsv").write_text("pmid\tdate\n" + "\n".join(lines) + "\n")

@@ -314,11 +314,16 @@ def distributed_backfill(stack: Stack, inbox: Path, cache_dir: Path, workers: in
 
             statuses = {}
             by_date = defs.resources["storage"].partition_mode() == "date"  # a run per day (partitioning/mode.py)
-            if warmup and by_date:
-                raise ValueError(f"warmup={warmup}: a warm-up is some documents, and date partitions run whole days")
-            if warmup:
-                statuses["warm-up"] = backfill(stages, keys[:warmup], "warm-up")
             timed = keys[warmup:]
+            if warmup and by_date:  # date partitions run whole days: the warm-up documents need days of their own
+                warm_days = sorted({date_of_document_key(k) for k in keys[:warmup]})
+                shared = set(warm_days) & {date_of_document_key(k) for k in timed}
+                if shared:
+                    raise ValueError(f"warmup={warmup}: by date a warm-up runs whole days, and {sorted(shared)} also "
+                                     "hold timed documents (a dates file can give the warm-up a day of its own)")
+                statuses["warm-up"] = backfill(stages, warm_days, "warm-up")
+            elif warmup:
+                statuses["warm-up"] = backfill(stages, keys[:warmup], "warm-up")
             dates = sorted({date_of_document_key(k) for k in keys})
             t0 = time.perf_counter()
             statuses["documents"] = backfill(stages, sorted({date_of_document_key(k) for k in timed}) if by_date
