@@ -8,25 +8,17 @@ from __future__ import annotations
 
 import gzip
 import os
-import shutil
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
-import dagster as dg
 import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from karma_dagster import services  # noqa: E402
-from karma_dagster.definitions import build_definitions  # noqa: E402
-from karma_dagster.kg.store import KGStore  # noqa: E402
-from karma_dagster.resources.backbones import BackboneConfig  # noqa: E402
-from karma_dagster.resources.storage import KarmaStorageResource  # noqa: E402
 from pg_server import pg_server  # noqa: E402,F401 - one throwaway PostgreSQL per session (tests/pg_server.py)
+from pipelines import Pipeline, PipelineFactory  # noqa: E402,F401 - importable by name (two conftest modules)
 
 REPO = Path(__file__).resolve().parent.parent
-SAMPLE_INBOX = REPO / "data" / "inbox"
 
 
 @pytest.fixture(scope="session")
@@ -64,60 +56,6 @@ def fresh_server(server):
 @pytest.fixture(scope="session")
 def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("karma-cache")
-
-
-@dataclass
-class Pipeline:
-    """One isolated deployment: inbox, data folder, definitions and a temporary Dagster instance."""
-
-    root: Path
-    inbox: Path
-    storage: KarmaStorageResource
-    defs: dg.Definitions
-    instance: dg.DagsterInstance
-
-    @property
-    def kg(self) -> KGStore:
-        return KGStore(self.storage.kg_path())
-
-    def add_to_inbox(self, *names: str) -> None:
-        for name in names:
-            shutil.copy(SAMPLE_INBOX / name, self.inbox / name)
-
-
-class PipelineFactory:
-    def __init__(self, tmp_path: Path, shared_cache: Path) -> None:
-        self.tmp_path, self.shared_cache, self.instances = tmp_path, shared_cache, []
-
-    def __call__(
-        self, backbones: dict[str, BackboneConfig] | None = None, inbox_files: tuple[str, ...] = (),
-        prompts_dir: str = "",
-    ) -> Pipeline:
-        tmp_path, shared_cache = self.tmp_path, self.shared_cache
-        services.clear()
-        inbox = tmp_path / "inbox"
-        inbox.mkdir(exist_ok=True)
-        storage = KarmaStorageResource(
-            data_dir=str(tmp_path / "karma"), inbox=str(inbox), cache_dir=str(shared_cache)
-        )
-        defs = build_definitions(backbones=backbones or {"local": BackboneConfig()}, storage=storage,
-                                 prompts_dir=prompts_dir)
-        (tmp_path / "dagster_home").mkdir(exist_ok=True)
-        ctx = dg.instance_for_test(temp_dir=str(tmp_path / "dagster_home"))
-        instance = ctx.__enter__()
-        self.instances.append(ctx)
-        pipeline = Pipeline(tmp_path / "karma", inbox, storage, defs, instance)
-        pipeline.add_to_inbox(*inbox_files)
-        return pipeline
-
-    def close(self) -> None:
-        # Last entered, first exited: each instance's __enter__ sets Dagster's current DefsStateStorage (a
-        # ContextVar) and its __exit__ restores the one before. Exited first-to-last, the first instance's
-        # storage was left current after it was disposed, and a later test in the same worker that built a
-        # repository outside an instance failed ('undefined DagsterInstance weakref'; CI on 68a7257).
-        for ctx in reversed(self.instances):
-            ctx.__exit__(None, None, None)
-        services.clear()
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from dagster._core.storage.defs_state.base import DefsStateStorage
 
-from conftest import PipelineFactory
+from pipelines import PipelineFactory
 from karma_dagster.definitions import build_definitions
 from karma_dagster.resources.backbones import BackboneConfig
 from karma_dagster.resources.storage import KarmaStorageResource

@@ -25,7 +25,7 @@ def another_pipeline(make_pipeline: Any, tmp_path: Path, shared_cache: Path) -> 
     factories: list[Any] = []
 
     def make(name: str, **kwargs: Any) -> Any:
-        factory = type(make_pipeline)(tmp_path / name, shared_cache)  # the parent conftest's PipelineFactory
+        factory = type(make_pipeline)(tmp_path / name, shared_cache)  # tests/pipelines.PipelineFactory
         (tmp_path / name).mkdir(exist_ok=True)
         factories.append(factory)
         return factory(**kwargs)
