@@ -71,7 +71,6 @@ def daemon_pass(work: Path, inbox: Path, cache: Path, storage: str) -> tuple[flo
 
     from karma_dagster import runner, services
     from karma_dagster.definitions import build_definitions
-    from karma_dagster.ingest.keys import date_of_document_key
     from karma_dagster.jobs import chain_keys
     from karma_dagster.resources.backbones import BackboneConfig
     from karma_dagster.resources.storage import KarmaStorageResource
@@ -89,7 +88,7 @@ def daemon_pass(work: Path, inbox: Path, cache: Path, storage: str) -> tuple[flo
                     seconds, passes, runs = 0.0, 0, 0
                     by_date = defs.resources["storage"].partition_mode() == "date"  # a day is a partition
                     for batch, timed in ((keys[:1], False), (keys[1:], True)):  # a warm-up pass loads the location
-                        parts = sorted({date_of_document_key(k) for k in batch}) if by_date else batch
+                        parts = h.days_of(batch) if by_date else batch
                         runner.launch_backfill(defs, inst, chain_keys(["local"]), parts, "daemon bookkeeping")
                         for _ in range(50):
                             created = len(inst.get_runs())

@@ -227,14 +227,13 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(work, ignore_errors=True)
     rate = {m: 60 * n / s for m, (n, s) in results.items()}
     labels = {"direct": "(a) agents called directly", "run": "(b) `karma run` (in-process runs, 50 documents each)",
-              "daemon": "(c) UI backfill through the daemon"}
+              "daemon": "(c) UI backfill through the daemon",
+              "run-by-date": "(b) `karma run` (in-process runs, a day's papers each), date partitions"}
     print("\n| path | abstracts | seconds | abstracts/min | ÷ (a) | ÷ (b) |\n|---|---|---|---|---|---|")
     for m, (n, s) in results.items():
         ra = f"{rate[m] / rate['direct']:.2f}" if "direct" in rate else "-"
         rb = f"{rate[m] / rate['run']:.2f}" if "run" in rate else "-"
-        label = labels[m.removesuffix("-by-date")] + (", date partitions" if m.endswith("-by-date") else "")
-        if m == "run-by-date":  # a run holds a day's papers, however many
-            label = label.replace("in-process runs, 50 documents each", "in-process runs, a day's papers each")
+        label = labels.get(m) or labels[m.removesuffix("-by-date")] + ", date partitions"
         print(f"| {label} | {n} | {s:.1f} | {rate[m]:.1f} | {ra} | {rb} |")
     for name, s in LAST_RUN_ENDED.items():  # the same backfill, to its last run's end (without the daemon's last wake-up)
         n = results[name][0]

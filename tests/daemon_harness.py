@@ -9,7 +9,6 @@ instance uses the synchronous run launcher).
 from __future__ import annotations
 
 import datetime as dt
-
 import logging
 import time
 from collections.abc import Iterator

@@ -276,6 +276,13 @@ def reference_run(work: Path, inbox: Path, cache_dir: Path) -> Outcome:
     return Outcome(work / "karma" / "kg.duckdb", documents, seconds, {}, runs, 0.0)
 
 
+def days_of(document_keys: list[str]) -> list[str]:
+    """The days (KG dates; by date the stage partitions) these documents are dated on, in order."""
+    from karma_dagster.ingest.keys import date_of_document_key
+
+    return sorted({date_of_document_key(k) for k in document_keys})
+
+
 def distributed_backfill(stack: Stack, inbox: Path, cache_dir: Path, workers: int, warmup: int = 0,
                          timeout_s: float = 3600.0) -> Outcome:
     """Seed import and inbox scan here, then `karma backfill`'s path: a backfill of the documents' chains, then one
@@ -285,7 +292,6 @@ def distributed_backfill(stack: Stack, inbox: Path, cache_dir: Path, workers: in
 
     from karma_dagster import runner, services
     from karma_dagster.definitions import build_definitions
-    from karma_dagster.ingest.keys import date_of_document_key
     from karma_dagster.jobs import chain_keys
     from karma_dagster.resources.backbones import BackboneConfig
     from karma_dagster.resources.storage import KarmaStorageResource
@@ -316,17 +322,17 @@ def distributed_backfill(stack: Stack, inbox: Path, cache_dir: Path, workers: in
             by_date = defs.resources["storage"].partition_mode() == "date"  # a run per day (partitioning/mode.py)
             timed = keys[warmup:]
             if warmup and by_date:  # date partitions run whole days: the warm-up documents need days of their own
-                warm_days = sorted({date_of_document_key(k) for k in keys[:warmup]})
-                shared = set(warm_days) & {date_of_document_key(k) for k in timed}
+                warm_days = days_of(keys[:warmup])
+                shared = set(warm_days) & set(days_of(timed))
                 if shared:
                     raise ValueError(f"warmup={warmup}: by date a warm-up runs whole days, and {sorted(shared)} also "
                                      "hold timed documents (a dates file can give the warm-up a day of its own)")
                 statuses["warm-up"] = backfill(stages, warm_days, "warm-up")
             elif warmup:
                 statuses["warm-up"] = backfill(stages, keys[:warmup], "warm-up")
-            dates = sorted({date_of_document_key(k) for k in keys})
+            dates = days_of(keys)
             t0 = time.perf_counter()
-            statuses["documents"] = backfill(stages, sorted({date_of_document_key(k) for k in timed}) if by_date
+            statuses["documents"] = backfill(stages, days_of(timed) if by_date
                                              else timed, f"{len(timed)} documents")
             statuses["increments"] = backfill([dg.AssetKey(["local", "knowledge_graph"])], dates, "KG increments")
             seconds = time.perf_counter() - t0
