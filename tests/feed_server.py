@@ -7,7 +7,10 @@ History/ArticleIdList), and Europe PMC's search JSON (`hitCount`, `nextCursorMar
 `resultList.result[]` of resultType=core records shaped like tests/fixtures/eupmc). The papers are real PubMed
 abstracts from the shipped corpora (PMID, title, abstract); their publication days and the journal are the
 test's. Every request is logged with its arrival time (monotonic clock), parameters and status, so tests count
-requests per window from the server's side. Scripted faults (status, headers) answer the next requests.
+requests per window from the server's side. Scripted faults (status, headers) answer the next requests; a `trap`
+picks a fault by path and parameters (one day's search, say). A fault with a `stream` writes its body (or, `raw`,
+its whole answer from the status line on) chunk by chunk as the generator yields it: an endless body, a drip.
+`paging_forever` makes the searches page on and on (a cursor that keeps moving, one new record a page).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import re
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -62,6 +66,29 @@ class Fault:
     status: int  # 0: close the connection without an answer
     headers: dict[str, str] = field(default_factory=dict)
     body: str = ""
+    stream: Callable[[], Iterator[bytes]] | None = None  # the body, written as it yields (no Content-Length)
+    raw: bool = False  # the stream is the whole answer, status line and headers included
+
+
+def endless(chunk: bytes = b"x" * (1 << 20), until: int = 1 << 30) -> Callable[[], Iterator[bytes]]:
+    """A body that does not end (it stops at `until` bytes, so that a client without a bound survives it)."""
+    def body() -> Iterator[bytes]:
+        sent = 0
+        while sent < until:
+            yield chunk
+            sent += len(chunk)
+    return body
+
+
+def drip(data: bytes, every_s: float, for_s: float = 30.0) -> Callable[[], Iterator[bytes]]:
+    """`data` one byte every `every_s` seconds (repeated; for at most `for_s` seconds)."""
+    def body() -> Iterator[bytes]:
+        start = time.monotonic()
+        while time.monotonic() - start < for_s:
+            for byte in data:
+                yield bytes([byte])
+                time.sleep(every_s)
+    return body
 
 
 @dataclass
@@ -80,6 +107,8 @@ class FeedServer:
         self.log: list[Hit] = []
         self.faults: deque[Fault] = deque()
         self.always: Fault | None = None
+        self.trap: Callable[[str, dict[str, str]], Fault | None] | None = None
+        self.paging_forever = 0  # > 0: the searches page on for that many pages, one new record each
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ control
@@ -91,6 +120,8 @@ class FeedServer:
             self.log.clear()
             self.faults.clear()
             self.always = None
+            self.trap = None
+            self.paging_forever = 0
 
     def hits(self, endpoint: str) -> list[Hit]:
         return [h for h in self.log if h.path.endswith(endpoint)]
@@ -121,9 +152,16 @@ class FeedServer:
                 hit = Hit(at, parsed.path, params)
                 with server._lock:
                     server.log.append(hit)
-                    fault = server.faults.popleft() if server.faults else server.always
+                    fault = server.faults.popleft() if server.faults else None
+                    if fault is None and server.trap is not None:
+                        fault = server.trap(parsed.path, params)
+                    fault = fault or server.always
                 if fault is not None and fault.status == 0:
                     self.close_connection = True
+                    return
+                if fault is not None and fault.stream is not None:
+                    hit.status = fault.status
+                    self.stream(fault)
                     return
                 if fault is not None:
                     error = "API rate limit exceeded" if fault.status == 429 else "Internal error"  # NCBI's JSON
@@ -140,6 +178,21 @@ class FeedServer:
                     self.send_header(k, v)
                 self.end_headers()
                 self.wfile.write(data)
+
+            def stream(self, fault: Fault) -> None:
+                self.close_connection = True  # the body ends when the connection does
+                if not fault.raw:
+                    self.send_response(fault.status)
+                    self.send_header("Content-Type", "application/json")
+                    for k, v in fault.headers.items():
+                        self.send_header(k, v)
+                    self.end_headers()
+                try:
+                    for chunk in fault.stream():  # type: ignore[misc]
+                        self.wfile.write(chunk)
+                        self.wfile.flush()
+                except OSError:
+                    pass  # the client hung up: what a bound is for
 
         class Quiet(ThreadingHTTPServer):
             daemon_threads = True
@@ -175,6 +228,9 @@ class FeedServer:
         found = sorted((p.pmid for p in self._in_range(first, last)), key=int, reverse=True)  # PubMed: newest first
         start, size = int(params.get("retstart", 0)), int(params.get("retmax", 20))
         page = found[start:start + size]
+        if self.paging_forever:  # 9,999 announced, one id a page, for `paging_forever` pages
+            found = ["x"] * 9999
+            page = [str(900_000 + start)] if start < self.paging_forever else []
         translation = (f"{params['term']} AND {params['mindate']}:{params['maxdate']}"
                        f"[{'Date - Publication' if params.get('datetype') == 'pdat' else 'Date - Entrez'}]")
         assert params.get("retmode") == "json", "the feed asks esearch for JSON"
@@ -201,6 +257,12 @@ class FeedServer:
         page = found[start:start + size]
         end = min(start + size, len(found))
         next_mark = mark if start >= len(found) else "AoIIP" + base64.b64encode(str(end).encode()).decode()
+        if self.paging_forever:  # 5,000 announced, one new record a page, the cursor moving on (then it stops)
+            _, title, abstract = corpus_papers(1)[0]
+            page = [Paper(str(900_000 + start), title, abstract, dt.date.fromisoformat(m.group(1)))]
+            found = page * 5000
+            more = start + 1 < self.paging_forever
+            next_mark = "AoIIP" + base64.b64encode(str(start + 1).encode()).decode() if more else mark
         return {"version": "6.9", "hitCount": len(found), "nextCursorMark": next_mark,
                 "request": {"queryString": params["query"], "resultType": params.get("resultType", "lite"),
                             "cursorMark": mark, "pageSize": size, "sort": "", "synonym": False},

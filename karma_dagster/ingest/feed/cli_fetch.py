@@ -17,6 +17,16 @@ def _day(text: str) -> dt.date:
         raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {text!r}") from None
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"not a positive number of seconds: {text!r}")
+    return value
+
+
 def cmd_fetch(args: argparse.Namespace) -> int:
     from karma_dagster.date_range import today
     from karma_dagster.ingest.feed.fetch import days_between, fetch_days
@@ -31,6 +41,8 @@ def cmd_fetch(args: argparse.Namespace) -> int:
         settings = FeedSettings(query=args.query, source=args.source or "", email=args.email or "")
         if args.retries is not None:
             settings = settings.model_copy(update={"retries": args.retries})
+        if args.max_fetch_s is not None:
+            settings = settings.model_copy(update={"max_fetch_s": args.max_fetch_s})
         feed = settings.resolved()
     except FeedError as exc:
         print(f"karma fetch: {exc}", file=sys.stderr)
@@ -59,6 +71,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--email", help="contact address sent to the service (default: $KARMA_FEED_EMAIL)")
     p.add_argument("--retries", type=int, choices=range(0, 21), metavar="0-20",
                    help="retries of a request after 429, 5xx or a connection error (default 5, backoff 1 s doubling)")
+    p.add_argument("--max-fetch-s", type=_seconds, metavar="SECONDS",
+                   help="wall-clock bound on the whole fetch (default 3600); the days fetched before it stay recorded")
     p.add_argument("--inbox", help="folder of papers (default: the repo's data/inbox sample)")
     p.add_argument("--data-dir", help="run-time data folder, where the feed's cursor lives (default: "
                                       "$DAGSTER_HOME/karma)")

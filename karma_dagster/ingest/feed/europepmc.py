@@ -1,5 +1,6 @@
 """Europe PMC: the records a saved query finds for one day of first publication (REST `search`,
-resultType=core, format=json, FIRST_PDATE:[day TO day]), paged by cursorMark until the cursor stops moving."""
+resultType=core, format=json, FIRST_PDATE:[day TO day]), paged by cursorMark until the cursor stops moving,
+within the feed's caps on pages and records a day (paging.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import json
 from typing import Any
 
 from karma_dagster.ingest.feed.http import FeedClient
+from karma_dagster.ingest.feed.paging import check_pages, check_records
 from karma_dagster.ingest.feed.settings import FeedError, ResolvedFeed
 
 SEARCH = "search"
@@ -25,13 +27,18 @@ def search_day(client: FeedClient, feed: ResolvedFeed, day: dt.date) -> list[dic
     if feed.email:
         params["email"] = feed.email
     records: dict[tuple[str, str], dict[str, Any]] = {}
+    pages = 0
     while True:
+        pages += 1
+        check_pages(pages, feed, what, client.url(SEARCH, params))
         body = _search_body(client.get(SEARCH, params, what=what).text, what)
+        check_records(int(body.get("hitCount", 0)), feed, what, client.url(SEARCH, params), announced=True)
         page = body["resultList"]["result"]
         before = len(records)
         for record in page:
             if isinstance(record, dict) and record.get("id"):
                 records.setdefault((str(record.get("source", "")), str(record["id"])), record)
+        check_records(len(records), feed, what, client.url(SEARCH, params))
         cursor = body.get("nextCursorMark")
         done = len(records) >= int(body.get("hitCount", 0)) or len(records) == before  # all, or a page of repeats
         if done or not cursor or cursor == params["cursorMark"]:

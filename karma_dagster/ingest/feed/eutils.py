@@ -16,6 +16,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 
 from karma_dagster.ingest.feed.http import FeedClient
+from karma_dagster.ingest.feed.paging import check_pages, check_records
 from karma_dagster.ingest.feed.settings import FeedError, ResolvedFeed, api_key
 
 ESEARCH, EFETCH = "esearch.fcgi", "efetch.fcgi"
@@ -56,15 +57,21 @@ def search_day(client: FeedClient, feed: ResolvedFeed, day: dt.date) -> list[str
               "retmax": str(feed.settings.esearch_page)}
     ids: list[str] = []
     retstart, count = 0, None
+    pages = 0
     while count is None or retstart < count:
+        pages += 1
+        url = client.url(ESEARCH, {**params, "retstart": str(retstart)})
+        check_pages(pages, feed, what, url)
         response = client.get(ESEARCH, {**params, "retstart": str(retstart)}, what=what)
         result = _esearch_result(response.text, what)
         count = int(result.get("count", 0))
         if count > ESEARCH_MAX:
             raise FeedError(f"{what}: {count} hits in one day, more than the {ESEARCH_MAX} esearch returns; narrow "
                             "the query")
+        check_records(count, feed, what, url, announced=True)
         page = [str(i) for i in result.get("idlist", [])]
         ids += page
+        check_records(len(ids), feed, what, url)
         if not page:
             break  # fewer than announced (the set shrank while paging): what there is
         retstart += len(page)

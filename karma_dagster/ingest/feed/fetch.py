@@ -79,7 +79,8 @@ def due_days(feed: ResolvedFeed, state: FeedState, today: dt.date) -> list[dt.da
 def client_for(feed: ResolvedFeed) -> FeedClient:
     s = feed.settings
     return FeedClient(feed.base_url, rate=feed.rate, retries=s.retries, backoff_s=s.backoff_s,
-                      max_backoff_s=s.max_backoff_s, timeout_s=s.timeout_s)
+                      max_backoff_s=s.max_backoff_s, timeout_s=s.timeout_s, max_response_bytes=s.max_response_bytes,
+                      request_deadline_s=s.request_deadline_s, fetch_deadline_s=s.max_fetch_s)
 
 
 def fetch_days(feed: ResolvedFeed, days: list[dt.date], inbox: Path, data_dir: Path, *,

@@ -6,6 +6,12 @@ request can arrive late (a slow network, a busy machine); a pause of 1/rate seco
 any rate-long window at the server to at most `rate` requests, whatever the delays. The API key travels only
 in the query string of the request itself: the URLs this module shows drop it, and httpx's own request log
 line (INFO, logger "httpx") is filtered to mask it.
+
+Every answer is bounded (bounded.py): at most `max_response_bytes`, counted while it streams in, and whole within
+`request_deadline_s` of wall clock (every socket wait is cut to what is left), and no request, retry or backoff
+goes past the fetch's own deadline (`fetch_deadline_s` from the client's creation). A bound that is hit is not
+retried (the same server would do it again): it is one FeedError line naming the query, the bound and its
+setting, and the URL without the key.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from typing import Any
 
 import httpx
 
+from karma_dagster.ingest.feed.bounded import Deadline, FeedResponse, TooLarge, deadline_transport, read_bounded
 from karma_dagster.ingest.feed.settings import FeedError
 
 RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
@@ -103,7 +110,7 @@ def shown_url(url: str, params: Mapping[str, Any]) -> str:
     return str(httpx.URL(url, params={k: v for k, v in params.items() if k not in SECRET_PARAMS}))
 
 
-def _retry_after(response: httpx.Response) -> float | None:
+def _retry_after(response: FeedResponse) -> float | None:
     raw = response.headers.get("Retry-After", "").strip()
     if not raw:
         return None
@@ -117,16 +124,22 @@ def _retry_after(response: httpx.Response) -> float | None:
 
 
 class FeedClient:
-    """GET requests to one service within its rate, with retries (see the module's docstring)."""
+    """GET requests to one service within its rate, with retries and bounds (see the module's docstring)."""
 
     def __init__(self, base_url: str, *, rate: float, retries: int = 5, backoff_s: float = 1.0,
-                 max_backoff_s: float = 60.0, timeout_s: float = 60.0) -> None:
+                 max_backoff_s: float = 60.0, timeout_s: float = 60.0, max_response_bytes: int = 64_000_000,
+                 request_deadline_s: float = 300.0, fetch_deadline_s: float = 3600.0) -> None:
         _mask_httpx_log()
         self.base_url = base_url.rstrip("/")
         self.limiter = limiter_for(self.base_url, rate)
         self.retries, self.backoff_s, self.max_backoff_s = retries, backoff_s, max_backoff_s
+        self.max_response_bytes, self.request_deadline_s = max_response_bytes, request_deadline_s
+        self.fetch_deadline_s = fetch_deadline_s
+        self.fetch_ends = time.monotonic() + fetch_deadline_s
         self.requests = 0  # attempts sent, retries included
+        self._deadline = Deadline()
         self._client = httpx.Client(timeout=timeout_s, headers={"User-Agent": USER_AGENT}, follow_redirects=True,
+                                    transport=deadline_transport(self._deadline),
                                     trust_env=False)  # no proxy from the environment: a loopback URL stays loopback
 
     def __enter__(self) -> FeedClient:
@@ -138,20 +151,25 @@ class FeedClient:
     def close(self) -> None:
         self._client.close()
 
-    def get(self, path: str, params: Mapping[str, Any], *, what: str) -> httpx.Response:
+    def url(self, path: str, params: Mapping[str, Any]) -> str:
+        """The URL of GET base_url/path?params as messages show it (without the key)."""
+        return shown_url(f"{self.base_url}/{path.lstrip('/')}", params)
+
+    def get(self, path: str, params: Mapping[str, Any], *, what: str) -> FeedResponse:
         """The 2xx response to GET base_url/path?params; FeedError naming `what` (the query) and the URL without
-        its key when the service refuses (4xx but 429) or keeps failing after the retries."""
+        its key when the service refuses (4xx but 429), keeps failing after the retries, or passes a bound."""
         url = f"{self.base_url}/{path.lstrip('/')}"
         problem = ""
-        refused: httpx.Response | None = None  # the last retryable answer (its Retry-After sets the pause)
+        refused: FeedResponse | None = None  # the last retryable answer (its Retry-After sets the pause)
         for attempt in range(self.retries + 1):
             if attempt:
-                time.sleep(self._delay(attempt, refused))
+                self._pause(self._delay(attempt, refused), what, url, params)
             refused = None
             with self.limiter.slot():
+                self._check_fetch_deadline(what, url, params)
                 self.requests += 1
                 try:
-                    response = self._client.get(url, params=dict(params))
+                    response = self._send(url, params, what)
                 except httpx.RequestError as exc:  # no answer: a connection error or timeout is retried
                     problem = f"{type(exc).__name__}: {mask_secrets(str(exc), params) or 'connection failed'}"
                     if not isinstance(exc, httpx.TransportError):  # too many redirects, an undecodable body
@@ -169,7 +187,45 @@ class FeedClient:
         raise FeedError(f"{what}: gave up after {self.retries + 1} attempt(s), last: {problem}; "
                         f"URL: {shown_url(url, params)}")
 
-    def _delay(self, attempt: int, response: httpx.Response | None) -> float:
+    def _send(self, url: str, params: Mapping[str, Any], what: str) -> FeedResponse:
+        """One attempt, read whole within the size bound and the earlier of the request's and the fetch's
+        deadlines; a bound that is hit is a FeedError (not retried)."""
+        start = time.monotonic()
+        request_ends = start + self.request_deadline_s
+        self._deadline.at = min(request_ends, self.fetch_ends)
+        try:
+            with self._client.stream("GET", url, params=dict(params)) as streamed:
+                return read_bounded(streamed, self.max_response_bytes)
+        except TooLarge as exc:
+            size = (f"announces {exc.size:,} bytes" if exc.announced
+                    else f"passed {self.max_response_bytes:,} bytes while it streamed in")
+            raise FeedError(f"{what}: the answer {size}, over the bound max_response_mb="
+                            f"{self.max_response_bytes / 1e6:g} MB (feed setting): refused, nothing of it kept; "
+                            f"URL: {shown_url(url, params)}") from None
+        except httpx.TimeoutException:
+            if (self._deadline.left() or 0.0) > 0:
+                raise  # a per-read timeout (timeout_s): retried
+            bound = (f"request_deadline_s={self.request_deadline_s:g} s" if request_ends <= self.fetch_ends
+                     else f"max_fetch_s={self.fetch_deadline_s:g} s (the whole fetch)")
+            raise FeedError(f"{what}: no whole answer within {time.monotonic() - start:.1f} s, the bound {bound} "
+                            f"of wall clock (feed setting): given up, nothing of it kept; "
+                            f"URL: {shown_url(url, params)}") from None
+        finally:
+            self._deadline.at = None
+
+    def _check_fetch_deadline(self, what: str, url: str, params: Mapping[str, Any], wait: float = 0.0) -> None:
+        if time.monotonic() + wait >= self.fetch_ends:
+            when = f"within the {wait:g} s pause before a retry" if wait else "before this request"
+            raise FeedError(f"{what}: the fetch reaches its bound max_fetch_s={self.fetch_deadline_s:g} s of wall "
+                            f"clock (feed setting) {when}: stopped (the days before are written and recorded); "
+                            f"URL: {shown_url(url, params)}")
+
+    def _pause(self, delay: float, what: str, url: str, params: Mapping[str, Any]) -> None:
+        """Sleep `delay` before a retry, unless it would end past the fetch's deadline."""
+        self._check_fetch_deadline(what, url, params, wait=delay)
+        time.sleep(delay)
+
+    def _delay(self, attempt: int, response: FeedResponse | None) -> float:
         """backoff_s * 2^(attempt-1), or the server's Retry-After when it gives one; at most max_backoff_s."""
         after = _retry_after(response) if response is not None else None
         delay = after if after is not None else self.backoff_s * 2 ** (attempt - 1)

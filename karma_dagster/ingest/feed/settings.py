@@ -71,6 +71,21 @@ class FeedSettings(BaseModel):
                                                           "citations indexed late; a re-fetch duplicates nothing)")
     max_tick_s: float = Field(40.0, gt=0, description="the sensor's time budget per tick; days left over are "
                                                       "fetched at the next tick")
+    # bounds on what a service can make the feed do (issue 46): each refusal names its URL and the setting
+    max_response_mb: float = Field(64.0, gt=0, description="largest answer read (MB, counted while it streams in; "
+                                   "an efetch batch of 200 abstracts is ~1 MB, a Europe PMC page of 1000 ~10 MB)")
+    request_deadline_s: float = Field(300.0, gt=0, description="wall-clock seconds one request may take, from "
+                                      "sending it to its last byte (timeout_s bounds each wait for data)")
+    max_fetch_s: float = Field(3600.0, gt=0, description="wall-clock seconds one fetch (`karma fetch`, a sensor "
+                               "tick) may take, retries and pauses included; the days fetched before stay recorded")
+    max_pages: int = Field(100, ge=1, description="pages of one day's search followed at most (esearch retstart, "
+                           "Europe PMC cursorMark)")
+    max_day_records: int = Field(10_000, ge=1, description="records (PMIDs, Europe PMC hits) one day may bring; "
+                                 "more is refused (narrow the query)")
+
+    @property
+    def max_response_bytes(self) -> int:
+        return int(self.max_response_mb * 1_000_000)
 
     def resolved(self) -> ResolvedFeed:
         """The settings with the environment applied and checked; FeedError naming the field when one is wrong."""
