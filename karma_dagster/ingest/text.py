@@ -3,19 +3,22 @@
 A .txt is read as UTF-8 only: a file in another encoding is refused with the byte that failed, instead of
 guessing latin-1 and silently turning "µg" into "Âµg" in what later becomes a KG fact.
 Paragraphs are blank-line separated; a heading is a short line of its own (ALL CAPS, numbered, or a standard
-section name such as "Methods"). Leading `Key: value` lines (DOI, PMID, PMCID, Authors, Journal, Published,
-License) are read as metadata.
+section name such as "Methods"). `Key: value` header lines (Title, DOI, PMID, PMCID, Authors, Journal,
+Published, License) are read as metadata wherever they stand in the header block (the lines before the first
+blank line) and in paragraphs of them right after the title (text_header.py); they are no part of the text.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import re
 from collections.abc import Iterable
 from pathlib import Path
 
 from karma_dagster.ingest.errors import IngestError
 from karma_dagster.ingest.headings import heading_depth, heading_kind
+from karma_dagster.ingest.text_header import Line, TextHeader, header_only
 from karma_dagster.schemas.records import ParsedDocument, RawSection, SectionKind
 
 DOI_RE = re.compile(r"\b(10\.\d{4,9}/[^\s\"<>]+)", re.IGNORECASE)
@@ -27,6 +30,7 @@ _SUFFIX_FRAGMENT = re.compile(
     r"ists?|i[sz]e[ds]?|i[sz]ation|ations?|ated|ates|ating|ures?|ants?|ents?|ful|less|ship|ic|ical|ics|ia|ies|um|us)$")
 _BROKEN_WORD = re.compile(r"[^\W\d_]+[-\u00ad](\s*\n\s*[^\W\d_]+|\s*$)")
 _LINEBREAK_HYPHEN = re.compile(r"([^\W\d_]+)[-\u00ad]\s*\n\s*([a-z][^\W\d_]*)")
+log = logging.getLogger(__name__)
 
 
 def clean_doi(raw: str) -> str:
@@ -102,9 +106,6 @@ def join_lines(lines: list[str], vocab: set[str]) -> str:
 
 
 # ---------------------------------------------------------------- the .txt parser
-_META_LINE = re.compile(r"^(authors?|journal|doi|pmid|pmcid|published|date|license|licence|source)(?:\s+online)?\s*:\s*(.+)$",
-                        re.I)
-
 
 def _is_heading(line: str) -> bool:
     if "\n" in line or len(line) > 80 or not re.search(r"[A-Za-z]{3}", line) or line.rstrip().endswith((".", ",", ";")):
@@ -145,6 +146,19 @@ def decode_utf8(data: bytes, rel: str) -> str:
         ) from exc
 
 
+def _blocks(raw: str) -> list[list[Line]]:
+    """The paragraphs of `raw` (split at blank or whitespace-only lines) as their lines with line numbers."""
+    blocks: list[list[Line]] = []
+    current: list[Line] = []
+    for number, text in enumerate(raw.split("\n"), start=1):
+        if text.strip():
+            current.append((number, text))
+        elif current:
+            blocks.append(current)
+            current = []
+    return blocks + ([current] if current else [])
+
+
 def parse_text(path: Path, rel: str) -> ParsedDocument:
     try:
         data = path.read_bytes()
@@ -153,9 +167,9 @@ def parse_text(path: Path, rel: str) -> ParsedDocument:
     raw = decode_utf8(data, rel).replace("\r\n", "\n").replace("\r", "\n")
     if not raw.strip():
         raise IngestError(rel, "empty text file")
-    paragraphs = [p.strip("\n") for p in re.split(r"\n\s*\n", raw) if p.strip()]
-    vocab = word_vocabulary(paragraphs)
-    meta: dict[str, str] = {}
+    blocks = _blocks(raw)
+    vocab = word_vocabulary("\n".join(text for _, text in block) for block in blocks)
+    header = TextHeader()
     title = ""
     sections: list[RawSection] = []
     heading, kind, parent_kind, buffer = "", "body", "body", []  # type: ignore[var-annotated]
@@ -165,16 +179,20 @@ def parse_text(path: Path, rel: str) -> ParsedDocument:
             sections.append(RawSection(heading=heading, kind=kind, text="\n\n".join(buffer)))
             buffer.clear()
 
-    for i, para in enumerate(paragraphs):
-        lines = [ln for ln in para.split("\n") if ln.strip()]
-        if not buffer and all(s.kind == "title" for s in sections) and all(_META_LINE.match(ln.strip()) for ln in lines):
-            for ln in lines:
-                m = _META_LINE.match(ln.strip())
-                assert m
-                meta.setdefault(m.group(1).lower().rstrip("s").replace("licence", "license"), m.group(2).strip())
-            continue
+    for i, block in enumerate(blocks):
+        # the header block (its header lines wherever they stand; the rest is read as before), or a paragraph of
+        # header lines alone right after it (the feed's layout: title, blank line, identifier lines)
+        if i == 0 or (not buffer and all(s.kind == "title" for s in sections) and header_only(block)):
+            block = header.take(block)
+            if not title and (given := header.get("title")):
+                title = given
+                sections.append(RawSection(heading="Title", kind="title", text=title))
+            if not block:
+                continue
+        lines = [text for _, text in block]
         one_line = " ".join(ln.strip() for ln in lines)
-        if i == 0 and len(lines) <= 3 and len(one_line) < 300 and not _is_heading(one_line) and not one_line.endswith("."):
+        if i == 0 and not title and len(lines) <= 3 and len(one_line) < 300 and not _is_heading(one_line) \
+                and not one_line.endswith("."):
             title = one_line
             sections.append(RawSection(heading="Title", kind="title", text=title))
             continue
@@ -196,14 +214,19 @@ def parse_text(path: Path, rel: str) -> ParsedDocument:
     if not any(s.kind != "title" for s in sections):
         raise IngestError(rel, "no text besides a title line")
 
+    if header.lines:
+        log.info("%s: header lines read: %s", rel, header.summary())
+    meta = {key: found.value for key, found in header.lines.items()}
     authors = [a.strip() for a in re.split(r";|,\s*(?=[A-Z])| and ", meta.get("author", "")) if a.strip()]
+    pub_date = parse_printed_date(meta.get("published") or meta.get("date") or "")
     return ParsedDocument(
         source_path=rel,
         source_format="text",
         title=title,
         authors=authors,
         journal=meta.get("journal"),
-        pub_date=parse_printed_date(meta.get("published") or meta.get("date") or ""),
+        pub_date=pub_date,
+        pub_date_source=header.source_of("published", "date") if pub_date else None,
         doi=find_doi(meta["doi"]) if "doi" in meta else None,
         pmid=(m.group(0) if (m := re.search(r"\d{5,9}", meta.get("pmid", ""))) else None),
         pmcid=(m.group(1).upper() if (m := re.search(r"(pmc\d{5,9})", meta.get("pmcid", ""), re.I)) else None),
