@@ -489,3 +489,55 @@ def test_another_server_on_the_loopback_receives_neither_the_key_nor_the_token(r
     finally:
         other.shutdown()
         other.server_close()
+
+
+def test_in_a_real_browser_no_cookie_is_set_and_another_port_gets_no_key(review_server: tuple[int, str],
+                                                                        queue: ReviewQueue) -> None:
+    """The same property in headless chromium (browser_harness.py): the reviewer opens the printed address,
+    decides with the keyboard (the page's script, through the prefix), opens the KG browser and comes back; the
+    browser then holds no cookie, and its request to another server on the loopback carries neither the read key
+    nor the decision token."""
+    from browser_harness import CHROMIUM, launch
+
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no chromium at {CHROMIUM} (apt-get install -y chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
+    port, address = review_server
+    key = address.removeprefix(f"http://127.0.0.1:{port}/s/").rstrip("/")
+    first = queue.items()[0][0]  # best score first: what the page selects on load
+    other = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    _Recorder.seen = []
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    try:
+        elsewhere = f"http://127.0.0.1:{other.server_address[1]}/elsewhere"
+
+        def other_server_got() -> str:
+            probe.goto(elsewhere)  # a tab of the same browser (same cookie jar) opening the other server
+            return json.dumps(_Recorder.seen[-1][1])
+
+        with sync_api.sync_playwright() as pw:
+            browser = launch(pw)
+            context = browser.new_context()
+            page, probe = context.new_page(), context.new_page()
+            page.goto(address)
+            token = page.get_attribute("meta[name=karma-token]", "content")
+            sent = other_server_got()
+            assert key not in sent and token not in sent and '"cookie"' not in sent.lower(), sent
+            assert context.cookies() == []
+            page.fill("#reviewer", "alice")
+            page.locator("article.item.selected h2").click()
+            with page.expect_response(lambda r: "/decision" in r.url) as answer:
+                page.keyboard.press("a")
+            assert answer.value.status == 201 and answer.value.url.startswith(address)
+            with page.expect_navigation():
+                page.click("nav >> text=KG browser")
+            assert page.url.startswith(address + "kg")
+            page.go_back()
+            assert context.cookies() == []  # nothing set along the way
+            sent = other_server_got()
+            assert key not in sent and token not in sent and '"cookie"' not in sent.lower(), sent
+            browser.close()
+        assert queue.decision(first.item_id).reviewer == "alice"  # the flow worked without a cookie
+    finally:
+        other.shutdown()
+        other.server_close()
