@@ -86,8 +86,9 @@ def data(grown_file: Path, tmp_path: Path) -> Path:
     return folder
 
 
-def karma(args: list[str], data: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "DAGSTER_HOME": str(data.parent / "home"), "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+def karma(args: list[str], data: Path, home: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """`karma <args> --data-dir data` in a child, as a user runs it (DAGSTER_HOME: `home`, else data/../home)."""
+    env = {**os.environ, "DAGSTER_HOME": str(home or data.parent / "home"), "LITELLM_LOCAL_MODEL_COST_MAP": "True",
            "PYTHONPATH": str(REPO)}
     for var in ("KARMA_KG_URL", "KARMA_STORAGE_URL", "KARMA_KG_START_DATE"):
         env.pop(var, None)
@@ -212,6 +213,29 @@ def test_add_refuses_a_node_stored_as_another_kind_and_an_edge_the_schema_lacks(
                   "--add"], data)  # an edge between two seed nodes, validated like any seed edge
     assert done.returncode != 0 and "edges.tsv:2: no schema metaedge Compound -binds-> Disease" in done.stderr
     assert sha(kg) == before
+
+
+def test_after_replace_the_next_run_merges_the_evaluated_documents_again(tmp_path: Path, shared_cache: Path) -> None:
+    """--replace empties what grew (kept aside), so no evidence points at the old seed; the evaluated documents are
+    then unmerged, and the next `karma run` merges them onto the new seed. Replaced by the same seed, the KG ends
+    as it was: every evidence row, extracted node, increment and merge record (two papers, the local backbone)."""
+    from reliability_helpers import karma_spec, kg_state, run_karma
+    from test_crash_points import make_inbox
+
+    spec = karma_spec(tmp_path, shared_cache, make_inbox(tmp_path / "inbox"))
+    code, _, err = run_karma(spec, tmp_path / "first")
+    assert code == 0, err[-3000:]
+    kg = tmp_path / "karma" / "kg.duckdb"
+    grown = kg_state(kg)
+    assert grown["evidence"] and grown["extracted_nodes"]
+    home = tmp_path / "dagster_home"  # the runs' instance: the import is one more run of it, as in a deployment
+    assert karma(["import-kg"], tmp_path / "karma", home).returncode == 2
+    done = karma(["import-kg", "--replace"], tmp_path / "karma", home)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert counts(kg)["evidence"] == counts(kg)["merged_documents"] == 0
+    code, _, err = run_karma(spec, tmp_path / "again")
+    assert code == 0, err[-3000:]
+    assert kg_state(kg) == grown
 
 
 # ---------------------------------------------------------------- the store API, on DuckDB and PostgreSQL
