@@ -217,7 +217,8 @@ def cmd_import_kg(args: argparse.Namespace) -> int:
         from karma_dagster.kg import seed_guard
         from karma_dagster.kg.backends import kg_store
 
-        if (grown := seed_guard.grown(kg_store(defs.resources["storage"].paths()))) is not None:  # type: ignore[index, union-attr]
+        data = defs.resources["storage"].paths()  # type: ignore[index, union-attr]
+        if (grown := seed_guard.grown(kg_store(data))) is not None:
             raise seed_guard.SeedImportRefused(grown.refusal())
     inst = runner.instance()
     ok = runner.import_kg(defs, inst, args.nodes or "", args.edges or "", args.format, reimport=True,

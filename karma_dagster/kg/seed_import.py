@@ -328,14 +328,15 @@ def _add_seed(con, node_df: pd.DataFrame, syn_df: pd.DataFrame, edge_df: pd.Data
         if len(syn_df):
             con.execute("INSERT INTO node_synonyms SELECT DISTINCT id::VARCHAR, synonym::VARCHAR FROM _s s WHERE NOT "
                         "EXISTS (SELECT 1 FROM node_synonyms y WHERE y.id = s.id AND y.synonym = s.synonym)")
-        con.execute("INSERT INTO seed_edges SELECT head_id::VARCHAR, relation::VARCHAR, tail_id::VARCHAR, "  # noqa: S608
-                    f"metaedge::VARCHAR, confidence::DOUBLE {new_edges}")
+        con.execute("INSERT INTO seed_edges SELECT head_id::VARCHAR, relation::VARCHAR, tail_id::VARCHAR, "
+                    f"metaedge::VARCHAR, confidence::DOUBLE {new_edges}")  # noqa: S608 - fixed SQL
         if len(node_attr_df):
             con.execute("INSERT INTO seed_node_attrs SELECT id::VARCHAR, attrs::VARCHAR FROM _na a "
                         "WHERE NOT EXISTS (SELECT 1 FROM seed_node_attrs x WHERE x.id = a.id)")
         if len(edge_attr_df):
             con.execute("INSERT INTO seed_edge_attrs SELECT head_id::VARCHAR, relation::VARCHAR, tail_id::VARCHAR, "
-                        f"attrs::VARCHAR FROM _ea e WHERE NOT EXISTS (SELECT 1 FROM seed_edge_attrs x WHERE {same_edge})")
+                        "attrs::VARCHAR FROM _ea e WHERE NOT EXISTS "
+                        f"(SELECT 1 FROM seed_edge_attrs x WHERE {same_edge})")  # noqa: S608 - fixed SQL
         con.execute("COMMIT")
     except BaseException:
         _rollback(con)
