@@ -211,9 +211,19 @@ def cmd_import_kg(args: argparse.Namespace) -> int:
             raise UsageError(f"{option} {given}: " + ("a folder, not a file" if Path(given).is_dir() else "no such file"))
     if args.format == "kgx" and not (args.nodes and args.edges):
         raise UsageError("--format kgx: give the graph's files, --nodes NODES.tsv[.gz] --edges EDGES.tsv[.gz]")
+    defs = _defs(args)
+    if_grown = "replace" if args.replace else "add" if args.add else "refuse"
+    if if_grown == "refuse":  # before a run is launched: a grown KG is refused in one line, exit 2 (the asset too)
+        from karma_dagster.kg import seed_guard
+        from karma_dagster.kg.backends import kg_store
+
+        data = defs.resources["storage"].paths()  # type: ignore[index, union-attr]
+        if (grown := seed_guard.grown(kg_store(data))) is not None:
+            raise seed_guard.SeedImportRefused(grown.refusal())
     inst = runner.instance()
-    ok = runner.import_kg(_defs(args), inst, args.nodes or "", args.edges or "", args.format, reimport=True,
-                          on_failure=lambda error: print(f"karma import-kg: {error}", file=sys.stderr))
+    ok = runner.import_kg(defs, inst, args.nodes or "", args.edges or "", args.format, reimport=True,
+                          on_failure=lambda error: print(f"karma import-kg: {error}", file=sys.stderr),
+                          if_grown=if_grown)
     print("seed KG imported and indexed" if ok else "seed KG import FAILED (see the import_kg run in the UI)")
     for line in import_summary(inst) if ok else []:
         print(line)
@@ -339,6 +349,7 @@ USAGE_ERRORS = frozenset({
     "karma_dagster.config.ConfigError", "karma_dagster.export.run.ExportError",
     "karma_dagster.kg.location.KGLocationError", "karma_dagster.ingest.errors.IngestError",
     "karma_dagster.date_range.DateRangeError", "karma_dagster.kg.seed_import.SeedImportError",
+    "karma_dagster.kg.seed_guard.SeedImportRefused",
     "karma_dagster.ingest.pubtator.PubTatorError", "karma_dagster.review.queue.ReviewError",
     "karma_dagster.cogmg.questions.QuestionFileError", "karma_dagster.kg.schema.SchemaError",
     "karma_dagster.prompts.PromptError", "karma_dagster.kg.names.NameRejected",
@@ -502,6 +513,12 @@ def _main(argv: list[str]) -> int:
     p.add_argument("--edges", help="edge table (Hetionet .sif[.gz], or source/relation/target for --format generic, "
                                    "or a KGX edges.tsv[.gz] for --format kgx)")
     p.add_argument("--format", choices=["hetionet", "generic", "kgx"], default="hetionet")
+    grown = p.add_mutually_exclusive_group()  # a KG that grew is refused without one of them (kg/seed_guard.py)
+    grown.add_argument("--replace", action="store_true",
+                       help="the KG grew: replace its seed anyway; the KG as it was is kept aside (the command that "
+                            "restores it is printed) and its evidence is merged again by the next `karma run`")
+    grown.add_argument("--add", action="store_true",
+                       help="add the file's nodes and edges to the seed; nothing stored is deleted")
     p.set_defaults(func=cmd_import_kg)
 
     p = sub.add_parser("backfill", help="process the documents of a date range, then their KG increments in date order")

@@ -131,9 +131,11 @@ def _resources(defs: dg.Definitions) -> tuple[KarmaStorageResource, BackbonesRes
 
 
 def import_kg(defs: dg.Definitions, inst: dg.DagsterInstance, nodes: str = "", edges: str = "", fmt: str = "hetionet",
-              reimport: bool = False, on_failure: Callable[[str], None] | None = None) -> bool:
-    """The import_kg job in process; `on_failure` gets the failed step's error (e.g. "file:line: problem")."""
-    config = {"nodes": nodes, "edges": edges, "format": fmt, "reimport": reimport}
+              reimport: bool = False, on_failure: Callable[[str], None] | None = None,
+              if_grown: str = "refuse") -> bool:
+    """The import_kg job in process; `on_failure` gets the failed step's error (e.g. "file:line: problem");
+    `if_grown`: what the import may do to a KG that grew (kg/seed_guard.py: refuse, replace or add)."""
+    config = {"nodes": nodes, "edges": edges, "format": fmt, "reimport": reimport, "if_grown": if_grown}
     result = defs.resolve_job_def(IMPORT_KG_JOB).execute_in_process(
         instance=inst,
         run_config={**QUIET, "ops": {"seed_kg": {"config": config}}},
@@ -569,6 +571,8 @@ def run_main(defs: dg.Definitions, inst: dg.DagsterInstance, log: Callable[[str]
             + ", ".join(r[:8] for r in released))
     data = storage.paths()
     services.check_kg(data)  # a KG damaged anywhere: exit 3 now, before any chain
+    if dangling := services.dangling_evidence(data):  # e.g. a seed replaced under a grown KG before the guard
+        log(f"WARNING {dangling}")
     if not services.seed_present(data):
         log("importing the seed KG ...")
         if not import_kg(defs, inst):

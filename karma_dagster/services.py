@@ -80,12 +80,16 @@ def kg_schema() -> KGSchema:
 
 
 # ---------------------------------------------------------------- the existing KG
-def import_seed_kg(data: DataPaths, nodes: Path | str, edges: Path | str, fmt: str, seed_confidence: float):
+def import_seed_kg(data: DataPaths, nodes: Path | str, edges: Path | str, fmt: str, seed_confidence: float,
+                   if_grown: str = "refuse"):
     """Import node/edge tables into the KG store and (re)build the entity index from the seed's names.
 
     Two stores, each written in one commit: the KG first, then the index, which records the KG seed it was built
     from. Stopped between or inside them (a kill, a full disk), the next open of the index sees the mismatch and
-    rebuilds it from the KG (`entity_index`, kg/index_health.py)."""
+    rebuilds it from the KG (`entity_index`, kg/index_health.py). A KG that grew is refused before the files are
+    read unless `if_grown` is "replace" or "add" (kg/seed_guard.py); after the import, evidence naming no node is
+    counted into the stats' `dangling` (it can only predate this import)."""
+    from karma_dagster.kg import seed_guard
     from karma_dagster.kg.entity_index import EntityIndex
     from karma_dagster.kg.index_health import build_lock, build_seed
     from karma_dagster.export.kgx_import import import_kgx
@@ -94,15 +98,30 @@ def import_seed_kg(data: DataPaths, nodes: Path | str, edges: Path | str, fmt: s
     importers = {"hetionet": import_hetionet, "generic": import_generic, "kgx": import_kgx}
     if fmt not in importers:
         raise ValueError(f"unknown KG format {fmt!r}: use {', '.join(map(repr, importers))}")
-    data.root.mkdir(parents=True, exist_ok=True)
+    seed_guard.check_mode(if_grown)
     store = kg_store(data)
+    if if_grown == "refuse" and (grown := seed_guard.grown(store)) is not None:
+        raise seed_guard.SeedImportRefused(grown.refusal())  # before reading a file that may take minutes
+    data.root.mkdir(parents=True, exist_ok=True)
     importer = importers[fmt]
-    stats = importer(store, nodes, edges, seed_confidence)
+    stats = importer(store, nodes, edges, seed_confidence, if_grown=if_grown)
     clear()  # the KG changed: forget the old seed's caches (and fingerprint) even if the index build fails
     with build_lock(data.index):
         n_index = build_seed(EntityIndex(data.index), store, seed_fingerprint(data))
     clear()
-    return stats, n_index
+    dangling = seed_guard.dangling_evidence(store)
+    return stats.model_copy(update={"dangling": dangling.text() if dangling.n_rows else ""}), n_index
+
+
+def dangling_evidence(data: DataPaths) -> str:
+    """The invariant "every evidence row names a node of the KG", checked where a command opens the KG: "" when it
+    holds, else a line naming the violations' count and examples (kg/seed_guard.py)."""
+    from karma_dagster.kg import seed_guard
+
+    if not kg_exists(data):
+        return ""
+    found = seed_guard.dangling_evidence(kg_store(data))
+    return found.text() if found.n_rows else ""
 
 
 def seed_present(data: DataPaths) -> bool:

@@ -247,6 +247,14 @@ def test_bad_input_names_it_and_the_guard_still_applies(client: TestClient) -> N
     assert foreign.status_code == 421
     keyless = TestClient(client.app, base_url="http://127.0.0.1:8766")
     assert keyless.get("/kg").status_code == 401  # reads need the session's key, as the review page's
+    session = TestClient(client.app, base_url=f"http://127.0.0.1:8766/s/{client.app.state.key}")  # printed address
+    page = session.get("/kg", params={"q": "ESR1"})
+    assert page.status_code == 200 and "set-cookie" not in page.headers and not session.cookies
+    prefix = f"/s/{client.app.state.key}/"
+    local = [u for u in re.findall(r'(?:href|action|src)="([^"]+)"', page.text) if not u.startswith("http")]
+    assert local and all(u.startswith(prefix) for u in local), local  # every link keeps the session, no cookie
+    entity = re.search(r'href="(/s/[^"]+/kg/entity/[^"]+)"', page.text).group(1).replace("&amp;", "&")
+    assert keyless.get(entity).status_code == 200  # a link of the page works on its own, as a browser follows it
     assert "KG browser" in client.get("/").text  # the review page links to the browser
 
 
@@ -273,7 +281,7 @@ def test_two_clicks_from_the_search_box_in_a_real_browser(data: DataPaths) -> No
                 pytest.fail("the server stopped before printing the browser's address")
             if line.startswith("KG browser: "):
                 printed = line.removeprefix("KG browser: ").split()[0]
-        assert printed.startswith(base + "/kg?key=")
+        assert re.fullmatch(re.escape(base) + r"/s/[A-Za-z0-9_-]{40,}/kg", printed), printed  # the key in the path
         for _ in range(100):
             try:
                 if httpx.get(base + "/kg", timeout=1).status_code == 401:
@@ -288,7 +296,7 @@ def test_two_clicks_from_the_search_box_in_a_real_browser(data: DataPaths) -> No
             console: list[str] = []
             page.on("console", lambda msg: console.append(msg.text))
             page.goto(printed)
-            assert page.url == base + "/kg"
+            assert page.url == printed  # no redirect and no cookie: every link of the pages keeps the prefix
             page.fill("input[name=q]", "ESR1")
             with page.expect_navigation():
                 page.click("form.search button")  # click 1
@@ -317,6 +325,7 @@ def test_two_clicks_from_the_search_box_in_a_real_browser(data: DataPaths) -> No
             assert page.locator("#day tr.new").count() == 2
             page.screenshot(path="/tmp/karma_browser_timeline.png", full_page=True)
             assert not [m for m in console if "Content Security Policy" in m], console
+            assert page.url.startswith(printed.removesuffix("/kg")) and not page.context.cookies()
             browser.close()
     finally:
         server.terminate()

@@ -147,7 +147,7 @@ def test_incremental_sizes_equal_a_full_recount_through_a_history(seeded: Path, 
     _merge(store, recount, *day_docs(2))
     _merge(store, recount, *day_docs(2), ns=OTHER)
     _merge(store, recount, *day_docs(5))
-    import_hetionet(store, SEED / "nodes.tsv", SEED / "edges.sif.gz", seed_confidence=0.8)
+    import_hetionet(store, SEED / "nodes.tsv", SEED / "edges.sif.gz", seed_confidence=0.8, if_grown="add")
     _merge(store, recount, *day_docs(6))
     _merge(store, recount, *day_docs(6, drop=2), ns=OTHER)
 

@@ -17,6 +17,7 @@ import pytest
 
 from karma_dagster.kg.backends import open_kg_store
 from karma_dagster.kg.merge import merge_increment
+from karma_dagster.kg.seed_guard import SeedImportRefused
 from karma_dagster.kg.seed_import import SeedImportError, import_generic, import_hetionet
 from karma_dagster.kg.store import KGLockTimeout, KGStore, NodeIn
 from karma_dagster.kg.subset import jats_text, match_nodes
@@ -70,24 +71,28 @@ def test_reads_for_the_agents(seeded) -> None:
     assert any(r.id == METFORMIN and r.name == "Metformin" for r in lex)
 
 
-def test_reimport_replaces_seed_only_and_keeps_evidence(kg_backend: KGBackend) -> None:
+def test_reimport_of_a_grown_kg_is_refused_unless_replace_which_empties_what_grew(kg_backend: KGBackend) -> None:
+    """Issue 46: a seed replaced under evidence left it naming nodes that no longer existed (kg/seed_guard.py;
+    tests/reliability/test_import_guard.py covers the CLI, the job, --add and the restore)."""
     store = kg_backend.new("reimport")
     import_hetionet(store, SEED / "nodes.tsv", SEED / "edges.sif.gz", 0.9)
     t = {"triple_id": "t1", "head_id": METFORMIN, "relation": "treats", "tail_id": T2DM, "score": 0.7,
          "segment_id": "d#1", "evidence": "Metformin lowers glucose in type 2 diabetes."}
     fingerprint = store.seed_fingerprint()
+    full = _counts(store)
     merge_increment(store, dt.date(2016, 1, 5), "local", {"d": ([t], [])}, "run1")
     assert store.seed_fingerprint() == fingerprint  # merges leave the seed (and what is built from it) alone
     first = _counts(store)
-    stats = import_hetionet(store, SEED / "nodes.tsv", SEED / "edges.sif.gz", 0.5, node_filter=lambda n: n.kind != "Symptom")
-    assert stats.n_nodes < 4000 and stats.n_edges_filtered > 0
+    smaller = {"node_filter": lambda n: n.kind != "Symptom"}
+    with pytest.raises(SeedImportRefused, match=r"holds a grown KG \(1 evidence rows, 0 extracted nodes\)"):
+        import_hetionet(store, SEED / "nodes.tsv", SEED / "edges.sif.gz", 0.5, **smaller)
+    assert _counts(store) == first and store.seed_fingerprint() == fingerprint  # refused: nothing changed
+    stats = import_hetionet(store, SEED / "nodes.tsv", SEED / "edges.sif.gz", 0.5, **smaller, if_grown="replace")
+    assert stats.n_nodes < 4000 and stats.n_edges_filtered > 0 and stats.kept_aside and stats.restore
     assert store.seed_fingerprint() != fingerprint
-    after = _counts(store)
-    assert after[2] == first[2] == 1
-    assert after[:2] == (stats.n_nodes, stats.n_edges)
-    import_hetionet(store, SEED / "nodes.tsv", SEED / "edges.sif.gz", 0.9)
-    assert _counts(store) == first  # back to the full seed, evidence untouched
-    assert store.seed_fingerprint() == fingerprint
+    assert _counts(store) == (stats.n_nodes, stats.n_edges, 0)  # the evidence is kept aside, not left dangling
+    import_hetionet(store, SEED / "nodes.tsv", SEED / "edges.sif.gz", 0.9)  # nothing grown now: a plain re-import
+    assert _counts(store) == full and store.seed_fingerprint() == fingerprint
 
 
 NEW_DRUG, GPT = "new::Compound::ipilimumab", "openai/gpt-4o"

@@ -20,6 +20,10 @@ class SeedKGConfig(dg.Config):
     format: str = Field("hetionet", description="'hetionet' (id/name/kind + sif), 'generic' or 'kgx' (KGX TSV "
                                                 "nodes/edges with Biolink categories and predicates; see README)")
     reimport: bool = Field(False, description="import again even when the KG already holds this very seed")
+    if_grown: str = Field("refuse", description="a KG that already grew (evidence, extracted nodes): 'refuse' (the "
+                                                "run fails, nothing changed), 'replace' (the KG kept aside, restorable;"
+                                                " the seed replaced, grown rows emptied) or 'add' (the file added to "
+                                                "the seed, nothing deleted)")
 
 
 @dg.asset(
@@ -42,9 +46,19 @@ def seed_kg(
     source = source_fingerprint(nodes, edges, config.format, confidence)
     if not config.reimport and (kept := _already_imported(context, storage, source)) is not None:
         return kept
-    stats, index_rows = services.import_seed_kg(storage.paths(), nodes, edges, config.format, confidence)
+    stats, index_rows = services.import_seed_kg(storage.paths(), nodes, edges, config.format, confidence,
+                                                config.if_grown)  # a grown KG without if_grown: the step fails
+    if stats.kept_aside:
+        context.log.warning(f"the KG as it was is kept at {stats.kept_aside}; to restore it: {stats.restore}")
+    if stats.dangling:
+        context.log.warning(stats.dangling)
     return dg.MaterializeResult(
         metadata={
+            "if_grown": config.if_grown,
+            **({"kept_aside": stats.kept_aside, "restore": stats.restore} if stats.kept_aside else {}),
+            **({"nodes_added": stats.n_nodes_added, "edges_added": stats.n_edges_added}
+               if stats.n_nodes_added is not None else {}),
+            **({"dangling_evidence": stats.dangling} if stats.dangling else {}),
             "source_sha256": source,
             "kg_seed_fingerprint": services.seed_fingerprint(storage.paths()),
             "nodes": stats.n_nodes,
@@ -111,6 +125,14 @@ def import_summary(instance: dg.DagsterInstance) -> list[str]:
         return []
     kinds = ", ".join(f"{k} {n}" for k, n in (value.get("nodes_by_kind") or {}).items())
     lines = [f"nodes {value['nodes']}, edges {value['edges']}, synonyms {value.get('synonyms', 0)} ({kinds})"]
+    if value.get("nodes_added") is not None:
+        lines.append(f"added to the seed: {value['nodes_added']} nodes, {value['edges_added']} edges "
+                     "(the rest were in it already)")
+    if value.get("kept_aside"):
+        lines.append(f"the KG as it was is kept at {value['kept_aside']}; to restore it (no karma process "
+                     f"running): {value['restore']}")
+    if value.get("dangling_evidence"):
+        lines.append(f"WARNING {value['dangling_evidence']}")
     refused = value.get("refused") or {}
     stats = SeedImportStats(n_nodes=0, n_edges=0, n_synonyms=0, n_edges_filtered=0, nodes_by_kind={},
                             edges_by_metaedge={}, seconds=0.0, refused=refused)

@@ -53,7 +53,8 @@ def word_spans(text: str, names: list[tuple[str, str]]) -> list[Span]:
 
 def browse_routes(store: KGStore, *, dagster_url: str) -> list[Route | Mount]:
     """The /kg pages over `store` (DuckDB file or PostgreSQL: kg_store(data))."""
-    templates = Jinja2Templates(directory=str(HERE / "templates"))
+    templates = Jinja2Templates(directory=str(HERE / "templates"),
+                                context_processors=[lambda request: {"root": _root(request)}])
     if store.exists():  # the search index (vocabularies read: ~1 s) is built while the first page loads, not after
         threading.Thread(target=search_index, args=(store,), name="kg-search-index", daemon=True).start()
 
@@ -71,19 +72,20 @@ def browse_routes(store: KGStore, *, dagster_url: str) -> list[Route | Mount]:
             as_of = dt.date.fromisoformat(raw) if raw else None
         except ValueError:
             raise BadInput(f"as_of {raw!r} is not a date (YYYY-MM-DD)") from None
-        return {"backbone": backbone, "as_of": as_of, "backbones": known}
+        return {"backbone": backbone, "as_of": as_of, "backbones": known, "root": _root(request)}
 
     def links(ctx: dict) -> dict:
         keep = {"backbone": ctx["backbone"], **({"as_of": ctx["as_of"].isoformat()} if ctx["as_of"] else {})}
+        root = ctx["root"]  # /s/<read key>: every link keeps the session (web/guard.py), no cookie does
 
         def entity_url(node_id: str) -> str:
-            return f"/kg/entity/{quote(node_id, safe='')}?{urlencode(keep)}"
+            return f"{root}/kg/entity/{quote(node_id, safe='')}?{urlencode(keep)}"
 
         def edge_url(head: str, relation: str, tail: str) -> str:
-            return f"/kg/edge?{urlencode({'head': head, 'relation': relation, 'tail': tail, **keep})}"
+            return f"{root}/kg/edge?{urlencode({'head': head, 'relation': relation, 'tail': tail, **keep})}"
 
         def svg_url(node_id: str) -> str:
-            return f"/kg/neighbourhood/{quote(node_id, safe='')}?{urlencode(keep)}"
+            return f"{root}/kg/neighbourhood/{quote(node_id, safe='')}?{urlencode(keep)}"
 
         def doc_url(doc_key: str) -> str:
             path = "/".join(quote(p, safe="") for p in (ctx["backbone"], EVIDENCE_STAGE))
@@ -91,7 +93,7 @@ def browse_routes(store: KGStore, *, dagster_url: str) -> list[Route | Mount]:
                     f"{urlencode({'view': 'partitions', 'partition': doc_key})}")
 
         def page_url(path: str, **params: str) -> str:
-            return f"{path}?{urlencode({**keep, **params})}"
+            return f"{root}{path}?{urlencode({**keep, **params})}"
 
         return {"entity_url": entity_url, "edge_url": edge_url, "svg_url": svg_url, "doc_url": doc_url,
                 "page_url": page_url, "keep": keep}
@@ -100,7 +102,8 @@ def browse_routes(store: KGStore, *, dagster_url: str) -> list[Route | Mount]:
         return templates.TemplateResponse(request, name, {**ctx, **links(ctx), **values}, status_code=status)
 
     def failed(request: Request, exc: Exception, status: int) -> Response:
-        ctx = {"backbone": request.query_params.get("backbone", ""), "as_of": None, "backbones": []}
+        ctx = {"backbone": request.query_params.get("backbone", ""), "as_of": None, "backbones": [],
+               "root": _root(request)}
         try:
             ctx = context(request)
         except BadInput:
@@ -196,6 +199,11 @@ def browse_routes(store: KGStore, *, dagster_url: str) -> list[Route | Mount]:
         Route("/kg/timeline", timeline_page),
         Mount("/kg/static", StaticFiles(directory=str(HERE / "static")), name="kg_static"),
     ]
+
+
+def _root(request: Request) -> str:
+    """The session's path prefix the guard set (/s/<read key>; "" for a token-header caller)."""
+    return str(request.scope.get("root_path", ""))
 
 
 def _mark_names(index: SearchIndex, store: KGStore, namespace: str, rows: list[queries.EvidenceRow]):  # noqa: ANN202

@@ -53,6 +53,10 @@ def cmd_export(args: argparse.Namespace) -> int:
         return 2
     print(result.summary())
     print(f"files ({result.seconds:g} s): {', '.join(result.files)} in {display_path(out, data.root)}")
+    if left_out := result.snapshot.get("dangling_edges_left_out"):  # evidence naming no node: said, not silent
+        shown = "; ".join(result.report.get("dangling_edges_left_out", [])[:3])  # type: ignore[index]
+        print(f"WARNING {left_out} edges left out: an end is no node of the KG (e.g. {shown}); see "
+              "export-report.json", file=sys.stderr)
     for key in ("unmapped_kinds", "unmapped_metaedges", "unmapped_other_relations"):
         for name, info in (result.report.get(key) or {}).items():  # type: ignore[union-attr]
             print(f"unmapped: {name}: {info}")

@@ -41,7 +41,8 @@ from karma_dagster.export.biolink import QUALIFIER_SLOTS, InverseMapping, enum_v
 from karma_dagster.export.kgx import CURIE, OWN_PREFIX, SWAP, unescape
 from karma_dagster.kg import names
 from karma_dagster.kg.schema import KGSchema
-from karma_dagster.kg.seed_import import SeedEdge, SeedImportError, SeedImportStats, write_seed
+from karma_dagster.kg.seed_guard import IfGrown, check_mode
+from karma_dagster.kg.seed_import import SeedEdge, SeedImportError, SeedImportStats, stored_seed_nodes, write_seed
 from karma_dagster.kg.store import KGStore, NodeIn
 
 NODE_REQUIRED = ("id", "category")
@@ -265,9 +266,11 @@ def read_edges(path: Path, nodes: dict[str, _Node], nodes_path: Path, inverse: I
 
 
 def import_kgx(store: KGStore, nodes_path: str | Path, edges_path: str | Path, seed_confidence: float = 0.9,
-               schema: KGSchema | None = None) -> SeedImportStats:
-    """A KGX TSV node and edge file (plain or .gz) as the seed KG (see the module docstring)."""
+               schema: KGSchema | None = None, *, if_grown: IfGrown = "refuse") -> SeedImportStats:
+    """A KGX TSV node and edge file (plain or .gz) as the seed KG (see the module docstring); if_grown: what to do
+    to a KG that grew (kg/seed_guard.py). An "add" checks the file's nodes against the seed's kinds."""
     t0 = time.perf_counter()
+    check_mode(if_grown)
     if not 0.0 <= seed_confidence <= 1.0:
         raise SeedImportError(f"seed_confidence {seed_confidence} is outside [0, 1]")
     schema = schema or KGSchema.load()
@@ -280,9 +283,11 @@ def import_kgx(store: KGStore, nodes_path: str | Path, edges_path: str | Path, s
     kept = [n for n in by_kgx_id.values() if n.node is not None]
     nodes = [n.node for n in kept if n.node is not None]
     node_attrs = {n.node.id: json.dumps(n.attrs, ensure_ascii=False, sort_keys=True) for n in kept if n.node}
-    n_synonyms = write_seed(store, nodes, edges, node_attrs, edge_attrs)
+    if if_grown == "add":
+        stored_seed_nodes(store, nodes_path, {n.id: n for n in nodes})
+    written = write_seed(store, nodes, edges, node_attrs, edge_attrs, if_grown=if_grown)
     return SeedImportStats(
-        n_nodes=len(nodes), n_edges=len(edges), n_synonyms=n_synonyms, n_edges_filtered=0,
+        n_nodes=len(nodes), n_edges=len(edges), n_edges_filtered=0, if_grown=if_grown, **written.stats(),
         synonyms_rejected=rejected.figures(),
         nodes_by_kind=dict(sorted(Counter(n.kind for n in nodes).items())),
         edges_by_metaedge=dict(sorted(Counter(e[3] for e in edges).items())),

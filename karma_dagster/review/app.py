@@ -2,8 +2,10 @@
 
 Served on the loopback only, without accounts: a reviewer types their name once (kept in the browser), and every
 decision carries it. web.guard.LocalGuard stands in front of every route: only this server's Host names, only its
-own Origin, bounded bodies, and a decision only with the session token the page embeds (a hidden field in every
-form, a <meta> for JSON callers), so another site's page, framed or DNS-rebound, cannot decide for the reviewer.
+own Origin, bounded bodies, reads only under /s/<read key>/ (the printed address; every link of the page keeps the
+prefix, `root` in the templates), and a decision only with the decision token the page embeds (a hidden field in
+every form, a <meta> for JSON callers), which differs from the read key; no cookie is ever set, so no other server
+on the loopback receives either, and another site's page, framed or DNS-rebound, cannot decide for the reviewer.
 
 A real day's inbox is hundreds of items: the page shows PAGE_SIZE of them (`?page=N`, best score first, then item
 id, an order no decision moves) under counts per source and status, for the whole queue and the filters. The page's
@@ -32,7 +34,7 @@ from karma_dagster.review.marks import marked_html
 from karma_dagster.review.models import (DEFAULT_DAGSTER_URL, EDITABLE, REVIEWER_MAX_CHARS, REVIEWER_MIN_CHARS,
                                          SOURCES, STATES, STATUSES, DecisionIn, ReviewItem)
 from karma_dagster.review.queue import AlreadyDecided, ReviewError, ReviewQueue, UnknownItem, final_item
-from karma_dagster.web.guard import TOKEN_FIELD, LocalGuard, new_token, own_hosts
+from karma_dagster.web.guard import TOKEN_FIELD, LocalGuard, own_hosts, session_keys
 
 HERE = Path(__file__).resolve().parent
 FILTERS = ("source", "relation", "backbone", "min_score", "status")
@@ -74,14 +76,21 @@ def _validation_text(exc: ValidationError) -> str:
     return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'decision'}: {e['msg']}" for e in exc.errors())
 
 
+def root_of(request: Request) -> str:
+    """The path prefix this request came in under (/s/<read key>, set by the guard): every link the page draws
+    starts with it, so a plain link or form keeps the session without a cookie ("" for a token-header caller)."""
+    return str(request.scope.get("root_path", ""))
+
+
 def create_app(queue: ReviewQueue, *, dagster_url: str = DEFAULT_DAGSTER_URL, hosts: list[str] | None = None,
-               token: str | None = None, port: int = 8766, kg: KGStore | None = None,
-               by_date: bool = False) -> Starlette:
-    """The page; `hosts` are the Host header values it answers to (default: the loopback names with `port`),
-    `token` the session's (default: a new random one, in `app.state.token`); with `kg`, the KG browser's pages
-    (browse/routes.py: /kg...) behind the same guard."""
-    token = token or new_token()
-    templates = Jinja2Templates(directory=str(HERE / "templates"))
+               port: int = 8766, kg: KGStore | None = None, by_date: bool = False) -> Starlette:
+    """The page; `hosts` are the Host header values it answers to (default: the loopback names with `port`). Each
+    app is a new session: `app.state.key` the read key (its pages live under /s/<key>/), `app.state.token` the
+    decision token its pages embed (also what a script sends in the token header); with `kg`, the KG browser's
+    pages (browse/routes.py: /kg...) behind the same guard."""
+    key, token = session_keys()
+    templates = Jinja2Templates(directory=str(HERE / "templates"),
+                                context_processors=[lambda request: {"root": root_of(request)}])
     templates.env.filters["marked"] = lambda ev: marked_html(ev.text, ev.spans)
     templates.env.globals["dagster_link"] = lambda item: dagster_link(dagster_url, item, by_date)
     templates.env.globals.update(session_token=token, token_field=TOKEN_FIELD, kg_browser=kg is not None)
@@ -130,7 +139,7 @@ def create_app(queue: ReviewQueue, *, dagster_url: str = DEFAULT_DAGSTER_URL, ho
             at = dict(f, **({"per_page": str(per)} if per != PAGE_SIZE else {}))
             pager = {"page": number, "last": last, "per_page": per, "total": total,
                      "first": (number - 1) * per + 1 if rows else 0, "upto": (number - 1) * per + len(rows),
-                     "links": {n: "/?" + urlencode(dict(at, page=str(n))) for n in
+                     "links": {n: f"{root_of(request)}/?" + urlencode(dict(at, page=str(n))) for n in
                                sorted({1, last, *range(max(1, number - 2), min(last, number + 2) + 1)})}}
         except (ReviewError, Paging) as exc:
             rows, error, status = [], str(exc), 422
@@ -159,7 +168,7 @@ def create_app(queue: ReviewQueue, *, dagster_url: str = DEFAULT_DAGSTER_URL, ho
         verb = {"accept": "accepted", "edit": "edited and accepted", "reject": "rejected"}[decision.action]
         stored = final_item(queue.item(item_id), decision)  # as decided: the edited triple, not the proposed one
         back = dict(kept(request), message=f"{verb} {stored.triple_text} ({decision.reviewer})")
-        return RedirectResponse(f"/?{urlencode(back)}", status_code=303)
+        return RedirectResponse(f"{root_of(request)}/?{urlencode(back)}", status_code=303)
 
     async def api_items(request: Request) -> Response:
         """Every item under the filters, or with `page` (and `per_page`) one page of them."""
@@ -198,7 +207,6 @@ def create_app(queue: ReviewQueue, *, dagster_url: str = DEFAULT_DAGSTER_URL, ho
         Route("/api/items/{item_id}/decision", api_decide, methods=["POST"]),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
         *(browse_routes(kg, dagster_url=dagster_url) if kg is not None else []),
-    ], middleware=[Middleware(LocalGuard, hosts=hosts or own_hosts("127.0.0.1", port), token=token,
-                              read_key=f"karma_review_{port}")])
-    app.state.token = token
+    ], middleware=[Middleware(LocalGuard, hosts=hosts or own_hosts("127.0.0.1", port), token=token, read_key=key)])
+    app.state.key, app.state.token = key, token
     return app

@@ -114,15 +114,16 @@ def cmd_review(args: argparse.Namespace) -> int:
         return 2
     import uvicorn
 
-    from karma_dagster.web.guard import KEY_PARAM, host_name, own_hosts
+    from karma_dagster.web.guard import host_name, own_hosts, session_address
 
     app = create_app(queue, dagster_url=args.dagster_url, hosts=own_hosts(args.host, args.port, args.allow_host),
                      port=args.port, kg=kg_store(paths),  # links to a paper's day with date partitions:
                      by_date=os.environ.get("KARMA_PARTITIONS", "").strip().lower() == "date")  # partitioning/mode.py
-    # the key in the address is the session's token: only whoever reads this line can open the page
-    print(f"review page: http://{host_name(args.host)}:{args.port}/?{KEY_PARAM}={app.state.token}  "
-          "(Ctrl-C stops it)", flush=True)
-    print(f"KG browser: http://{host_name(args.host)}:{args.port}/kg?{KEY_PARAM}={app.state.token}", flush=True)
+    # the read key is in the address (never a cookie: those reach every port): only whoever reads this line can
+    # open the page; decisions need a second token that only the page shows
+    base = f"http://{host_name(args.host)}:{args.port}"
+    print(f"review page: {session_address(base, app.state.key)}  (Ctrl-C stops it)", flush=True)
+    print(f"KG browser: {session_address(base, app.state.key, '/kg')}", flush=True)
     try:
         uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     except KeyboardInterrupt:

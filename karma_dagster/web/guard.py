@@ -10,16 +10,28 @@ another origin can send a form but never read the token. Request bodies are boun
 a huge body is never held whole. Every response forbids framing and inline script (CSP) and sniffing.
 
 Loopback does not tell the machine's users apart either: with `read_key`, every request (reads too) must prove it
-comes from whoever started the server: the session cookie, set when the address the server printed (which carries
-`?key=<token>`) is first opened, or the token header. Another local user, who never saw that address, reads nothing.
+comes from whoever started the server: its path starts with /s/<read key>/ (the address the server prints; the
+page's every link keeps that prefix, and the guard hands the app the rest with root_path set), or it carries the
+decision token in the token header (the page's script, an API client that read the page). Another local user, who
+never saw that address, reads nothing.
+
+Why not a cookie: cookies are scoped by host, not by port, so a cookie holding the key went with every request the
+reviewer's browser sent to any other server on 127.0.0.1 (a dev server, a notebook, a hostile local process), which
+could then read the queue and decide in the reviewer's name. Nothing here sets a cookie: the key stays in this
+server's own addresses (the referrer policy keeps it out of other origins' Referer), and a decision needs a second
+token, derived from a per-start secret but distinct from the key, that only a page of this server shows: a leaked
+address still cannot decide.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import secrets
 from collections.abc import Iterable
-from typing import Literal
-from urllib.parse import parse_qs
+from typing import Literal, NamedTuple
+from urllib.parse import parse_qs, quote, urlencode
 
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.responses import PlainTextResponse
@@ -28,7 +40,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 TOKEN_FIELD = "_token"  # the hidden form field the page's forms carry
 TOKEN_HEADER = "x-karma-token"  # what a same-origin JSON caller sends
-KEY_PARAM = "key"  # the query parameter of the address the server prints: it sets the session cookie
+KEY_PARAM = "key"  # an older printed address's `?key=<read key>`: redirected to the /s/<read key>/ address
+SESSION_PREFIX = "/s/"  # the read key travels in the path: /s/<read key>/..., never in a cookie
 MAX_BODY_BYTES = 64 * 1024  # a decision is a few hundred bytes; an edit form a few kilobytes
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 SECURITY_HEADERS = {
@@ -43,6 +56,29 @@ SECURITY_HEADERS = {
 
 def new_token() -> str:
     return secrets.token_urlsafe(32)
+
+
+class SessionKeys(NamedTuple):
+    """One server start's credentials: the read key (in the page's addresses) and the decision token (in its forms
+    and the header its script sends); both derived from one random secret, neither derivable from the other."""
+
+    read_key: str
+    decision_token: str
+
+
+def session_keys(secret: bytes | None = None) -> SessionKeys:
+    """New keys for a server start (HMAC-SHA256 of the secret, one label each: distinct values, same entropy)."""
+    secret = secret or secrets.token_bytes(32)
+
+    def derive(label: bytes) -> str:
+        return base64.urlsafe_b64encode(hmac.new(secret, label, hashlib.sha256).digest()).decode().rstrip("=")
+
+    return SessionKeys(read_key=derive(b"karma read key"), decision_token=derive(b"karma decision token"))
+
+
+def session_address(base: str, read_key: str, path: str = "/") -> str:
+    """The address the server prints: `base` (http://host:port) + /s/<read key> + path."""
+    return f"{base.rstrip('/')}{SESSION_PREFIX}{read_key}{path}"
 
 
 def host_name(host: str) -> str:
@@ -78,7 +114,10 @@ class LocalGuard:
     def __init__(self, app: ASGIApp, *, hosts: Iterable[str], token: str,
                  token_mode: Literal["unsafe", "bearer"] = "unsafe", max_body: int | None = MAX_BODY_BYTES,
                  read_key: str | None = None) -> None:
-        """read_key: the session cookie's name; set, every request needs the cookie or the token header."""
+        """read_key: set, every request must be under /s/<read_key>/ or carry `token` in TOKEN_HEADER; it must
+        differ from `token` (the decision token), so an address that leaks grants reading only."""
+        if read_key is not None and secrets.compare_digest(read_key.encode(), token.encode()):
+            raise ValueError("the read key must differ from the decision token")
         self.app = app
         self.read_key = read_key
         self.hosts = frozenset(h.lower() for h in hosts)
@@ -116,12 +155,19 @@ class LocalGuard:
         if origin is not None and origin.lower() not in self.origins:
             return await refuse(403, f"origin {origin!r} is not this server's: cross-site request refused")
         if self.read_key is not None:
-            given = parse_qs(scope.get("query_string", b"").decode("latin-1")).get(KEY_PARAM, [])
-            if scope["method"] == "GET" and len(given) == 1 and self._same(given[0]):
-                return await self._set_cookie(scope, receive, send_with_headers)  # and the key out of the address
-        if self.read_key is not None and not self._token_given(headers, scope):
-            return await refuse(401, "this page answers only whoever started it: open the address `karma review` "
-                                     "printed (it carries the session's key)")
+            inside = self._in_session(scope)
+            if inside == "bare":  # /s/<key> without the slash: its pages' relative parts need the folder form
+                return await self._redirect(scope, receive, send_with_headers, _raw_path(scope) + "/")
+            if inside is not None:
+                scope = inside
+            else:
+                given = parse_qs(scope.get("query_string", b"").decode("latin-1")).get(KEY_PARAM, [])
+                if scope["method"] == "GET" and len(given) == 1 and self._same_key(given[0]):
+                    return await self._redirect(scope, receive, send_with_headers,
+                                                SESSION_PREFIX + self.read_key + _raw_path(scope), drop_key=True)
+                if not self._header_token(headers):
+                    return await refuse(401, "this page answers only whoever started it: open the address "
+                                             "`karma review` printed (it carries the session's key)")
         if self.token_mode == "bearer":
             scheme, _, given = headers.get("authorization", "").partition(" ")
             if scheme.lower() != "bearer" or not secrets.compare_digest(given.strip().encode(), self.token.encode()):
@@ -140,30 +186,39 @@ class LocalGuard:
                 return await refuse(403, "missing or wrong session token: reload the review page")
         await self.app(scope, receive, send_with_headers)
 
-    def _same(self, given: str) -> bool:
-        return secrets.compare_digest(given.encode("utf-8", "replace"), self.token.encode())
-
-    def _token_given(self, headers: Headers, scope: Scope) -> bool:
-        """The session cookie or the token header: proof of having seen the printed address or the page."""
+    def _same_key(self, given: str) -> bool:
         assert self.read_key is not None
+        return secrets.compare_digest(given.encode("utf-8", "replace"), self.read_key.encode())
+
+    def _header_token(self, headers: Headers) -> bool:
+        """The decision token in the token header: a caller that read a page of this server (its script)."""
         header = headers.get(TOKEN_HEADER)
-        if header is not None and self._same(header):
-            return True
-        cookies = [c.strip().partition("=") for c in headers.get("cookie", "").split(";")]
-        return any(name == self.read_key and self._same(value) for name, _, value in cookies)
+        return header is not None and secrets.compare_digest(header.encode("utf-8", "replace"), self.token.encode())
 
-    async def _set_cookie(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """The printed address opened: the cookie (HttpOnly, SameSite=Strict: no other site's request carries
-        it), then the same page without the key in its address (so it stays out of history and referrers)."""
-        from urllib.parse import urlencode
+    def _in_session(self, scope: Scope) -> Scope | Literal["bare"] | None:
+        """A request under /s/<read key>/: its scope with root_path = that prefix (the app routes the rest and
+        draws its links under it); "bare" for /s/<read key> itself; None for any other path or a wrong key."""
+        assert self.read_key is not None
+        path: str = scope.get("path", "")
+        root = scope.get("root_path", "")
+        rest = path[len(root):] if root and path.startswith(root) else path
+        if not rest.startswith(SESSION_PREFIX):
+            return None
+        key, slash, _ = rest[len(SESSION_PREFIX):].partition("/")
+        if not self._same_key(key):
+            return None
+        if not slash:
+            return "bare"
+        return {**scope, "root_path": root + SESSION_PREFIX + key}
 
-        rest = [(k, v) for k, v in parse_qs(scope.get("query_string", b"").decode("latin-1")).items()
-                if k != KEY_PARAM]
-        query = urlencode([(k, v) for k, vs in rest for v in vs])
-        location = scope.get("path", "/") + (f"?{query}" if query else "")
-        cookie = f"{self.read_key}={self.token}; HttpOnly; SameSite=Strict; Path=/"
-        await PlainTextResponse("", status_code=303, headers={"location": location, "set-cookie": cookie})(
-            scope, receive, send)
+    async def _redirect(self, scope: Scope, receive: Receive, send: Send, location: str,
+                        drop_key: bool = False) -> None:
+        """303 to `location` (a path as sent, percent-encoded) with the request's query (without `key` when
+        drop_key); never a cookie."""
+        pairs = parse_qs(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+        query = urlencode([(k, v) for k, vs in pairs.items() if not (drop_key and k == KEY_PARAM) for v in vs])
+        target = location + (f"?{query}" if query else "")
+        await PlainTextResponse("", status_code=303, headers={"location": target})(scope, receive, send)
 
     async def _bounded_body(self, headers: Headers, receive: Receive) -> bytes | None:
         """The whole body, or None as soon as it is known to exceed max_body (declared or received)."""
@@ -208,3 +263,9 @@ def _replay(body: bytes, receive: Receive) -> Receive:
         return await receive()
 
     return replayed
+
+
+def _raw_path(scope: Scope) -> str:
+    """The request's path as the client sent it (still percent-encoded: an id's %2F stays one path segment)."""
+    raw = scope.get("raw_path")
+    return raw.decode("latin-1") if raw else quote(scope.get("path", "/"))

@@ -16,8 +16,10 @@ import select
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import anyio
@@ -68,11 +70,13 @@ class CountingQueue(ReviewQueue):
 
 
 def opened(app) -> TestClient:  # noqa: ANN001 - the review page's Starlette app
-    """A client that opened the address `karma review` prints (`/?key=<token>`), as its user's browser does: it
-    holds the session cookie, so it may read; it has not read the page, so it has no token for a decision yet."""
-    client = TestClient(app, base_url=OWN, follow_redirects=False)
-    r = client.get("/", params={"key": app.state.token})
-    assert r.status_code == 303 and r.headers["location"] == "/", (r.status_code, r.text)
+    """A client that opened the address `karma review` prints (/s/<read key>/), as its user's browser does: its
+    requests go under that prefix, as the page's links do, so it may read; no cookie is set (none holds the key);
+    it has not read the page, so it has no token for a decision yet."""
+    client = TestClient(app, base_url=f"{OWN}/s/{app.state.key}", follow_redirects=False)
+    r = client.get("/")
+    assert r.status_code == 200 and "set-cookie" not in r.headers, (r.status_code, r.text)
+    assert app.state.key != app.state.token  # reading the queue is not deciding
     return client
 
 
@@ -311,7 +315,7 @@ def test_a_dns_rebinding_page_over_a_real_socket_reads_and_decides_nothing(revie
     browser = httpx.Client(follow_redirects=True)  # the user's browser, opening the address the server printed
     html = browser.get(address).text
     token = re.search(r'<meta name="karma-token" content="([^"]+)">', html).group(1)
-    r = browser.post(f"http://127.0.0.1:{port}/items/{target}/decision", follow_redirects=False,
+    r = browser.post(f"{address}items/{target}/decision", follow_redirects=False,
                      data={"action": "accept", "reviewer": "alice", "_token": token},
                      headers={"origin": f"http://127.0.0.1:{port}"})
     assert r.status_code == 303 and queue.decision(target).reviewer == "alice"
@@ -395,23 +399,145 @@ def test_allow_host_adds_exactly_the_names_given(queue: ReviewQueue, paths: Data
 def test_another_local_user_reads_nothing_without_the_printed_address(review_server: tuple[int, str],
                                                                       queue: ReviewQueue) -> None:
     """Loopback does not tell a machine's users apart: whoever did not see the address `karma review` printed
-    (it carries the session's key) gets 401 for every page, the API and the static files, with or without a guess."""
+    (its path carries the session's read key) gets 401 for every page, the API and the static files, with or
+    without a guess; the decision token, which the page shows, is not the read key."""
     port, address = review_server
     base = f"http://127.0.0.1:{port}"
-    assert address.startswith(base + "/?key=")
+    (key,) = re.fullmatch(re.escape(base) + r"/s/([A-Za-z0-9_-]{40,})/", address).groups()  # type: ignore[union-attr]
     stranger = httpx.Client()
-    for path in ("/", "/api/items", "/static/review.js", "/?key=guess", "/?key=", f"/?key={address[-8:]}"):
+    for path in ("/", "/api/items", "/static/review.js", "/?key=guess", "/?key=", f"/?key={key[-8:]}", "/s/",
+                 "/s/guess/", f"/s/{key[:-1]}/", f"/s/{key}x/", f"/s/{key[:-1]}/api/items", f"/x/s/{key}/"):
         r = stranger.get(base + path, follow_redirects=False)
         assert r.status_code == 401, (path, r.status_code)
         assert "karma-token" not in r.text and "item" not in r.text.lower().split("printed")[0], path
         assert r.headers.get("x-frame-options") == "DENY"
-    # the user's browser: the printed address sets an HttpOnly, SameSite=Strict cookie and drops the key
+    # the user's browser: the printed address is the page, as it is (no redirect, no cookie)
     user = httpx.Client()
     r = user.get(address, follow_redirects=False)
-    assert r.status_code == 303 and r.headers["location"] == "/", r.headers
-    cookie = r.headers["set-cookie"]
-    assert cookie.startswith(f"karma_review_{port}=") and "HttpOnly" in cookie and "SameSite=Strict" in cookie
-    assert user.get(base + "/").status_code == 200 and user.get(base + "/api/items").status_code == 200
-    # other query parameters survive the redirect
-    r = user.get(address + "&status=pending", follow_redirects=False)
-    assert r.status_code == 303 and r.headers["location"] == "/?status=pending"
+    assert r.status_code == 200 and "set-cookie" not in r.headers and not user.cookies, r.headers
+    token = re.search(r'<meta name="karma-token" content="([^"]+)">', r.text).group(1)  # type: ignore[union-attr]
+    assert token != key and stranger.get(f"{base}/s/{token}/").status_code == 401  # the token reads nothing
+    local = [u for u in re.findall(r'(?:href|action|src)="([^"]+)"', r.text) if not u.startswith("http")]
+    assert local and all(u.startswith(f"/s/{key}/") for u in local), local  # every link keeps the session
+    assert user.get(address + "api/items").status_code == 200
+    target = by_source(queue)["cogmg"].item_id
+    refused = user.post(f"{address}items/{target}/decision", data={"action": "accept", "reviewer": "eve",
+                                                                   "_token": key})
+    assert refused.status_code == 403 and queue.decision(target) is None  # the read key does not decide
+    # an address printed before (`/?key=`) leads to the page's address, query kept, and still sets no cookie
+    r = user.get(f"{base}/?key={key}&status=pending", follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] == f"/s/{key}/?status=pending", r.headers
+    assert "set-cookie" not in r.headers
+    r = user.get(f"{base}/s/{key}", follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] == f"/s/{key}/"
+
+
+class _Recorder(BaseHTTPRequestHandler):
+    """Another server on the loopback (a dev server, a notebook, a hostile local process): records what it gets."""
+
+    seen: list[tuple[str, dict[str, str]]] = []
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        _Recorder.seen.append((self.path, dict(self.headers.items())))
+        self.send_response(200)
+        self.send_header("content-length", "2")
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+    def log_message(self, *args: object) -> None:  # quiet
+        pass
+
+
+def test_another_server_on_the_loopback_receives_neither_the_key_nor_the_token(review_server: tuple[int, str],
+                                                                              queue: ReviewQueue) -> None:
+    """Cookies are scoped by host, not by port: the session cookie the review page used to set went with every
+    request the reviewer's browser sent to any other server on 127.0.0.1, which could then read the queue and decide
+    (the cookie was the decision token too). After the reviewer's whole flow (open the printed address, read the
+    API, decide through the page's form, open the KG browser and the old-style address), a request of the same
+    browser (httpx's cookie jar: per host, like a browser's) to another port carries neither."""
+    port, address = review_server
+    base = f"http://127.0.0.1:{port}"
+    other = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    _Recorder.seen = []
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    try:
+        key = address.removeprefix(base + "/s/").rstrip("/")
+        browser = httpx.Client(follow_redirects=True)
+        elsewhere = f"http://127.0.0.1:{other.server_address[1]}/page"
+
+        def other_server_got() -> str:
+            """What the other server received from the reviewer's browser, as one text to search."""
+            assert browser.get(elsewhere).status_code == 200
+            return json.dumps(_Recorder.seen[-1][1])
+
+        page = browser.get(address)
+        token = re.search(r'<meta name="karma-token" content="([^"]+)">', page.text)[1]  # type: ignore[index]
+        sent = other_server_got()
+        assert key not in sent and token not in sent and '"cookie"' not in sent.lower(), sent
+        replies = [page, browser.get(f"{base}/?key={key}"), browser.get(address + "api/items",
+                                                                        headers={TOKEN_HEADER: token}),
+                   browser.get(address + "kg")]
+        target = by_source(queue)["cogmg"].item_id
+        decided = browser.post(f"{address}items/{target}/decision", headers={"origin": base},
+                               data={"action": "accept", "reviewer": "alice", "_token": token})
+        replies += [decided, *decided.history, *page.history]
+        assert decided.status_code == 200 and queue.decision(target).reviewer == "alice"  # the flow worked
+        assert all("set-cookie" not in r.headers for r in replies), [r.headers for r in replies]
+        assert not browser.cookies  # the page works without any cookie
+        sent = other_server_got()
+        assert key not in sent and token not in sent and '"cookie"' not in sent.lower(), sent
+    finally:
+        other.shutdown()
+        other.server_close()
+
+
+def test_in_a_real_browser_no_cookie_is_set_and_another_port_gets_no_key(review_server: tuple[int, str],
+                                                                        queue: ReviewQueue) -> None:
+    """The same property in headless chromium (browser_harness.py): the reviewer opens the printed address,
+    decides with the keyboard (the page's script, through the prefix), opens the KG browser and comes back; the
+    browser then holds no cookie, and its request to another server on the loopback carries neither the read key
+    nor the decision token."""
+    from browser_harness import CHROMIUM, launch
+
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no chromium at {CHROMIUM} (apt-get install -y chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
+    port, address = review_server
+    key = address.removeprefix(f"http://127.0.0.1:{port}/s/").rstrip("/")
+    first = queue.items()[0][0]  # best score first: what the page selects on load
+    other = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    _Recorder.seen = []
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    try:
+        elsewhere = f"http://127.0.0.1:{other.server_address[1]}/elsewhere"
+
+        def other_server_got() -> str:
+            probe.goto(elsewhere)  # a tab of the same browser (same cookie jar) opening the other server
+            return json.dumps(_Recorder.seen[-1][1])
+
+        with sync_api.sync_playwright() as pw:
+            browser = launch(pw)
+            context = browser.new_context()
+            page, probe = context.new_page(), context.new_page()
+            page.goto(address)
+            token = page.get_attribute("meta[name=karma-token]", "content")
+            sent = other_server_got()
+            assert key not in sent and token not in sent and '"cookie"' not in sent.lower(), sent
+            assert context.cookies() == []
+            page.fill("#reviewer", "alice")
+            page.locator("article.item.selected h2").click()
+            with page.expect_response(lambda r: "/decision" in r.url) as answer:
+                page.keyboard.press("a")
+            assert answer.value.status == 201 and answer.value.url.startswith(address)
+            with page.expect_navigation():
+                page.click("nav >> text=KG browser")
+            assert page.url.startswith(address + "kg")
+            page.go_back()
+            assert context.cookies() == []  # nothing set along the way
+            sent = other_server_got()
+            assert key not in sent and token not in sent and '"cookie"' not in sent.lower(), sent
+            browser.close()
+        assert queue.decision(first.item_id).reviewer == "alice"  # the flow worked without a cookie
+    finally:
+        other.shutdown()
+        other.server_close()

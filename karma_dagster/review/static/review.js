@@ -7,6 +7,7 @@
   const reviewer = document.getElementById("reviewer");
   const needed = document.getElementById("reviewer-needed");
   const token = document.querySelector("meta[name=karma-token]").content;
+  const root = document.querySelector("meta[name=karma-root]").content;  // /s/<read key>: no cookie carries it
   reviewer.value = localStorage.getItem("karma-reviewer") || "";
   reviewer.addEventListener("change", () => localStorage.setItem("karma-reviewer", reviewer.value.trim()));
   reviewer.addEventListener("input", () => {
@@ -97,7 +98,7 @@
     const problem = card.querySelector(".card-error");
     form.querySelectorAll("button").forEach((b) => { b.disabled = true; });
     try {
-      const url = "/api/items/" + encodeURIComponent(card.dataset.id) + "/decision" + location.search;
+      const url = root + "/api/items/" + encodeURIComponent(card.dataset.id) + "/decision" + location.search;
       const response = await fetch(url, {
         method: "POST", headers: { "content-type": "application/json", "x-karma-token": token },
         body: JSON.stringify({ action: action, reviewer: who, edits: edits }),
