@@ -18,7 +18,6 @@ document; the agents are called directly (bench/throughput.py's (a)), not throug
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import os
 import random
 import sys
@@ -28,35 +27,18 @@ from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-import dagster as dg  # noqa: E402
-
-from karma_dagster import runner  # noqa: E402
-from karma_dagster.definitions import build_definitions  # noqa: E402
 from karma_dagster.ingest.catalog import Catalog  # noqa: E402
-from karma_dagster.ingest.inbox import scan_inbox  # noqa: E402
 from karma_dagster.metrics.gold import GoldScores, score_gold  # noqa: E402
-from karma_dagster.metrics.gold_inbox import compute_gold  # noqa: E402
+from karma_dagster.metrics.gold_inbox import compute_gold, judge_accepted  # noqa: E402
+from karma_dagster.metrics.judging import by_document  # noqa: E402
 from karma_dagster.metrics.gold_mentions import PRF  # noqa: E402
+from chain_run import prepare, split_corpus  # noqa: E402
 from karma_dagster.metrics.gold_sources import aligned_mentions, gold_document, predicted_triples  # noqa: E402
-from karma_dagster.params import KarmaParams  # noqa: E402
-from karma_dagster.resources.backbones import backbone_configs_from_file  # noqa: E402
-from karma_dagster.resources.storage import KarmaStorageResource  # noqa: E402
-from karma_dagster.schemas.frames import records_to_frame  # noqa: E402
-from karma_dagster.stages import StageInputs, chain_for  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("KARMA_SHARED_DATA", REPO.parent / "shared" / "data"))
 DEFAULT_FILES = (SHARED / "biored" / "Dev.PubTator", SHARED / "bc5cdr" / "CDR_DevelopmentSet.PubTator.txt")
 DEFAULT_BACKBONES = ("local", "local-no-summarizer", "local-single")
-
-
-def split_corpus(path: Path, inbox: Path, limit: int | None) -> int:
-    """One PubTator file per document of `path` (blank-line separated blocks), the first `limit` only."""
-    blocks = [b for b in path.read_text(encoding="utf-8").strip().split("\n\n") if b.strip()][:limit]
-    inbox.mkdir(parents=True)
-    for i, block in enumerate(blocks):
-        (inbox / f"doc{i:05d}.pubtator").write_text(block.strip() + "\n", encoding="utf-8")
-    return len(blocks)
 
 
 def scored_documents(store, catalog: Catalog, inbox: Path, ns: str) -> list[tuple]:
@@ -97,17 +79,28 @@ def doc_pair_counts(docs: list[tuple]) -> dict[str, PRF]:
                             ).relations.pair for key, gold, ms, ev, entities in docs}
 
 
+def judged_counts(judgement) -> dict[str, PRF]:
+    """Per document: the judged accepted units right (tp) and wrong (fp), for a bootstrap of accepted precision."""
+    out: dict[str, PRF] = {}
+    for doc, units in by_document(judgement.judged).items():
+        tp = sum(bool(u.right) for u in units)
+        out[doc] = PRF(tp=tp, fp=len(units) - tp, fn=0)
+    return out
+
+
 def paired_bootstrap(a: dict[str, PRF], b: dict[str, PRF], rounds: int = 2000,
-                     seed: int = 0) -> tuple[float, float, float, float]:
+                     seed: int = 0, metric: str = "f1") -> tuple[float, float, float, float]:
     """F1(a) - F1(b) of the accepted pairs, its 95 % interval over documents resampled with replacement (the same
     documents for both sides), and the share of rounds where a is below b: is a gap between two chains more than
     which abstracts the dev split happens to hold?"""
-    keys = sorted(set(a) & set(b))
+    keys = sorted(set(a) | set(b))
+    zero = PRF(tp=0, fp=0, fn=0)
     rng = random.Random(seed)
 
     def f1(counts: dict[str, PRF], sample: list[str]) -> float:
-        return PRF(tp=sum(counts[k].tp for k in sample), fp=sum(counts[k].fp for k in sample),
-                   fn=sum(counts[k].fn for k in sample)).f1
+        prf = PRF(tp=sum(counts.get(k, zero).tp for k in sample), fp=sum(counts.get(k, zero).fp for k in sample),
+                  fn=sum(counts.get(k, zero).fn for k in sample))
+        return getattr(prf, "precision" if metric == "precision" else "f1")
 
     def diff(sample: list[str]) -> float:
         return f1(a, sample) - f1(b, sample)
@@ -121,35 +114,23 @@ def run_corpus(path: Path, backbones: list[str], limit: int | None, cache_dir: P
     """{backbone: (REA scores, accepted scores, seconds, accepted pair counts per document)} for one corpus."""
     inbox = work / "inbox"
     n = split_corpus(path, inbox, limit)
-    configs = backbone_configs_from_file()
-    unknown = [b for b in backbones if b not in configs]
-    if unknown:
-        raise SystemExit(f"--backbone {', '.join(unknown)}: not a runnable backbone of backbones.yaml "
-                         f"(runnable: {', '.join(sorted(configs))})")
-    storage = KarmaStorageResource(data_dir=str(work / "karma"), inbox=str(inbox), cache_dir=str(cache_dir))
-    defs = build_definitions(backbones={b: configs[b] for b in backbones}, storage=storage)
-    (work / "home").mkdir()
-    with dg.instance_for_test(temp_dir=str(work / "home")) as inst:
-        assert runner.import_kg(defs, inst), "seed import failed"
-    keys = sorted(scan_inbox(inbox, Catalog(storage.catalog_path()), arrival_date=dt.date.today()).keys_to_run)
+    ws = prepare(work, inbox, backbones, cache_dir)
+    keys, store, storage = ws.keys, ws.store, ws.storage
     print(f"{path.name}: {n} documents, {len(keys)} registered", flush=True)
-    resource = defs.resources["backbones"]
-    params, store, paths = KarmaParams(), storage.stage_store(), storage.paths()
     out = {}
     for ns in backbones:
-        backbone, chain = resource.get(ns, storage), chain_for(resource.settings(ns))
         t0 = time.perf_counter()
-        for key in keys:
-            for stage in chain:
-                rows, _figures = stage.run(StageInputs(stage, ns, key, paths, backbone, params))
-                store.write(ns, stage.name, key, records_to_frame(rows, stage.row_model))
+        ws.run(ns, keys)
         seconds = time.perf_counter() - t0
         result = compute_gold(store, Catalog(storage.catalog_path()), inbox, ns)
         if result is None:
             raise SystemExit(f"{path}: no document carries gold annotations")
         rea, accepted, unaligned = result
         docs = scored_documents(store, Catalog(storage.catalog_path()), inbox, ns)
-        out[ns] = (rea, accepted, seconds, doc_pair_counts(docs))
+        judged = judge_accepted(store, Catalog(storage.catalog_path()), inbox, ns)
+        out[ns] = (rea, accepted, seconds, doc_pair_counts(docs), judged)
+        if judged is not None:
+            print(f"  {ns}: {judged.one_line()} | unjudged: {judged.unjudged_reasons()}", flush=True)
         if thetas:
             sweep_theta(docs, ns, thetas)
         s, a = rea.summary(), accepted.summary()
@@ -183,12 +164,17 @@ def main(argv: list[str] | None = None) -> int:
             if args.keep is not None and work.exists():
                 ap.error(f"--keep {args.keep}: {work} exists already (a kept run is never overwritten)")
             results = run_corpus(path, backbones, args.limit, args.cache_dir.resolve(), work, args.theta)
-            for ns, (rea, accepted, seconds, _counts) in results.items():
+            for ns, (rea, accepted, seconds, _counts, _judged) in results.items():
                 table.append((path.name, ns, rea.summary(), accepted.summary(), rea.n_docs, seconds))
             first, *others = backbones
             for ns in others:
                 d, lo, hi, below = paired_bootstrap(results[first][3], results[ns][3])
-                gaps.append(f"| {path.name} | {first} - {ns} | {d:+.3f} | [{lo:+.3f}, {hi:+.3f}] | {below:.2f} |")
+                cells = f"| {path.name} | {first} - {ns} | {d:+.3f} | [{lo:+.3f}, {hi:+.3f}] | {below:.2f} |"
+                if results[first][4] is not None and results[ns][4] is not None:
+                    d, lo, hi, below = paired_bootstrap(judged_counts(results[first][4]),
+                                                        judged_counts(results[ns][4]), metric="precision")
+                    cells += f" {d:+.3f} | [{lo:+.3f}, {hi:+.3f}] | {below:.2f} |"
+                gaps.append(cells)
     print("\n| corpus | backbone | docs | mentions F1 | ids F1 | REA pairs F1 | accepted pairs F1 | accepted pair + type F1 |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")
     for name, ns, s, a, n, _sec in table:
@@ -197,7 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     if gaps:
         print(f"\nAccepted pair F1 of {backbones[0]} minus each other backbone, with its 95 % interval over the "
               "documents (paired bootstrap, 2,000 rounds, seed 0) and the share of rounds it is below:\n")
-        print("| corpus | difference | Δ pair F1 | 95 % interval | share below |\n|---|---|---:|---|---:|")
+        print("| corpus | difference | Δ pair F1 | 95 % interval | share below | Δ accepted precision (judged) | "
+              "95 % interval | share below |\n|---|---|---:|---|---:|---:|---|---:|")
         print("\n".join(gaps))
     print(f"\nload average {os.getloadavg()[0]:.1f} at the end")
     return 0

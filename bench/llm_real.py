@@ -126,7 +126,7 @@ def main() -> int:
                 print("\n| backbone | mentions P/R/F1 | ids P/R/F1 | pairs P/R/F1 | seconds |\n|---|---|---|---|---|")
                 for name in ("local", "smollm2"):
                     backbone = p.defs.resources["backbones"].get(name, p.storage)  # type: ignore[index, union-attr]
-                    scores, seconds = evaluate_file(gold, backbone, services.dictionary(data),
+                    scores, seconds, _judged = evaluate_file(gold, backbone, services.dictionary(data),
                                                     services.entity_index(data), KarmaParams())
                     s = scores.summary()
                     print(f"| {name} | {s['mention_p']:.3f}/{s['mention_r']:.3f}/{s['mention_f1']:.3f} | "

@@ -166,7 +166,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_gold_eval(args: argparse.Namespace) -> int:
 
     from karma_dagster import services
-    from karma_dagster.metrics.gold_run import evaluate_file, summary_table
+    from karma_dagster.metrics.gold_run import KGView, evaluate_file, summary_table
     from karma_dagster.params import KarmaParams
     from karma_dagster.paths import data_file
 
@@ -184,14 +184,18 @@ def cmd_gold_eval(args: argparse.Namespace) -> int:
     name = args.backbone[0]
     backbone = defs.resources["backbones"].get(name, storage)  # type: ignore[index, union-attr]
     runs = []
+    kg = KGView(schema=services.kg_schema(), kind_of=services.kg_kind_lookup(data),
+                existing=services.existing_relations_lookup(data, name))
     for path in files:
-        scores, seconds = evaluate_file(
+        scores, seconds, judgement = evaluate_file(
             path, backbone, services.dictionary(data), services.entity_index(data), KarmaParams(),
             limit=args.limit,
-            log=lambda m: print(m, file=sys.stderr),
+            log=lambda m: print(m, file=sys.stderr), kg=kg,
         )
         runs.append((path.name, scores))
         print(f"{name} on {path.name}: {scores.one_line()} | {seconds:.1f} s")
+        if judgement is not None:
+            print(f"{name} on {path.name}: {judgement.one_line()}")
         if args.table:
             print()
             print(scores.markdown())

@@ -109,6 +109,12 @@ class KarmaParams(StrictModel):
                     "0, 0.2 and 0.3; 0.647 at 0.4 and 0.5; 0.632 at the LLM's 0.65; re-swept 2026-12-03 with the "
                     "learned NER, the segment view and the Compound-Symptom metaedges: 0.5 before)",
     )
+    admission_precision: float = Field(
+        0.75, gt=0, lt=1,
+        description="evaluator: the precision the KG must hold. A backbone with a calibrated correctness model "
+                    "(local) admits a triple when its P(right) reaches the threshold at which the admitted triples "
+                    "reached this precision out of fold on the training splits (95 % lower bound); the rest goes to "
+                    "review, ranked by P(right). Higher: a smaller KG a curator can trust more")
     seed_edge_confidence: float = Field(0.9, ge=0, le=1, description="confidence given to imported KG edges")
     weights: EvaluatorWeights = Field(default_factory=EvaluatorWeights, description="evaluator weights, rule signals")
     llm_weights: EvaluatorWeights = Field(

@@ -24,7 +24,7 @@ from karma_dagster import date_range
 from karma_dagster import services
 from karma_dagster.agents.conflict_resolution import resolve_conflicts
 from karma_dagster.agents.entity_extraction import extract_entities_counted
-from karma_dagster.agents.evaluator import evaluate_triples
+from karma_dagster.agents.evaluator import evaluate_triples, kept_and_aligned, triple_contexts
 from karma_dagster.agents.ingestion import ingest_document
 from karma_dagster.agents.pass_through import unevaluated, unresolved, unsummarized
 from karma_dagster.agents.reader import read_document
@@ -215,10 +215,21 @@ def _evaluated(x: StageInputs) -> tuple[list[BaseModel], Figures]:
     segments, entities = x.table("segments"), x.table("entities")
     relevance = dict(zip(segments["segment_id"], segments["relevance"].astype(float)))
     linked = set(entities.loc[entities["status"] == "linked", "entity_id"])
-    rows = evaluate_triples(x.records("resolved", ResolvedRow), relevance, x.backbone, x.params, is_linked=linked)
+    resolved = x.records("resolved", ResolvedRow)
+    contexts = triple_contexts(resolved, x.records("entities", MentionRow), x.records("segments", SegmentRow))
+    rows = evaluate_triples(resolved, relevance, x.backbone, x.params, is_linked=linked, contexts=contexts)
     accepted = sum(r.accepted for r in rows)
-    return rows, {"accepted": accepted, "rejected": len(rows) - accepted,
-                  "theta": x.params.integrate_threshold_for(x.backbone.judge_signals == "llm")}
+    figures: Figures = {"accepted": accepted, "rejected": len(rows) - accepted}
+    threshold = x.backbone.admission_threshold(x.params.admission_precision)
+    if threshold is None:
+        figures["theta"] = x.params.integrate_threshold_for(x.backbone.judge_signals == "llm")
+    else:  # a calibrated model decided: its operating point, and what was held back for review
+        figures.update({"admission_precision": x.params.admission_precision, "admission_threshold": round(threshold, 4),
+                        "to_review_below_point": sum(r.accepted is False and (r.admission or "").startswith("below")
+                                                     for r in rows),
+                        "to_review_blocked": sum(r.accepted is False and kept_and_aligned(r)
+                                                 and not (r.admission or "").startswith("below") for r in rows)})
+    return rows, figures
 
 
 # ---------------------------------------------------------------- variants: pass-throughs and the single-agent steps

@@ -1,8 +1,15 @@
 """EA: confidence C, clarity Cl and relevance R per triple, each sigma(bias + sum_i w_i * signal_i) over the
-backbone's signals with the configured weights; a triple is integrated when mean(C, Cl, R) >= Theta (an LLM's
-judged signals and the rule-based judge's have their own weights and Theta: params.py) and the earlier agents let it
-through (aligned to the schema, kept or replacing by conflict resolution). Each row also
-carries its `evidence_score` (records.evidence_score): what the KG's reinforcement aggregates.
+backbone's signals with the configured weights, and the admission decision.
+
+A backbone with a calibrated correctness model (the local one: backbones/local/correctness.py) answers
+P(this triple is right) from everything the chain knows (`TripleContext`); that probability is the row's
+`correctness` and its `evidence_score` (what the KG's reinforcement aggregates), and a triple is admitted when the
+earlier agents let it through (aligned to the schema, kept or replacing by conflict resolution), no precision rule
+blocks it (a negated or contrasted co-mention, a chemical named as the disease's cause read as its treatment) and
+its probability reaches the operating point of `params.admission_precision`. What is not admitted carries the
+reason in `admission` and goes to the review queue, ranked by its probability.
+
+A backbone without one (an uncalibrated LLM judge) keeps KARMA's rule: mean(C, Cl, R) >= Theta (params.py).
 """
 
 from __future__ import annotations
@@ -10,9 +17,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Collection
 
+from collections import Counter
+from collections.abc import Sequence
+
 from karma_dagster.backbones.base import Backbone, TripleQuery, backbone_map
+from karma_dagster.backbones.local.triple_features import blocked
 from karma_dagster.params import KarmaParams
-from karma_dagster.schemas.records import EvaluatedRow, ResolvedRow, evidence_score
+from karma_dagster.schemas.records import EvaluatedRow, MentionRow, ResolvedRow, SegmentRow, evidence_score
+from karma_dagster.schemas.triple_context import EndFacts, TripleContext
 
 
 class EvaluatorError(ValueError):
@@ -42,8 +54,10 @@ def evaluate_triples(
     params: KarmaParams,
     *,
     is_linked: Callable[[str], bool] | Collection[str] | None = None,
+    contexts: Sequence[TripleContext] | None = None,
 ) -> list[EvaluatedRow]:
-    """`is_linked` tells which entity ids are KG nodes (the linked_entities signal); None counts none linked."""
+    """`is_linked` tells which entity ids are KG nodes (the linked_entities signal); None counts none linked.
+    `contexts` (one per resolved row, `triple_contexts`): what a correctness model reads; None = no model asked."""
     if is_linked is None:
         linked: Callable[[str], bool] = lambda _id: False  # noqa: E731
     elif callable(is_linked):
@@ -64,18 +78,62 @@ def evaluate_triples(
 
     # the per-triple questions overlap up to the backbone's concurrency limit; scoring stays in input order
     all_signals = backbone_map(backbone, signals_of, resolved)
+    if contexts is not None and len(contexts) != len(resolved):
+        raise EvaluatorError(f"{len(contexts)} triple contexts for {len(resolved)} triples")
+    probs = backbone.correctness(list(contexts)) if contexts is not None and resolved else None
+    threshold = backbone.admission_threshold(params.admission_precision) if probs is not None else None
     out: list[EvaluatedRow] = []
-    for t, signals in zip(resolved, all_signals, strict=True):
+    for i, (t, signals) in enumerate(zip(resolved, all_signals, strict=True)):
         llm = "llm_confidence" in signals
         w = params.llm_weights if llm else params.weights
         c = logistic_score(w.confidence, signals, "confidence")
         cl = logistic_score(w.clarity, signals, "clarity")
         r = logistic_score(w.relevance, signals, "relevance")
         score = (c + cl + r) / 3.0
-        accepted = score >= params.integrate_threshold_for(llm) and kept_and_aligned(t)
         row = t.model_dump()
-        out.append(EvaluatedRow(**row, confidence=c, clarity=cl, relevance=r, score=score, accepted=accepted,
-                                evidence_score=evidence_score(row.get("sample_confidence"), score, t.probability)))
+        if probs is None or threshold is None or contexts is None:
+            accepted = score >= params.integrate_threshold_for(llm) and kept_and_aligned(t)
+            out.append(EvaluatedRow(**row, confidence=c, clarity=cl, relevance=r, score=score, accepted=accepted,
+                                    evidence_score=evidence_score(row.get("sample_confidence"), score,
+                                                                  t.probability)))
+            continue
+        p = probs[i]
+        reason = None if kept_and_aligned(t) else f"not integrable ({t.schema_status}, {t.action})"
+        reason = reason or blocked(contexts[i])
+        if reason is None and p < threshold:
+            reason = (f"below the operating point: P(right) {p:.2f} < {threshold:.2f} "
+                      f"(admission precision {params.admission_precision:.2f})")
+        out.append(EvaluatedRow(**row, confidence=c, clarity=cl, relevance=r, score=score, accepted=reason is None,
+                                evidence_score=p, correctness=p,
+                                admission=reason or f"admitted: P(right) {p:.2f} >= {threshold:.2f}"))
+    return out
+
+
+def triple_contexts(resolved: Sequence[ResolvedRow], mentions: Sequence[MentionRow],
+                    segments: Sequence[SegmentRow]) -> list[TripleContext]:
+    """What the correctness model reads of each triple, from the stage tables the evaluator stage has."""
+    by_id = {m.mention_id: m for m in mentions}
+    n_mentions = Counter(m.entity_id for m in mentions)
+    seg = {s.segment_id: s for s in segments}
+    n_entities = len(n_mentions)
+
+    def end(mention_id: str, name: str, typ: str) -> EndFacts:
+        m = by_id.get(mention_id)
+        if m is None:  # a tool statement or a table from another chain: what the row itself says
+            return EndFacts(text=name, type=typ, has_vocab_id=False, status="new")
+        return EndFacts(text=m.text, type=m.type, has_vocab_id=bool(m.vocab_id), status=m.status,
+                        linked_to=m.linked_to, in_dictionary=m.in_dictionary, distance=max(0.0, float(m.distance)),
+                        n_mentions=max(1, n_mentions[m.entity_id]))
+
+    out = []
+    for t in resolved:
+        s = seg.get(t.segment_id)
+        out.append(TripleContext(
+            relation=t.relation, kg_relation=t.kg_relation, probability=t.probability,
+            sample_confidence=t.sample_confidence, alignment_prob=t.alignment_prob, evidence=t.evidence,
+            head=end(t.head_mention_id, t.head_name, t.head_type), tail=end(t.tail_mention_id, t.tail_name, t.tail_type),
+            section=s.section if s else "other", segment_relevance=s.relevance if s else 1.0,
+            segment_order=s.order if s else 0, conflict=t.conflict, n_doc_entities=n_entities))
     return out
 
 

@@ -22,7 +22,8 @@ from karma_dagster.stages import STAGE_NAMES
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.jobs import COMPARE_JOB
 from karma_dagster.metrics import comparison as cmp
-from karma_dagster.metrics.gold_inbox import compute_gold
+from karma_dagster.metrics.calibration import reliability_png
+from karma_dagster.metrics.gold_inbox import compute_gold, judge_accepted
 from karma_dagster.metrics.kg_metrics import compute_kg_metrics
 from karma_dagster.metrics.qa import default_questions
 from karma_dagster.resources.backbones import BackbonesResource
@@ -117,8 +118,16 @@ def evaluate_gold(storage: KarmaStorageResource, ns: str) -> dg.MaterializeResul
     rea, acc, unaligned = result
     summary = {f"gold_{k}": v for k, v in rea.summary().items()}
     summary.update({f"gold_accepted_{k}": v for k, v in acc.summary().items() if k.startswith("pair")})
+    judged = judge_accepted(storage.stage_store(), Catalog(storage.catalog_path()), storage.inbox_dir(), ns)
+    calibration: dict[str, object] = {}
+    if judged is not None:  # every accepted triple judged, ends without ids by their spans (metrics/judging.py)
+        ece = judged.ece()
+        calibration = {"judged_line": judged.one_line(), "accepted_units": len(judged.units),
+                       "unjudged": judged.unjudged, "ece": None if ece is None else round(ece, 4),
+                       "unjudged_reasons": judged.unjudged_reasons(),
+                       "reliability": [[u.confidence, bool(u.right)] for u in judged.judged]}
     (out / "gold.json").write_text(json.dumps({"backbone": ns, "n_docs": rea.n_docs, "unaligned_mentions": unaligned,
-                                               **summary, "id_sources": rea.id_sources}, indent=2))
+                                               **summary, "id_sources": rea.id_sources, **calibration}, indent=2))
     mapping = pd.DataFrame([m.model_dump() for m in rea.mapping])
     if len(mapping):
         mapping["kg_ids"] = mapping["kg_ids"].map(lambda v: ";".join(v))
@@ -129,6 +138,7 @@ def evaluate_gold(storage: KarmaStorageResource, ns: str) -> dg.MaterializeResul
         "unaligned_mentions": unaligned,
         "scores": dg.MetadataValue.md(rea.markdown()),
         "one_line": rea.one_line(),
+        "accepted_judged": calibration.get("judged_line", "no relation gold"),
         "id_sources": dg.MetadataValue.json(rea.id_sources),
         "gold_id_mapping": _md(mapping, 30),
     })
@@ -156,7 +166,23 @@ def chain_cost(instance: dg.DagsterInstance, ns: str) -> tuple[float | None, int
 MAX_EMBEDDED_PNG = 400_000  # bytes: metadata lives in the event log; a larger chart is scaled down first
 
 
-def chart_markdown(png: Path) -> dg.MetadataValue:
+def reliability_chart(out: Path, namespaces: list[str]) -> Path | None:
+    """metrics/reliability.png: each backbone's accepted triples' stored confidence against being right by gold
+    (from gold.json), or None when no backbone has judged triples."""
+    series = {}
+    for ns in namespaces:
+        path = out / ns / "gold.json"
+        points = json.loads(path.read_text()).get("reliability") if path.is_file() else None
+        if points:
+            series[ns] = ([float(c) for c, _ in points], [bool(r) for _, r in points])
+    if not series:
+        return None
+    png = out / "reliability.png"
+    png.write_bytes(reliability_png(series, "Accepted triples: stored confidence vs right by gold (pair level)"))
+    return png
+
+
+def chart_markdown(png: Path, alt: str = "backbone comparison") -> dg.MetadataValue:
     """The chart as a markdown image with a data: URI, so the UI shows it (a file path opens nothing in a
     browser); scaled down (half the pixels at a time) until it fits MAX_EMBEDDED_PNG."""
     data = png.read_bytes()
@@ -169,7 +195,7 @@ def chart_markdown(png: Path) -> dg.MetadataValue:
             buffer = io.BytesIO()
             image.save(buffer, format="PNG", optimize=True)
             data = buffer.getvalue()
-    return dg.MetadataValue.md(f"![backbone comparison](data:image/png;base64,{base64.b64encode(data).decode()})")
+    return dg.MetadataValue.md(f"![{alt}](data:image/png;base64,{base64.b64encode(data).decode()})")
 
 
 def missing_metrics_hint(rows: list[cmp.ComparisonRow]) -> str:
@@ -218,6 +244,7 @@ def build_backbone_comparison(namespaces: list[str], statuses: list[BackboneStat
         (out / "backbone_comparison.md").write_text(table + "\n")
         (out / "backbone_comparison.csv").write_text(cmp.to_csv(rows))
         png = cmp.chart(rows, out / "backbone_comparison.png")
+        reliability = reliability_chart(out, namespaces)
         context.log.info("\n" + table)
         hint = missing_metrics_hint(rows)
         if hint:
@@ -229,6 +256,8 @@ def build_backbone_comparison(namespaces: list[str], statuses: list[BackboneStat
         yield dg.MaterializeResult(asset_key=key, metadata={
             "table": dg.MetadataValue.md(table),
             "chart": chart_markdown(png),
+            **({"reliability": chart_markdown(reliability, "reliability of the KG's confidence")} if reliability
+               else {}),
             "csv": _md(cmp.frame(rows)),
             "files": dg.MetadataValue.text(  # relative: a machine path means nothing in a browser
                 ", ".join(f"metrics/{name}" for name in ("backbone_comparison.csv", "backbone_comparison.png",

@@ -14,6 +14,7 @@ from typing import Literal, TypeVar
 from pydantic import BaseModel, ConfigDict
 
 from karma_dagster.schemas.records import MentionSpan, ParsedDocument, RawSection
+from karma_dagster.schemas.triple_context import TripleContext
 
 
 T = TypeVar("T")
@@ -125,6 +126,15 @@ class Backbone(ABC):
     def evaluation_signals(self, triple: TripleQuery, probability: float, segment_relevance: float,
                            linked_entities: int) -> EvaluationSignals:
         """EA: the signals that feed confidence, clarity and relevance."""
+
+    def correctness(self, contexts: list[TripleContext]) -> list[float] | None:
+        """EA: calibrated P(right) per triple, or None when this backbone has no calibrated model (its C, Cl, R
+        and Theta decide, and its scores are not probabilities)."""
+        return None
+
+    def admission_threshold(self, precision: float) -> float | None:
+        """EA: the probability a triple must reach for the admitted ones to hold `precision`; None: no model."""
+        return None
 
     def sample_relation_probabilities(
         self, text: str, pairs: list[tuple[MentionSpan, MentionSpan]], sample: int, temperature: float

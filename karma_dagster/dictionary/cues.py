@@ -158,3 +158,35 @@ def relation_cue(relation: str, text: str) -> str | None:
         return m.group(0).lower() if m else None
     cues = relation_cues(text)
     return cues[0] if cues else None
+
+
+# ---------------------------------------------------------------- scope cues the evaluator weighs around a pair
+# Each says the co-mention may not assert a relation: a contrast ("but not X"), a study design word ("we
+# examined whether"), a comparison ("X versus Y"), a listing ("drugs such as X, Y"). Matched in the words between
+# the pair's two mentions (and the few before the first), so a cue elsewhere in a long sentence weighs less.
+CONTRAST_RE = re.compile(r"\b(?:but\s+not|whereas|while|unlike|in\s+contrast|however|although|rather\s+than|"
+                         r"instead\s+of|except)\b", re.IGNORECASE)
+STUDY_RE = re.compile(r"\b(?:examin\w*|investigat\w*|evaluat\w*|assess\w*|stud(?:y|ied|ies)|whether|aim\w*|"
+                      r"determin\w*|compar\w*|analy[sz]\w*|test(?:ed|ing)?|measur\w*|random\w*)\b", re.IGNORECASE)
+COMPARISON_RE = re.compile(r"\b(?:versus|vs\.?|compared\s+(?:with|to)|than|relative\s+to|similar\s+to)\b",
+                           re.IGNORECASE)
+LISTING_RE = re.compile(r"\b(?:such\s+as|including|e\.g\.|i\.e\.|as\s+well\s+as|and|or)\b|[,;]", re.IGNORECASE)
+# a chemical named as the cause of a disease: "X-induced Y", "induced by X", "caused by", "toxicity of X"
+CAUSE_RE = re.compile(r"(?:-\s*|\b)(?:induc\w*|caus\w*|provok\w*|toxic\w*|associated|after|following|"
+                      r"adverse|side[\s-]effects?|overdose|poisoning|exposure|risk)\b", re.IGNORECASE)
+TREAT_RE = re.compile(r"\b(?:treat\w*|therap\w*|efficac\w*|effective|prevent\w*|amelior\w*|alleviat\w*|"
+                      r"reliev\w*|improv\w*|protect\w*|cur(?:e|ed|es)|manage\w*|control\w*|rescue\w*|benefi\w*|"
+                      r"attenuat\w*|revers\w*)\b", re.IGNORECASE)
+UP_RE = re.compile(r"\b(?:increas\w*|elevat\w*|up-?regulat\w*|enhanc\w*|activat\w*|stimulat\w*|overexpress\w*|"
+                   r"induc\w*|promot\w*|rais\w*|augment\w*)\b", re.IGNORECASE)
+DOWN_RE = re.compile(r"\b(?:decreas\w*|reduc\w*|down-?regulat\w*|inhibit\w*|suppress\w*|lower\w*|block\w*|"
+                     r"attenuat\w*|diminish\w*|abolish\w*|impair\w*|antagoni\w*)\b", re.IGNORECASE)
+# negation that takes the pair's relation away: "did not affect", "no association", "was not associated",
+# "independent of", "unrelated to"; a plain "no" before a noun phrase counts too (NEGATION_RE above)
+SCOPED_NEGATION_RE = re.compile(
+    r"\b(?:no|not|never|neither|nor|without|cannot|failed\s+to|fails?\s+to|absence\s+of|lack\s+of|unaffected|"
+    r"independent(?:ly)?\s+of|unrelated\s+to|irrespective\s+of|regardless\s+of)\b|n't\b", re.IGNORECASE)
+
+
+def count(pattern: re.Pattern[str], text: str) -> int:
+    return sum(1 for _ in pattern.finditer(text))

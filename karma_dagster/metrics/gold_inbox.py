@@ -13,6 +13,7 @@ from pathlib import Path
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.metrics.gold import GoldScores, score_gold
 from karma_dagster.metrics.gold_sources import aligned_mentions, gold_document, predicted_triples
+from karma_dagster.metrics.judging import DocumentTriples, Judgement, judge_documents, placed_mentions
 from karma_dagster.stage_store import StageStore
 
 
@@ -38,3 +39,19 @@ def compute_gold(stages: StageStore, catalog: Catalog, inbox: Path,
     if not docs:
         return None
     return score_gold(docs, mentions, rea), score_gold(docs, mentions, accepted), unaligned
+
+
+def judge_accepted(stages: StageStore, catalog: Catalog, inbox: Path, namespace: str) -> Judgement | None:
+    """Every accepted triple of the namespace's gold documents judged (metrics/judging.py), or None when no
+    document carries relation gold."""
+    docs = []
+    for key in stages.partitions(namespace, "evaluated"):
+        gold = gold_document(key, inbox, catalog)
+        if gold is None or not gold.relations:
+            continue
+        entities = stages.read(namespace, "entities", key)
+        ms, _ = aligned_mentions(stages.read(namespace, "summaries", key), entities, gold.text)
+        ev = stages.read(namespace, "evaluated", key)
+        docs.append(DocumentTriples(doc_key=key, gold=gold, mentions=placed_mentions(entities, ms),
+                                    triples=ev[ev["accepted"].astype(bool)]))
+    return judge_documents(docs) if docs else None

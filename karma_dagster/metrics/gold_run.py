@@ -1,22 +1,34 @@
-"""`karma gold-eval`: one backbone's entity and relation agents over a PubTator or BioC file, scored against its gold.
+"""`karma gold-eval`: one backbone's agents over a PubTator or BioC file, scored against its gold.
 
 Each abstract (title + ' ' + abstract, the text the gold offsets index) goes through the same EEA (NER ⊙
 dictionary filter, normalization against the KG index) and REA (entity pairs of the abstract on a backbone with a
 document-level model, mention pairs in a sentence otherwise; p >= theta_r) agents as the chain, as one summary:
-reader and summarizer are skipped so the scores measure extraction, not what the reader kept. (The pipeline's
-own `gold_evaluation` asset scores the whole chain on inbox documents with gold.) A corpus without relation gold
-(NCBI disease) prints its relation scores as n/a: every predicted pair would count as a false positive.
+reader and summarizer are skipped so the scores measure extraction, not what the reader kept. Then alignment,
+conflict resolution (against the seed KG) and the evaluator decide what would be admitted, and every admitted
+triple is judged (metrics/judging.py: ends without an id by their spans; what no gold can judge is counted).
+(The pipeline's own `gold_evaluation` asset scores the whole chain on inbox documents with gold.) A corpus without
+relation gold (NCBI disease) prints its relation scores as n/a: every predicted pair would count as a false positive.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
+
+from karma_dagster.agents.conflict_resolution import ExistingEdges, resolve_conflicts
 from karma_dagster.agents.entity_extraction import extract_entities_counted
+from karma_dagster.agents.evaluator import evaluate_triples, triple_contexts
 from karma_dagster.agents.relation_extraction import extract_relations
+from karma_dagster.agents.schema_alignment import align_triples
 from karma_dagster.backbones.base import Backbone
+from karma_dagster.kg.schema import KGSchema
+from karma_dagster.metrics.judging import DocumentTriples, Judgement, judge_documents
+from karma_dagster.schemas.frames import records_to_frame
+from karma_dagster.schemas.records import EvaluatedRow, MentionRow, SegmentRow
 from karma_dagster.ingest.bioc import read_bioc_gold
 from karma_dagster.ingest.parse import source_format_of
 from karma_dagster.ingest.pubtator import PubTatorDoc, read_pubtator
@@ -59,20 +71,53 @@ def summary_table(runs: Sequence[tuple[str, GoldEvalScores]]) -> str:
     return "\n".join(lines)
 
 
-def predict_document(doc: PubTatorDoc, backbone: Backbone, dictionary, index, params: KarmaParams
-                     ) -> tuple[list[PredictedMention], list[PredictedTriple]]:
+@dataclass
+class KGView:
+    """What the later agents read of the KG: node kinds, the schema, the edges a triple may clash with."""
+
+    schema: KGSchema
+    kind_of: Callable[[str], str | None]
+    existing: ExistingEdges
+
+
+def admitted_triples(summary: SummaryRow, mentions: list[MentionRow], triples: list, backbone: Backbone,
+                     params: KarmaParams, kg: KGView) -> pd.DataFrame:
+    """REA's triples through alignment, conflict resolution and the evaluator: the admitted rows, as a table."""
+    if not triples:
+        return pd.DataFrame(columns=["accepted"])
+    aligned = align_triples(triples, mentions, backbone, kg.schema, params, kg.kind_of)
+    resolved = resolve_conflicts(aligned, kg.existing, backbone, kg.schema, params)
+    segment = SegmentRow(doc_key=summary.doc_key, segment_id=summary.segment_id, order=0, section="abstract",
+                         heading="", text=summary.text, relevance=1.0, kept=True)
+    contexts = triple_contexts(resolved, mentions, [segment])
+    linked = {m.entity_id for m in mentions if m.status == "linked"}
+    evaluated = evaluate_triples(resolved, {summary.segment_id: 1.0}, backbone, params, is_linked=linked,
+                                 contexts=contexts)
+    table = records_to_frame(evaluated, EvaluatedRow)
+    return table[table["accepted"].astype(bool)]
+
+
+def predict_document(doc: PubTatorDoc, backbone: Backbone, dictionary, index, params: KarmaParams,
+                     kg: KGView | None = None) -> tuple[list[PredictedMention], list[PredictedTriple], DocumentTriples | None]:
     key = f"pmid-{doc.pmid}"
     summary = SummaryRow(doc_key=key, summary_id=f"{key}:full", segment_id=f"{key}:full", section="abstract",
                          text=doc.text, n_sentences_in=0, n_sentences_out=0)
     mentions = extract_entities_counted([summary], backbone, dictionary, index, params).rows
     triples = extract_relations([summary], mentions, backbone, params) if mentions else []
+    judged = None
+    if kg is not None:
+        entities = records_to_frame(mentions, MentionRow)
+        entities["gold_start"] = [m.start for m in mentions]  # the summary is the gold text: offsets are its own
+        entities["gold_end"] = [m.end for m in mentions]
+        judged = DocumentTriples(doc_key=key, gold=doc, mentions=entities,
+                                 triples=admitted_triples(summary, mentions, triples, backbone, params, kg))
     ids = {m.mention_id: comparable_id(m.vocab_id, m.kg_id)[0] for m in mentions}
     pm = [PredictedMention(start=m.start, end=m.end, text=m.text, type=m.type, vocab_id=m.vocab_id, kg_id=m.kg_id)
           for m in mentions]
     pt = [PredictedTriple(head_vocab_id=ids.get(t.head_mention_id), tail_vocab_id=ids.get(t.tail_mention_id),
                           head_type=t.head_type, tail_type=t.tail_type, relation=t.relation, probability=t.probability)
           for t in triples]
-    return pm, pt
+    return pm, pt, judged
 
 
 def read_gold(path: Path) -> list[PubTatorDoc]:
@@ -82,8 +127,9 @@ def read_gold(path: Path) -> list[PubTatorDoc]:
 
 
 def evaluate_file(path: Path, backbone: Backbone, dictionary, index, params: KarmaParams, limit: int | None = None,
-                  log: Callable[[str], None] = lambda _m: None) -> tuple[GoldEvalScores, float]:
-    """Scores and wall seconds; `limit` = the first N documents only."""
+                  log: Callable[[str], None] = lambda _m: None, kg: KGView | None = None
+                  ) -> tuple[GoldEvalScores, float, Judgement | None]:
+    """Scores, wall seconds and (with `kg`) the judgement of the admitted triples; `limit` = the first N documents."""
     if not Path(path).is_file():
         raise FileNotFoundError(f"gold-eval: no PubTator file at {path}")
     docs = read_gold(Path(path))
@@ -92,12 +138,15 @@ def evaluate_file(path: Path, backbone: Backbone, dictionary, index, params: Kar
     if not docs:
         raise ValueError(f"gold-eval: {path} holds no PubTator documents")
     t0 = time.perf_counter()
-    mentions, triples = [], []
+    mentions, triples, judged = [], [], []
     for i, d in enumerate(docs, 1):
-        m, t = predict_document(d, backbone, dictionary, index, params)
+        m, t, j = predict_document(d, backbone, dictionary, index, params, kg)
         mentions.append(m)
         triples.append(t)
+        if j is not None:
+            judged.append(j)
         if i % 50 == 0:
             log(f"  {i}/{len(docs)} documents")
     scores = GoldEvalScores.model_validate(score_gold(docs, mentions, triples).model_dump())
-    return scores, time.perf_counter() - t0
+    judgement = judge_documents(judged) if kg is not None and scores.relations.annotated else None
+    return scores, time.perf_counter() - t0, judgement

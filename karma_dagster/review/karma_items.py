@@ -4,7 +4,10 @@
   are known but no metaedge joins them, else a *schema review* (unknown kind, or a mapping below the floor;
   the relation the schema table suggests is proposed when there is one, oriented as its metaedge runs);
 - the conflict debate could not settle (resolved.action == "review" on an aligned triple): an *unresolved
-  conflict*; accepting it supersedes the KG edge it contradicts (a same-document clash supersedes nothing).
+  conflict*; accepting it supersedes the KG edge it contradicts (a same-document clash supersedes nothing);
+- the evaluator held an integrable triple back (evaluated: kept and aligned, not accepted, with its `admission`
+  reason: below the operating point, or a precision rule such as a negated co-mention): a *held back* item, its
+  score the calibrated P(right), so the queue ranks them by it. Accepting it merges the triple.
 The resolved table is read when the document has one (it carries every aligned column), else the aligned one.
 """
 
@@ -34,10 +37,36 @@ def collect_karma(paths: DataPaths, schema: KGSchema, only: Iterable[str] | None
         docs = sorted(set(stages.partitions(ns, "aligned")) | set(stages.partitions(ns, "resolved")))
         for doc in docs:
             stage = "resolved" if stages.exists(ns, "resolved", doc) else "aligned"
-            for item in items_from_table(ns, doc, stage, stages.read(ns, stage, doc), schema):
+            found = items_from_table(ns, doc, stage, stages.read(ns, stage, doc), schema)
+            if stages.exists(ns, "evaluated", doc):
+                found += held_back_items(ns, doc, stages.read(ns, "evaluated", doc))
+            for item in found:
                 old = items.get(item.item_id)
                 items[item.item_id] = item if old is None else _joined(old, item)
     return list(items.values())
+
+
+def held_back_items(ns: str, doc: str, table: pd.DataFrame) -> list[ReviewItem]:
+    """Integrable triples the evaluator did not admit (tables without `admission` predate it: none)."""
+    if "admission" not in table.columns or table.empty:
+        return []
+    rows = table[~table["accepted"].astype(bool) & table["admission"].notna()
+                 & table["action"].isin(["keep", "replace"]) & (table["schema_status"] == "aligned")]
+    out = []
+    for row in rows.astype(object).where(rows.notna(), None).to_dict(orient="records"):
+        relation = str(row["kg_relation"])
+        out.append(ReviewItem(
+            item_id=item_id("held_back", ns, row["head_id"], relation, row["tail_id"], doc), source="held_back",
+            backbone=ns, head_id=row["head_id"], head_name=row["head_name"], head_kind=row.get("head_kg_type"),
+            relation=relation, tail_id=row["tail_id"], tail_name=row["tail_name"], tail_kind=row.get("tail_kg_type"),
+            origin=doc, agent="evaluator (EA)", stage="evaluated",
+            evidence=_evidence(doc, row, row["head_name"], row["tail_name"]),
+            scores=_scores(row, "probability", "sample_confidence", "correctness"),
+            score=float(row.get("correctness") if row.get("correctness") is not None else _score(row)), change="",
+            note=str(row["admission"]), extracted_relation=str(row["relation"]),
+            contradicts=str(row["contradicts"]) if row.get("action") == "replace" and row.get("contradicts") else None,
+        ))
+    return out
 
 
 def items_from_table(ns: str, doc: str, stage: str, table: pd.DataFrame, schema: KGSchema) -> list[ReviewItem]:

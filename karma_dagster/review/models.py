@@ -16,8 +16,9 @@ from karma_dagster.kg import names as kg_names
 
 DEFAULT_DAGSTER_URL = "http://127.0.0.1:3000"  # where the page's links to asset partitions point by default
 
-Source = Literal["cogmg", "schema_review", "unresolved_conflict", "new_relation_type"]
-SOURCES: tuple[str, ...] = ("cogmg", "schema_review", "unresolved_conflict", "new_relation_type")
+Source = Literal["cogmg", "schema_review", "unresolved_conflict", "new_relation_type", "held_back"]
+# held_back: an integrable triple the evaluator did not admit (below the operating point, or a precision rule)
+SOURCES: tuple[str, ...] = ("cogmg", "schema_review", "unresolved_conflict", "new_relation_type", "held_back")
 Action = Literal["accept", "edit", "reject"]  # edit = edit then accept
 EDITABLE = ("head_id", "head_name", "relation", "tail_id", "tail_name")
 REVIEWER_MIN_CHARS, REVIEWER_MAX_CHARS = 2, 80  # one letter is a stray shortcut key, not a name ("reject by a")

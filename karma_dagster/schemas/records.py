@@ -226,6 +226,10 @@ class EvaluatedRow(ResolvedRow):
     score: float | None = Field(ge=0.0, le=1.0)
     evidence_score: float = Field(ge=0.0, le=1.0)
     accepted: bool
+    # The calibrated P(right) of a backbone with a correctness model (None: no model; C, Cl, R and Theta decided),
+    # and why the triple was admitted or not (a not-admitted integrable triple goes to review, ranked by it).
+    correctness: float | None = Field(None, ge=0.0, le=1.0)
+    admission: str | None = None
     # A KG tool statement made with a tool-created property (kg_tools create_property): that property's label
     # (`kg_relation` is the schema relation it leads to); the merge stores it on the evidence row. None otherwise,
     # and in tables written before it existed.

@@ -176,6 +176,9 @@ class EvaluatedTable(ResolvedTable):
     accepted: Series[bool]
     # optional: the tool-created property a KG tool statement was made with (tables written before it stay valid)
     property: Optional[Series[str]] = pa.Field(nullable=True)
+    # optional: a calibrated P(right) and the admission decision's reason (tables written before them stay valid)
+    correctness: Optional[Series[float]] = pa.Field(ge=0.0, le=1.0, nullable=True)
+    admission: Optional[Series[str]] = pa.Field(nullable=True)
 
     @pa.dataframe_check
     def accepted_only_if_kept_and_aligned(cls, df: pd.DataFrame) -> Series[bool]:

@@ -13,12 +13,15 @@ from karma_dagster.backbones.base import (
     TripleQuery,
 )
 from karma_dagster.backbones.local import cleanup, reader, summarizer
+from karma_dagster.backbones.local.correctness import CorrectnessModel, CorrectnessModelError
+from karma_dagster.backbones.local.correctness import load as load_correctness
 from karma_dagster.backbones.local.doc_relations import DocRelationModel
 from karma_dagster.backbones.local.judge import JUDGE_VERSION, LocalJudge
 from karma_dagster.backbones.local.relations import LocalRelationModel
 from karma_dagster.backbones.local.sampling import SAMPLER_VERSION, RelationSampler
 from karma_dagster.dictionary.ner import DictionaryNER
 from karma_dagster.schemas.records import MentionSpan, ParsedDocument, RawSection
+from karma_dagster.schemas.triple_context import TripleContext
 
 CLEANUP_VERSION = "local-cleanup-v1"
 SUMMARIZER_VERSION = "local-summarizer-v1"
@@ -45,6 +48,11 @@ class LocalBackbone(Backbone):
         self._sampler = RelationSampler(relations.probabilities)
 
     def prompt_id(self, agent: str) -> str:
+        if agent == "evaluator":  # without its model file the stage fails when it runs, saying how to train it
+            try:
+                return f"{JUDGE_VERSION}+{self.correctness_model.version}"
+            except CorrectnessModelError:
+                return f"{JUDGE_VERSION}+no-evaluator-model"
         versions = {
             "ingestion": CLEANUP_VERSION,
             "reader": f"{reader.VERSION}+{self.ner.version}",
@@ -104,3 +112,14 @@ class LocalBackbone(Backbone):
         self, triple: TripleQuery, probability: float, segment_relevance: float, linked_entities: int
     ) -> EvaluationSignals:
         return self.judge.evaluation_signals(triple, probability, segment_relevance, linked_entities)
+
+    def correctness(self, contexts: list[TripleContext]) -> list[float] | None:
+        """The shipped learned evaluator (correctness.py): calibrated on the training splits' own triples."""
+        return self.correctness_model.probabilities(contexts)
+
+    def admission_threshold(self, precision: float) -> float | None:
+        return self.correctness_model.threshold_for(precision)
+
+    @property
+    def correctness_model(self) -> CorrectnessModel:
+        return load_correctness()
