@@ -19,6 +19,7 @@ from karma_dagster.agents.pass_through import unevaluated, unresolved, unsummari
 from karma_dagster.config import ConfigError, BackboneSettings, read_backbones
 from karma_dagster.definitions import build_definitions
 from karma_dagster.ledger import Ledger, ledger_path
+from karma_dagster.backbones.local import correctness
 from karma_dagster.params import KarmaParams
 from karma_dagster.resources.backbones import BackboneConfig
 from karma_dagster.schemas.frames import frame_to_records, records_to_frame
@@ -232,10 +233,13 @@ def test_without_conflict_resolution_contradictions_are_not_looked_for_and_the_e
     # and then only the evaluator decides
     changed = [tid for tid in ev if full[tid].action != skipped[tid].action]
     assert changed == [clashes[0].triple_id]
-    theta = KarmaParams().rule_integrate_threshold  # the local judge's Theta
+    # the learned evaluator's operating point (backbones/local/correctness.py) at the default admission precision
+    threshold = correctness.load().threshold_for(KarmaParams().admission_precision)
     for tid in changed:
         assert full[tid].action in ("discard", "review", "replace") and skipped[tid].action == "keep", tid
-        assert ev[tid].accepted == (ev[tid].schema_status == "aligned" and ev[tid].score >= theta), tid
+        admitted = ev[tid].schema_status == "aligned" and ev[tid].correctness >= threshold
+        assert ev[tid].accepted == (admitted and ev[tid].admission.startswith("admitted")), tid
+        assert ev[tid].accepted or ev[tid].admission, "a triple held back says why"
         if full[tid].action != "replace":
             assert not full_ev[tid].accepted, "the full chain accepts nothing its CRA discarded or queued"
     assert sum(r.accepted for r in ev.values()) >= sum(r.accepted for r in full_ev.values())
@@ -249,9 +253,14 @@ def test_without_the_evaluator_no_theta_filters_and_the_scores_read_n_a(ablated)
     kept = resolved["action"].isin(["keep", "replace"]) & (resolved["schema_status"] == "aligned")
     assert list(ev["accepted"]) == list(kept) and kept.any()
     full = p.storage.stage_store().read("local", "evaluated", key)
-    theta = KarmaParams().rule_integrate_threshold  # the full chain: Theta decides among what the others let by
+    # the full chain: the calibrated P(right) at the operating point decides among what the others let by (and the
+    # precision rules, which say so in `admission`); its evidence score is that probability
+    threshold = correctness.load().threshold_for(KarmaParams().admission_precision)
     gate = full["action"].isin(["keep", "replace"]) & (full["schema_status"] == "aligned")
-    assert list(full["accepted"]) == list(gate & (full["score"] >= theta))
+    admitted = gate & (full["correctness"] >= threshold) & full["admission"].str.startswith("admitted")
+    assert list(full["accepted"]) == list(admitted)
+    assert (full.loc[gate & ~full["accepted"], "admission"].str.len() > 0).all()
+    assert (full["evidence_score"] == full["correctness"]).all()
     assert full["accepted"].sum() <= ev["accepted"].sum() and full["score"].notna().all()
     # what reinforcement aggregates: the MedKGent sampling confidence when sampled, else the extractor's p
     assert (ev["evidence_score"] == ev["sample_confidence"].fillna(ev["probability"])).all()

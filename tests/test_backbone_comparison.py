@@ -172,6 +172,12 @@ def test_local_metrics_agree_with_its_tables_and_the_comparison_shows_both(compa
     assert "data:image/png;base64," in meta["chart"].value and "| local |" in meta["table"].value
     assert meta["judge_is_chain_model"].value is True and meta["judge_is_chain_model_backbones"].value == ["scripted"]
     assert (p.storage.root() / "metrics" / "backbone_comparison.png").read_bytes()[:4] == b"\x89PNG"
+    # every accepted triple judged against gold; the stored confidences' reliability drawn per backbone
+    judged = gold(p, "scripted")
+    assert judged["judged_line"].startswith("accepted pairs P/R/F1 ") and judged["unjudged"] == 0
+    assert len(judged["reliability"]) == judged["accepted_units"] >= 1
+    assert "data:image/png;base64," in meta["reliability"].value
+    assert (p.storage.root() / "metrics" / "reliability.png").read_bytes()[:4] == b"\x89PNG"
     report = runner.run_report(defs, p.instance, 1.0, {})  # the main job's report warns too
     assert list(report.judge_warnings) == ["scripted"] and "openai/karma-scripted" in report.judge_warnings["scripted"]
     assert "Warning: the judge is not independent" in report.markdown() and "- scripted:" in report.markdown()
