@@ -17,9 +17,11 @@ import pytest
 from karma_dagster.browse.queries import edge as browse_edge
 from karma_dagster.browse.queries import entity
 from karma_dagster.kg.merge import TripleValidationError, merge_increment
+from karma_dagster.kg.reinforcement import confidence, paper_scores, reading
 from karma_dagster.kg.backends import open_kg_store
 from karma_dagster.kg.seed_import import import_hetionet
 from karma_dagster.kg.store import KGStore, NodeIn
+from karma_dagster.review.changes import with_changes
 from karma_dagster.review.merge_inputs import merge_accepted
 from karma_dagster.review.models import DecisionIn, Evidence, ReviewItem
 from karma_dagster.review.models import item_id as review_item_id
@@ -167,6 +169,15 @@ def test_one_paper_counts_once_at_its_best_reading(base, tmp_path: Path) -> None
     assert c1 == pytest.approx(0.6, abs=1e-12)
 
 
+def test_the_rule_in_python_by_hand() -> None:
+    """kg/reinforcement.py, what the SQL states: max per paper, a decision only for a paper the chain has not read."""
+    rows = [reading("pa", None, 0.6), reading("pa", None, 0.5), reading("review_x", "pa", 0.9),
+            reading("review_y", "pc", 0.5), reading("review_z", "pc", 0.4), reading("pb", "pb", 0.5)]
+    assert paper_scores(rows) == {"pa": 0.6, "pb": 0.5, "pc": 0.5}
+    assert confidence(None, rows) == pytest.approx(1 - 0.4 * 0.5 * 0.5)
+    assert confidence(0.9, []) == pytest.approx(0.9) and confidence(None, []) == 0.0
+
+
 def _review_item(origin: str, score: float) -> ReviewItem:
     """A schema-review item read from paper `origin`: the probe edge, as a curator would accept it."""
     return ReviewItem(
@@ -195,7 +206,9 @@ def test_a_review_decision_counts_as_its_paper_not_a_new_one(base, tmp_path: Pat
     queue = ReviewQueue(tmp_path / "review.sqlite")
 
     # a curator accepts the sentence of paper pa the KG already holds (another reading of it, scored higher):
-    # one more evidence row, no new paper, nothing added to the confidence
+    # one more evidence row, no new paper, nothing added to the confidence; the queue says so beforehand
+    (shown,) = with_changes([_review_item("pa", 0.9)], location_of(store))
+    assert shown.change.startswith("edge already read from paper pa (score 0.80, unchanged)")
     _accept(store, queue, _review_item("pa", 0.9))
     after = edge(store, PROBE.id, GRAVES)
     assert (after["confidence"], after["n_docs"], after["n_evidence"]) == (
@@ -212,6 +225,8 @@ def test_a_review_decision_counts_as_its_paper_not_a_new_one(base, tmp_path: Pat
     assert view.reinforcement[-1].confidence == pytest.approx(before["confidence"], abs=1e-12)
 
     # a decision read from a paper the KG holds nothing of is that paper's one factor
+    (shown,) = with_changes([_review_item("pc", 0.5)], location_of(store))
+    assert shown.change.startswith("reinforces edge (score 0.80 → 0.90)")
     _accept(store, queue, _review_item("pc", 0.5))
     e = edge(store, PROBE.id, GRAVES)
     assert (e["confidence"], e["n_docs"]) == (pytest.approx(1 - 0.4 * 0.5 * 0.5, abs=1e-12), 3)
