@@ -5,7 +5,8 @@ cost 2-3 s at 1M edges (bench/kg_scale.py: one pair 3.2 s before, 75-90 ms after
 Every figure of an edge depends only on that edge's own rows (seed row, evidence, supersessions), so reading just
 the rows of the wanted (head, tail) pairs and aggregating them gives the same answer as the view; the rows are found by a join on a VALUES list (no full aggregation, no temp table). The
 semantics are kg_edges_all's (store.py): seed + evidence dated <= as_of, support dated on or before the edge's
-latest supersession (<= as_of) left out, one factor per paper (kg/reinforcement.py). Standard SQL only (no macros), so it runs on any engine the store does.
+latest supersession (<= as_of) left out, one factor per paper (kg/reinforcement.py). Standard SQL only (no
+macros), so it runs on any engine the store does.
 """
 
 from __future__ import annotations

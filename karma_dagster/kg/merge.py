@@ -514,7 +514,8 @@ def _same_day(
 
 def _support(occ: list[tuple[str, dict[str, Any]]]) -> float:
     """An edge's support from the day's occurrences: one factor per paper (kg/reinforcement.py)."""
-    return reinforcement.confidence(None, [reinforcement.reading(doc, r.get("paper_key"), r["score"]) for doc, r in occ])
+    readings = [reinforcement.reading(doc, r.get("paper_key"), r["score"]) for doc, r in occ]
+    return reinforcement.confidence(None, readings)
 
 
 def _side(edge: Edge, occ: list[tuple[str, dict[str, Any]]], support: float) -> str:

@@ -29,8 +29,9 @@ class Reading(NamedTuple):
 
 def reading(doc_key: str, paper_key: str | None, score: float) -> Reading:
     """An evidence row's Reading: attributed to `paper_key` when it names another document than `doc_key`."""
-    decision = bool(paper_key) and paper_key != doc_key
-    return Reading(paper=paper_key if decision else doc_key, score=float(score), decision=decision)  # type: ignore[arg-type]
+    if paper_key and paper_key != doc_key:
+        return Reading(paper=paper_key, score=float(score), decision=True)
+    return Reading(paper=doc_key, score=float(score), decision=False)
 
 
 def paper_scores(readings: Iterable[Reading]) -> dict[str, float]:

@@ -653,7 +653,9 @@ class KGStore:
         """(doc_key, triple_id) of every triple merged into the namespace: which accepted triples the KG holds."""
         return set(self._fetch("SELECT doc_key, triple_id FROM evidence WHERE namespace = ?", [namespace]))
 
-    def chain_papers(self, edges: Iterable[tuple[str, str, str]], namespace: str) -> dict[tuple[str, str, str], set[str]]:
+    def chain_papers(
+        self, edges: Iterable[tuple[str, str, str]], namespace: str
+    ) -> dict[tuple[str, str, str], set[str]]:
         """edge -> the papers whose own reading (an evidence row that is not a review decision) states it: a review
         decision attributed to one of them would add nothing to the edge (kg/reinforcement.py). Every stored row
         counts (supersession and dates aside): what a curator is told before accepting."""
