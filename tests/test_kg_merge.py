@@ -14,10 +14,18 @@ from pathlib import Path
 
 import pytest
 
+from karma_dagster.browse.queries import edge as browse_edge
+from karma_dagster.browse.queries import entity
 from karma_dagster.kg.merge import TripleValidationError, merge_increment
+from karma_dagster.kg.reinforcement import confidence, paper_scores, reading
 from karma_dagster.kg.backends import open_kg_store
 from karma_dagster.kg.seed_import import import_hetionet
 from karma_dagster.kg.store import KGStore, NodeIn
+from karma_dagster.review.changes import with_changes
+from karma_dagster.review.merge_inputs import merge_accepted
+from karma_dagster.review.models import DecisionIn, Evidence, ReviewItem
+from karma_dagster.review.models import item_id as review_item_id
+from karma_dagster.review.queue import ReviewQueue
 from karma_dagster.schemas.records import EvaluatedRow
 from kg_backends import KGBackend, kg_backend, location_of  # noqa: F401 - fixtures
 
@@ -124,6 +132,107 @@ def test_reinforcement_matches_the_formula_and_dates(base, tmp_path: Path) -> No
     assert (e["first_seen"], e["n_evidence"]) == (D2, 2)
 
 
+# ---------------------------------------------------------------- a paper counts once (issue 45, item 2)
+PROBE = NodeIn(id="new::Compound::paper-probe", name="paper probe", kind="Compound")
+
+
+def _sentence_read_twice(doc: str, a: float, b: float) -> list[dict]:
+    """One sentence of `doc` read under two extractor labels that both align to `treats`: two evidence rows."""
+    return [triple(doc, "t-neg", PROBE.id, GRAVES, a, segment_id=f"{doc}#s3"),
+            {**triple(doc, "t-treat", PROBE.id, GRAVES, b, segment_id=f"{doc}#s3"), "relation": "Treatment"}]
+
+
+def _facts(store: KGStore) -> tuple[float, int, int]:
+    """(confidence, n_evidence, n_docs) of the probe edge from the keyed reads (not the view)."""
+    (f,) = store.edges_between([(PROBE.id, GRAVES)])[(PROBE.id, GRAVES)]
+    return f.confidence, f.n_evidence, f.n_docs
+
+
+def test_one_paper_counts_once_at_its_best_reading(base, tmp_path: Path) -> None:
+    store = fresh(base, "kg")
+    merge_increment(store, D1, "local", {"pa": (_sentence_read_twice("pa", 0.6, 0.5), [PROBE])}, "r1")
+    e = edge(store, PROBE.id, GRAVES)
+    assert e["confidence"] == pytest.approx(0.6, abs=1e-12)  # the best reading, not 1 - 0.4 * 0.5 = 0.8
+    assert (e["n_evidence"], e["n_docs"]) == (2, 1)
+    assert _facts(store) == (pytest.approx(0.6, abs=1e-12), 2, 1)
+
+    # another paper does reinforce: one factor per paper
+    merge_increment(store, D2, "local", {"pb": (_sentence_read_twice("pb", 0.3, 0.5), [PROBE])}, "r2")
+    e = edge(store, PROBE.id, GRAVES)
+    assert e["confidence"] == pytest.approx(1 - 0.4 * 0.5, abs=1e-12)
+    assert (e["n_evidence"], e["n_docs"]) == (4, 2)
+    assert _facts(store) == (pytest.approx(1 - 0.4 * 0.5, abs=1e-12), 4, 2)
+    assert edge(store, PROBE.id, GRAVES)["confidence"] == pytest.approx(_facts(store)[0], abs=1e-12)
+    with store.connect(read_only=True) as con:  # as of D1 the second paper is not there yet
+        (c1,) = con.execute("SELECT confidence FROM kg_edges('local', as_of := ?) WHERE head_id = ?",
+                            [D1, PROBE.id]).fetchall()[0]
+    assert c1 == pytest.approx(0.6, abs=1e-12)
+
+
+def test_the_rule_in_python_by_hand() -> None:
+    """kg/reinforcement.py, what the SQL states: max per paper, a decision only for a paper the chain has not read."""
+    rows = [reading("pa", None, 0.6), reading("pa", None, 0.5), reading("review_x", "pa", 0.9),
+            reading("review_y", "pc", 0.5), reading("review_z", "pc", 0.4), reading("pb", "pb", 0.5)]
+    assert paper_scores(rows) == {"pa": 0.6, "pb": 0.5, "pc": 0.5}
+    assert confidence(None, rows) == pytest.approx(1 - 0.4 * 0.5 * 0.5)
+    assert confidence(0.9, []) == pytest.approx(0.9) and confidence(None, []) == 0.0
+
+
+def _review_item(origin: str, score: float) -> ReviewItem:
+    """A schema-review item read from paper `origin`: the probe edge, as a curator would accept it."""
+    return ReviewItem(
+        item_id=review_item_id("schema_review", "local", PROBE.id, "treats", GRAVES, origin), source="schema_review",
+        backbone="local", head_id=PROBE.id, head_name=PROBE.name, head_kind="Compound", relation="treats",
+        tail_id=GRAVES, tail_name="Graves' disease", tail_kind="Disease", origin=origin, agent="schema alignment (SAA)",
+        stage="resolved", evidence=[Evidence(text="The probe treated Graves' disease.", where=f"{origin}#s3")],
+        score=score, change="", extracted_relation="Therapy")
+
+
+def _accept(store: KGStore, queue: ReviewQueue, item: ReviewItem) -> None:
+    queue.add_items([item])
+    queue.decide(item.item_id, DecisionIn(action="accept", reviewer="curator ann"))
+    (outcome,) = merge_accepted(location_of(store), queue)
+    assert outcome.items == [item.item_id]
+
+
+def test_a_review_decision_counts_as_its_paper_not_a_new_one(base, tmp_path: Path) -> None:
+    store = fresh(base, "kg")
+    merge_increment(store, D1, "local", {"pa": (_sentence_read_twice("pa", 0.6, 0.5), [PROBE])}, "r1")
+    merge_increment(store, D2, "local", {"pb": ([triple("pb", "t1", PROBE.id, GRAVES, 0.5)], [PROBE])}, "r2")
+    before = edge(store, PROBE.id, GRAVES)
+    assert (before["confidence"], before["n_docs"]) == (pytest.approx(0.8, abs=1e-12), 2)
+    page = entity(store, PROBE.id, "local")
+    assert (page.node.n_papers, page.groups[0].rows[0].n_papers) == (2, 2)
+    queue = ReviewQueue(tmp_path / "review.sqlite")
+
+    # a curator accepts the sentence of paper pa the KG already holds (another reading of it, scored higher):
+    # one more evidence row, no new paper, nothing added to the confidence; the queue says so beforehand
+    (shown,) = with_changes([_review_item("pa", 0.9)], location_of(store))
+    assert shown.change.startswith("edge already read from paper pa (score 0.80, unchanged)")
+    _accept(store, queue, _review_item("pa", 0.9))
+    after = edge(store, PROBE.id, GRAVES)
+    assert (after["confidence"], after["n_docs"], after["n_evidence"]) == (
+        pytest.approx(before["confidence"], abs=1e-12), 2, before["n_evidence"] + 1)
+    assert _facts(store) == (pytest.approx(before["confidence"], abs=1e-12), before["n_evidence"] + 1, 2)
+    with store.connect(read_only=True) as con:
+        (paper,) = con.execute("SELECT paper_key FROM evidence WHERE doc_key LIKE 'review_%'").fetchall()[0]
+    assert paper == "pa"
+    page = entity(store, PROBE.id, "local")
+    assert (page.node.n_papers, page.groups[0].rows[0].n_papers) == (2, 2)  # papers, not decisions
+    assert page.groups[0].rows[0].confidence == pytest.approx(before["confidence"], abs=1e-12)
+    view = browse_edge(store, PROBE.id, "treats", GRAVES, "local")
+    assert (view.now.confidence, view.now.n_papers) == (pytest.approx(before["confidence"], abs=1e-12), 2)
+    assert view.reinforcement[-1].confidence == pytest.approx(before["confidence"], abs=1e-12)
+
+    # a decision read from a paper the KG holds nothing of is that paper's one factor
+    (shown,) = with_changes([_review_item("pc", 0.5)], location_of(store))
+    assert shown.change.startswith("reinforces edge (score 0.80 → 0.90)")
+    _accept(store, queue, _review_item("pc", 0.5))
+    e = edge(store, PROBE.id, GRAVES)
+    assert (e["confidence"], e["n_docs"]) == (pytest.approx(1 - 0.4 * 0.5 * 0.5, abs=1e-12), 3)
+    assert browse_edge(store, PROBE.id, "treats", GRAVES, "local").now.n_papers == 3
+
+
 def test_new_edges_nodes_and_node_dates(base, tmp_path: Path) -> None:
     store = fresh(base, "kg")
     ipi = NodeIn(id="new::Compound::ipilimumab", name="ipilimumab", kind="Compound", vocab_id="MESH:D000074324")
@@ -218,6 +327,8 @@ def test_evaluated_row_merges(base, tmp_path: Path) -> None:
         ({"metaedge": "CcSE"}, "metaedge 'CcSE' means 'causes', not 'treats'"),
         ({"accepted": False}, "triple was not accepted"),
         ({"doc_key": "other"}, "row says doc_key 'other'"),
+        ({"paper_key": " pmc1"}, "field 'paper_key'"),
+        ({"paper_key": 7}, "paper_key 7 is not a document key"),
     ],
 )
 def test_validation_errors_name_doc_and_triple(base, tmp_path: Path, bad: dict, problem: str) -> None:

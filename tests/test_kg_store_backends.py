@@ -274,3 +274,67 @@ def test_a_store_made_before_the_added_columns_gets_them_when_opened(backend: st
     assert [tuple(r) for r in evidence] == [("a", None), ("b", "relieves")]
     drug = next(n for n in before.export_snapshot("local")["nodes"] if n["id"] == DRUG.id)
     assert (drug["comment"], drug["class_label"]) == ("an anti-CTLA-4 antibody", "Monoclonal Antibody")
+
+
+_ROW_WISE_DUCKDB = """
+CREATE OR REPLACE MACRO kg_edges_all(as_of, only_ns := NULL) AS TABLE
+SELECT namespace, head_id, relation, tail_id, max(metaedge) AS metaedge, 1 - product(1 - score) AS confidence,
+    min(date) AS first_seen, max(date) AS last_seen, count(*) AS n_evidence, count(DISTINCT doc_key) AS n_docs,
+    false AS in_seed, ['extracted'] AS sources
+FROM evidence WHERE only_ns IS NULL OR namespace = only_ns GROUP BY ALL
+"""
+_ROW_WISE_PG = """
+CREATE OR REPLACE FUNCTION kg_edges_all(as_of date, only_ns varchar DEFAULT NULL)
+RETURNS TABLE(namespace varchar, head_id varchar, relation varchar, tail_id varchar, metaedge varchar,
+              confidence double precision, first_seen date, last_seen date, n_evidence bigint, n_docs bigint,
+              in_seed boolean, sources varchar[])
+LANGUAGE sql STABLE AS $$
+SELECT v.namespace, v.head_id, v.relation, v.tail_id, max(v.metaedge), 1 - product(1 - v.score), min(v.date),
+    max(v.date), count(*), count(DISTINCT v.doc_key), false, ARRAY['extracted']::varchar[]
+FROM evidence v WHERE only_ns IS NULL OR v.namespace = only_ns GROUP BY 1, 2, 3, 4
+$$
+"""
+
+
+@pytest.mark.parametrize("backend", ["duckdb", "postgres"])
+def test_a_store_made_before_per_paper_reinforcement_gets_its_views_when_opened(
+        backend: str, pg_server: PostgresServer, tmp_path: Path) -> None:
+    """A store made before evidence.paper_key summed every evidence row (row-wise kg_edges_all): opened, it gets
+    the column and the per-paper views, so one sentence read twice counts once."""
+    import duckdb
+
+    from karma_dagster.kg import pg_store
+
+    location = str(tmp_path / "kg.duckdb") if backend == "duckdb" else pg_server.new_database("kg_per_paper")
+    store = open_kg_store(location)
+    disease = NodeIn(id="new::Disease::y", name="disease y", kind="Disease")
+    rows = [_row("a", "t1", DRUG.id, "treats", 0.6, tail_id=disease.id),
+            _row("a", "t2", DRUG.id, "treats", 0.5, tail_id=disease.id)]
+    merge_increment(store, D1, "local", {"a": (rows, [DRUG, disease])}, "r1")
+    with store.connect() as con:  # what a store made before the column looks like: no paper_key, row-wise views
+        con.execute("ALTER TABLE evidence DROP COLUMN paper_key")
+    if backend == "duckdb":
+        raw = duckdb.connect(location)
+        raw.execute(_ROW_WISE_DUCKDB)
+        raw.close()
+    else:
+        with psycopg.connect(location, autocommit=True) as raw:
+            raw.execute(_ROW_WISE_PG)
+    pg_store._READY.discard(location)
+
+    def confidence(s: KGStore) -> float:
+        with s.connect(read_only=True) as con:
+            return con.execute("SELECT confidence FROM edges WHERE head_id = ? AND tail_id = ?",
+                               [DRUG.id, disease.id]).fetchall()[0][0]
+
+    if backend == "duckdb":  # the stand-in really is the old arithmetic (read without the store's upgrade)
+        raw = duckdb.connect(location, read_only=True)
+        assert raw.execute("SELECT confidence FROM edges").fetchall()[0][0] == pytest.approx(0.8)
+        raw.close()
+    else:
+        with psycopg.connect(location, autocommit=True) as raw:
+            assert raw.execute("SELECT confidence FROM edges").fetchall()[0][0] == pytest.approx(0.8)
+    reopened = open_kg_store(location)
+    assert confidence(reopened) == pytest.approx(0.6, abs=1e-12)
+    with reopened.connect(read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM evidence WHERE paper_key IS NULL").fetchall()[0][0] == 2

@@ -41,7 +41,7 @@ def new_support(t: AlignedRow) -> float:
 class _Clash:
     against: str  # "kg" | "same_document"
     edge: Edge  # the other side's edge (head, relation, tail)
-    support: float  # the other side's support (KG: undiscounted confidence; same document: reinforced support)
+    support: float  # the other side's support (KG: undiscounted confidence; same document: its best occurrence)
     date: dt.date | None  # KG: its last evidence (None: seed only); same document: the document's date
     facts: EdgeFacts | None = None  # KG only
 
@@ -96,11 +96,12 @@ def resolve_conflicts(
     pairs = list(dict.fromkeys(p for i in eligible for p in ((aligned[i].head_id, aligned[i].tail_id),
                                                              (aligned[i].tail_id, aligned[i].head_id))))
     edges = existing_edges(pairs) if pairs else {}
-    # occurrences of one edge in one document reinforce each other (MedKGent), on both sides of a same-paper clash
+    # occurrences of one edge in one document count once, at their best (one paper is one observation:
+    # kg/reinforcement.py), on both sides of a same-paper clash
     scores: dict[tuple[str, Edge], list[float]] = defaultdict(list)
     for i in eligible:
         scores[(aligned[i].doc_key, _edge_of(aligned[i]))].append(new_support(aligned[i]))
-    support_of = {k: adj.reinforced(v) for k, v in scores.items()}
+    support_of = {k: max(v) for k, v in scores.items()}
     clashes = {i: _kg_clashes(aligned[i], edges, schema) + _document_clashes(i, aligned, support_of, schema, on)
                for i in eligible}
 

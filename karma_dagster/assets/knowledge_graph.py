@@ -26,7 +26,8 @@ from karma_dagster.stages import FINAL_STAGE, SEED_KG, chain_version
 DESCRIPTION = (
     "The KG increment of one day: new entities and the accepted triples of that day's documents, merged into "
     "the DuckDB KG with provenance (document, date, segment, evidence sentence, backbone, prompt version). "
-    "A triple seen again is reinforced, s = 1-(1-s_old)(1-s_new), keeping first- and last-seen dates. "
+    "A triple another paper states again is reinforced, s = 1-(1-s_old)(1-s_new) (a paper counts once, at its "
+    "best reading), keeping first- and last-seen dates. "
     "Contradictions between documents of the day are adjudicated here (the loser is discarded or sent to review); "
     "a triple that won against an older edge supersedes it from this day on (the edge stays in history). "
     "Partitions are the dates that have papers (`kg_dates`, added as papers are registered), so selecting this "

@@ -4,7 +4,9 @@ Why not the kg_nodes / kg_edges views: they aggregate the whole namespace before
 edges, kg/keyed.py). Every figure here depends only on the rows of the entity or edge asked about (its seed edges,
 its evidence, the supersessions naming it), so each query filters on head_id / tail_id first and aggregates that
 little with kg_edges_all's semantics: seed + evidence dated <= as_of, support dated on or before the edge's latest
-supersession (<= as_of) left out, confidence 1 - prod(1 - s). Lists are bounded (LIMIT): a hub's page shows the
+supersession (<= as_of) left out, confidence 1 - prod(1 - s) over the seed and one factor per paper (a paper's
+best reading; a review decision stands for the paper it was read from: kg/reinforcement.py), and a node's or
+edge's paper count counts papers, not decisions. Lists are bounded (LIMIT): a hub's page shows the
 strongest edges of each relation and says how many it left out. Portable SQL (`product` is an aggregate both
 engines have, pg_store.py defines it), so the same text runs on DuckDB and PostgreSQL.
 """
@@ -18,6 +20,7 @@ from typing import Any, Literal, NamedTuple
 from pydantic import BaseModel
 
 from karma_dagster.kg import keyed
+from karma_dagster.kg import reinforcement as kg_reinforcement
 from karma_dagster.kg.store import KGStore
 
 PER_RELATION = 12  # neighbours shown per (relation, direction) on an entity page
@@ -46,7 +49,7 @@ class NodeInfo(BaseModel):
     created_by_doc: str | None = None
     first_seen: dt.date | None = None  # its first evidence (or first merge) in the namespace, as of the date
     last_seen: dt.date | None = None
-    n_papers: int = 0  # distinct documents with evidence on it
+    n_papers: int = 0  # distinct papers with evidence on it (a review decision counts as the paper it came from)
     n_evidence: int = 0
 
 
@@ -89,6 +92,7 @@ class EvidenceRow(BaseModel):
     prompt_version: str
     property: str | None = None
     date_source: str | None = None
+    paper_key: str | None = None  # the paper a review decision stands for (None: the row's own document)
     status: Literal["live", "superseded", "after as-of"] = "live"
 
 
@@ -109,6 +113,7 @@ class EdgeState(BaseModel):
     last_seen: dt.date | None
     n_evidence: int
     in_seed: bool
+    n_papers: int = 0  # distinct papers among the live evidence (a review decision counts as the paper it came from)
 
 
 class Reinforcement(BaseModel):
@@ -223,6 +228,8 @@ def _node(con: Any, node_id: str, namespace: str, as_of: dt.date | None, stats: 
 
 _AS_OF = "(CAST($as_of AS DATE) IS NULL OR date <= CAST($as_of AS DATE))"
 _EITHER_END = "(head_id = $id OR tail_id = $id)"  # one scan with the OR: faster in DuckDB than a UNION ALL of two
+_PAPER = "coalesce(paper_key, doc_key)"  # the paper an evidence row stands for (a review decision: where it came from)
+_DECISION = "coalesce(paper_key <> doc_key, FALSE)"  # a review decision attributed to a paper
 
 # the live edges of one node: its seed edges and evidence, supersessions applied (kg_edges_all, filtered first)
 _NODE_EDGES_SQL = f"""
@@ -234,18 +241,23 @@ WITH sup AS (
     GROUP BY against_head_id, against_relation, against_tail_id),
 c AS (
     SELECT head_id, relation, tail_id, confidence AS s, CAST(NULL AS DATE) AS date, CAST(NULL AS VARCHAR) AS doc_key,
-        TRUE AS is_seed
+        CAST(NULL AS VARCHAR) AS paper, FALSE AS is_decision, TRUE AS is_seed
     FROM seed_edges WHERE {_EITHER_END}
     UNION ALL
-    SELECT head_id, relation, tail_id, score, date, doc_key, FALSE FROM evidence
-    WHERE namespace = $ns AND {_EITHER_END} AND {_AS_OF})
-SELECT c.head_id, c.relation, c.tail_id, 1 - product(1 - c.s), min(c.date), max(c.date), count(c.doc_key),
-    count(DISTINCT c.doc_key), bool_or(c.is_seed)
-FROM c LEFT JOIN sup x ON x.head_id = c.head_id AND x.relation = c.relation AND x.tail_id = c.tail_id
-WHERE x.superseded_on IS NULL OR c.date > x.superseded_on
-GROUP BY c.head_id, c.relation, c.tail_id
+    SELECT head_id, relation, tail_id, score, date, doc_key, {_PAPER}, {_DECISION}, FALSE FROM evidence
+    WHERE namespace = $ns AND {_EITHER_END} AND {_AS_OF}),
+p AS (
+    SELECT c.head_id, c.relation, c.tail_id, c.paper,
+        coalesce(max(c.s) FILTER (WHERE NOT c.is_decision), max(c.s)) AS s, min(c.date) AS first_seen,
+        max(c.date) AS last_seen, count(c.doc_key) AS n_evidence, bool_or(c.is_seed) AS is_seed
+    FROM c LEFT JOIN sup x ON x.head_id = c.head_id AND x.relation = c.relation AND x.tail_id = c.tail_id
+    WHERE x.superseded_on IS NULL OR c.date > x.superseded_on
+    GROUP BY c.head_id, c.relation, c.tail_id, c.paper)
+SELECT head_id, relation, tail_id, 1 - product(1 - s), min(first_seen), max(last_seen), sum(n_evidence),
+    count(paper), bool_or(is_seed)
+FROM p GROUP BY head_id, relation, tail_id
 """
-_NODE_STATS_SQL = ("SELECT min(date), max(date), count(DISTINCT doc_key), count(*) FROM evidence "
+_NODE_STATS_SQL = (f"SELECT min(date), max(date), count(DISTINCT {_PAPER}), count(*) FROM evidence "
                    f"WHERE namespace = $ns AND {_EITHER_END} AND {_AS_OF}")
 
 
@@ -282,7 +294,7 @@ def _named(con: Any, namespace: str, edges: list[_Edge]) -> dict[_Edge, Neighbou
 
 
 _EVIDENCE_COLUMNS = ("head_id", "relation", "tail_id", "date", "doc_key", "triple_id", "score", "segment_id",
-                     "evidence", "backbone", "prompt_version", "property", "date_source")
+                     "evidence", "backbone", "prompt_version", "property", "date_source", "paper_key")
 
 
 def _evidence_rows(con: Any, rows: list[tuple], namespace: str) -> list[EvidenceRow]:
@@ -347,7 +359,7 @@ def _strongest(edges: list[_Edge], node_id: str, limit: int) -> list[_Edge]:
 def _state(facts: dict, edge: tuple[str, str, str]) -> EdgeState | None:
     f = facts.get(edge)
     return None if f is None else EdgeState(confidence=f.confidence, first_seen=f.first_seen, last_seen=f.last_seen,
-                                            n_evidence=f.n_evidence, in_seed=f.in_seed)
+                                            n_evidence=f.n_evidence, in_seed=f.in_seed, n_papers=f.n_docs)
 
 
 def edge(store: KGStore, head_id: str, relation: str, tail_id: str, namespace: str,
@@ -411,32 +423,33 @@ def _state_of(seed_confidence: float | None, evidence: list[EvidenceRow], supers
     seed = seed_confidence is not None and cut is None
     if not live and not seed:
         return None
-    rest = 1.0 - seed_confidence if seed and seed_confidence is not None else 1.0
-    for e in sorted(live, key=lambda e: (e.date, e.doc_key, e.score)):
-        rest *= 1.0 - e.score
-    return EdgeState(confidence=1.0 - rest, first_seen=min((e.date for e in live), default=None),
+    readings = _readings(live)
+    confidence = kg_reinforcement.confidence(seed_confidence if seed else None, readings)
+    return EdgeState(confidence=confidence, n_papers=len({r.paper for r in readings}),
+                     first_seen=min((e.date for e in live), default=None),
                      last_seen=max((e.date for e in live), default=None), n_evidence=len(live), in_seed=seed)
+
+
+def _readings(rows: list[EvidenceRow]) -> list[kg_reinforcement.Reading]:
+    return [kg_reinforcement.reading(e.doc_key, e.paper_key, e.score) for e in rows]
 
 
 def reinforcement(seed_confidence: float | None, evidence: list[EvidenceRow],
                   superseded_on: list[dt.date]) -> list[Reinforcement]:
-    """The edge's confidence after each day that changed it: 1 - prod(1 - s) over the seed row and evidence
-    dated up to that day, minus support dated on or before its latest supersession by then."""
+    """The edge's confidence after each day that changed it: 1 - prod(1 - s) over the seed row and one factor per
+    paper of the evidence dated up to that day, minus support dated on or before its latest supersession by then."""
     days = sorted({e.date for e in evidence} | set(superseded_on))
     out = [Reinforcement(date=None, confidence=seed_confidence, n_evidence=0, event="seed edge")] \
         if seed_confidence is not None else []
     for day in days:
         cut = max((d for d in superseded_on if d <= day), default=None)
-        live = [e.score for e in evidence if e.date <= day and (cut is None or e.date > cut)]
-        seed = [seed_confidence] if seed_confidence is not None and cut is None else []
-        rest = 1.0
-        for s in seed + live:
-            rest *= 1.0 - s
+        live = [e for e in evidence if e.date <= day and (cut is None or e.date > cut)]
+        seed = seed_confidence if seed_confidence is not None and cut is None else None
         n_today = sum(e.date == day for e in evidence)
         event = " + ".join([*(["superseded"] if day in superseded_on else []),
                             *([f"{n_today} evidence"] if n_today else [])])
-        out.append(Reinforcement(date=day, confidence=1.0 - rest if seed + live else 0.0, n_evidence=len(live),
-                                 event=event))
+        out.append(Reinforcement(date=day, confidence=kg_reinforcement.confidence(seed, _readings(live)),
+                                 n_evidence=len(live), event=event))
     return out
 
 

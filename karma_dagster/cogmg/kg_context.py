@@ -32,6 +32,7 @@ from pydantic import BaseModel, Field
 from karma_dagster.cogmg.cues import answer_kinds, relation_cues
 from karma_dagster.cogmg.decompose_local import link_mentions
 from karma_dagster.cogmg.questions import QUESTION_MAX_CHARS, QuestionRejected, check_question
+from karma_dagster.kg import reinforcement
 from karma_dagster.kg.backends import kg_exists, kg_store
 from karma_dagster.kg_tools.bounds import CONTEXT_BUDGET_DEFAULT, CONTEXT_BUDGET_MAX, CONTEXT_BUDGET_MIN
 from karma_dagster.kg_tools.results import Refused, ToolResult
@@ -84,7 +85,7 @@ class ContextTriple(BaseModel):
     tail_name: str
     tail_kind: str
     confidence: float
-    n_docs: int  # distinct documents stating it in this namespace
+    n_docs: int  # distinct papers stating it in this namespace (a review decision counts as its paper)
     in_seed: bool
     first_seen: str | None
     last_seen: str | None
@@ -149,10 +150,11 @@ _SUPPORT_SQL = """
 WITH ids(id) AS (VALUES {values}),
 c AS (
     SELECT s.head_id, s.relation, s.tail_id, s.confidence AS s, CAST(NULL AS DATE) AS date,
-        CAST(NULL AS VARCHAR) AS doc_key, CAST(NULL AS VARCHAR) AS sentence, CAST(NULL AS VARCHAR) AS backbone
+        CAST(NULL AS VARCHAR) AS doc_key, CAST(NULL AS VARCHAR) AS sentence, CAST(NULL AS VARCHAR) AS backbone,
+        CAST(NULL AS VARCHAR) AS paper_key
     FROM seed_edges s WHERE s.head_id IN (SELECT id FROM ids) OR s.tail_id IN (SELECT id FROM ids)
     UNION ALL
-    SELECT e.head_id, e.relation, e.tail_id, e.score, e.date, e.doc_key, e.evidence, e.backbone
+    SELECT e.head_id, e.relation, e.tail_id, e.score, e.date, e.doc_key, e.evidence, e.backbone, e.paper_key
     FROM evidence e
     WHERE e.namespace = ? AND (CAST(? AS DATE) IS NULL OR e.date <= CAST(? AS DATE))
         AND (e.head_id IN (SELECT id FROM ids) OR e.tail_id IN (SELECT id FROM ids))),
@@ -162,7 +164,7 @@ sup AS (
     FROM adjudications
     WHERE action = 'replace' AND namespace = ? AND (CAST(? AS DATE) IS NULL OR date <= CAST(? AS DATE))
     GROUP BY against_head_id, against_relation, against_tail_id)
-SELECT c.head_id, c.relation, c.tail_id, c.s, c.date, c.doc_key, c.sentence, c.backbone
+SELECT c.head_id, c.relation, c.tail_id, c.s, c.date, c.doc_key, c.sentence, c.backbone, c.paper_key
 FROM c LEFT JOIN sup x ON x.head_id = c.head_id AND x.relation = c.relation AND x.tail_id = c.tail_id
 WHERE x.superseded_on IS NULL OR c.date > x.superseded_on
 """
@@ -176,22 +178,25 @@ def _order(r: _Ranked) -> tuple:
 
 
 class _Edge:
-    """One edge's live support aggregated as kg_edges does (confidence 1 - prod(1 - s))."""
+    """One edge's live support aggregated as kg_edges does (1 - prod(1 - s) over the seed and one factor per
+    paper: kg/reinforcement.py). A row: (score, date, doc_key, sentence, backbone, paper_key); doc_key None = seed."""
 
     def __init__(self, key: Edge) -> None:
         self.key = key
-        self.rows: list[tuple[float, dt.date | None, str | None, str | None, str | None]] = []
+        self.rows: list[tuple[float, dt.date | None, str | None, str | None, str | None, str | None]] = []
+
+    def _readings(self) -> list[reinforcement.Reading]:
+        return [reinforcement.reading(r[2], r[5], r[0]) for r in self.rows if r[2] is not None]
 
     @property
     def confidence(self) -> float:
-        rest = 1.0
-        for s, *_ in sorted(self.rows, key=lambda r: (r[1] is not None, r[1] or dt.date.min, r[2] or "", r[0])):
-            rest *= 1.0 - s
-        return 1.0 - rest
+        seed = next((r[0] for r in self.rows if r[2] is None), None)
+        return reinforcement.confidence(seed, self._readings())
 
     @property
     def docs(self) -> set[str]:
-        return {r[2] for r in self.rows if r[2] is not None}
+        """The papers stating it (a review decision counts as the paper it came from)."""
+        return {r.paper for r in self._readings()}
 
     @property
     def dates(self) -> list[dt.date]:
@@ -210,8 +215,8 @@ def _support(store: Any, ids: Iterable[str], namespace: str, as_of: dt.date | No
     sql = _SUPPORT_SQL.format(values=", ".join(["(CAST(? AS VARCHAR))"] * len(wanted)))
     with store.connect(read_only=True) as con:
         rows = con.execute(sql, [*wanted, namespace, as_of, as_of, namespace, as_of, as_of]).fetchall()
-    for h, r, t, s, date, doc, sentence, backbone in rows:
-        out.setdefault((h, r, t), _Edge((h, r, t))).rows.append((float(s), date, doc, sentence, backbone))
+    for h, r, t, s, date, doc, sentence, backbone, paper in rows:
+        out.setdefault((h, r, t), _Edge((h, r, t))).rows.append((float(s), date, doc, sentence, backbone, paper))
     return out
 
 

@@ -198,7 +198,8 @@ def _annotation_properties(g: Graph, v: Vocab) -> None:
         "source": "where a node comes from: seed (imported) or extracted (merged from papers)",
         "firstSeen": "date of the earliest evidence (or merge) by the export date",
         "lastSeen": "date of the latest evidence (or merge) by the export date",
-        "confidence": "1 - prod(1 - s) over the seed confidence and the live evidence scores",
+        "confidence": "1 - prod(1 - s) over the seed confidence and one factor per paper (the best score of its live "
+                      "evidence; a review decision counts as the paper it was read from)",
         "nEvidence": "live evidence rows (accepted triple occurrences) supporting the statement",
         "inSeed": "the statement is in the imported seed KG",
         "score": "the evidence score the merge reinforced the edge with",

@@ -9,8 +9,10 @@ edge. Here the rules, in order (the thresholds are KarmaParams fields):
    settle it, a curator should.
 3. Otherwise both sides' support decides.
    - A new triple's support: its MedKGent sampling confidence, else the extractor's probability; occurrences of one
-     edge in one document (or, at merge, one day) reinforce each other: 1 - prod(1 - s).
-   - A KG edge's support: its confidence as of the day before the document (seed + evidence, 1 - prod(1 - s)),
+     edge in one document count once, at their best (one paper is one observation, kg/reinforcement.py), and at
+     merge the day's papers reinforce each other: 1 - prod(1 - s) over one factor per paper.
+   - A KG edge's support: its confidence as of the day before the document (seed + one factor per paper,
+     1 - prod(1 - s)),
      halved for every `conflict_half_life_years` since its last evidence, so newer findings weigh more. An edge in
      the curated seed is undated and is not discounted.
    - Another new triple (same document or same day): its support, undiscounted (same date).
@@ -33,6 +35,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from karma_dagster.kg import reinforcement
 from karma_dagster.kg.edges import EdgeFacts, edge_text
 from karma_dagster.params import KarmaParams
 
@@ -70,11 +73,8 @@ def join_edges(edges: Iterable[tuple[str, str, str]]) -> str:
 
 
 def reinforced(scores: Iterable[float]) -> float:
-    """MedKGent's reinforcement applied to several occurrences at once: 1 - prod(1 - s_i)."""
-    rest = 1.0
-    for s in scores:
-        rest *= 1.0 - float(s)
-    return 1.0 - rest
+    """MedKGent's reinforcement of independent observations (one per paper): 1 - prod(1 - s_i)."""
+    return reinforcement.combine(scores)
 
 
 def discounted_confidence(edge: EdgeFacts, on: dt.date | None, half_life_years: float) -> float:

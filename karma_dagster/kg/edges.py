@@ -14,11 +14,12 @@ class EdgeFacts(BaseModel):
     head_id: str
     relation: str
     tail_id: str
-    confidence: float  # 1 - prod(1 - s) over its seed confidence and live evidence scores
+    confidence: float  # 1 - prod(1 - s) over its seed confidence and one factor per paper (kg/reinforcement.py)
     first_seen: dt.date | None  # its first live evidence (None: seed only)
     last_seen: dt.date | None  # its latest live evidence (None: seed only)
     n_evidence: int
     in_seed: bool
+    n_docs: int = 0  # distinct papers among its live evidence (a review decision counts as the paper it came from)
 
     @property
     def text(self) -> str:

@@ -5,21 +5,33 @@ cost 2-3 s at 1M edges (bench/kg_scale.py: one pair 3.2 s before, 75-90 ms after
 Every figure of an edge depends only on that edge's own rows (seed row, evidence, supersessions), so reading just
 the rows of the wanted (head, tail) pairs and aggregating them gives the same answer as the view; the rows are found by a join on a VALUES list (no full aggregation, no temp table). The
 semantics are kg_edges_all's (store.py): seed + evidence dated <= as_of, support dated on or before the edge's
-latest supersession (<= as_of) left out. Standard SQL only (no macros), so it runs on any engine the store does.
+latest supersession (<= as_of) left out, one factor per paper (kg/reinforcement.py). Standard SQL only (no
+macros), so it runs on any engine the store does.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
+from karma_dagster.kg import reinforcement
 from karma_dagster.kg.edges import EdgeFacts
 
 Edge = tuple[str, str, str]
+
+
+class _Row(NamedTuple):
+    score: float
+    date: dt.date | None
+    doc_key: str | None  # None: the seed row
+    paper_key: str | None
+    is_seed: bool
+
 _CHUNK = 500  # pairs per statement: bounded parameter lists
 
-# One row per live support of an edge between the given pairs: (head, relation, tail, score, date, doc_key, seed).
+# One row per live support of an edge between the given pairs: (head, relation, tail, score, date, doc_key,
+# paper_key, seed).
 _SUPPORT_SQL = """
 WITH p(head_id, tail_id) AS (VALUES {values}),
 sup AS (
@@ -30,13 +42,13 @@ sup AS (
     GROUP BY a.against_head_id, a.against_relation, a.against_tail_id),
 c AS (
     SELECT s.head_id, s.relation, s.tail_id, s.confidence AS s, CAST(NULL AS DATE) AS date,
-        CAST(NULL AS VARCHAR) AS doc_key, TRUE AS is_seed
+        CAST(NULL AS VARCHAR) AS doc_key, CAST(NULL AS VARCHAR) AS paper_key, TRUE AS is_seed
     FROM seed_edges s JOIN p ON p.head_id = s.head_id AND p.tail_id = s.tail_id
     UNION ALL
-    SELECT e.head_id, e.relation, e.tail_id, e.score, e.date, e.doc_key, FALSE
+    SELECT e.head_id, e.relation, e.tail_id, e.score, e.date, e.doc_key, e.paper_key, FALSE
     FROM evidence e JOIN p ON p.head_id = e.head_id AND p.tail_id = e.tail_id
     WHERE e.namespace = ? AND (CAST(? AS DATE) IS NULL OR e.date <= CAST(? AS DATE)))
-SELECT c.head_id, c.relation, c.tail_id, c.s, c.date, c.doc_key, c.is_seed
+SELECT c.head_id, c.relation, c.tail_id, c.s, c.date, c.doc_key, c.paper_key, c.is_seed
 FROM c LEFT JOIN sup x ON x.head_id = c.head_id AND x.relation = c.relation AND x.tail_id = c.tail_id
 WHERE x.superseded_on IS NULL OR c.date > x.superseded_on
 """
@@ -51,24 +63,26 @@ def edge_facts(
     con: Any, pairs: Iterable[tuple[str, str]], namespace: str, as_of: dt.date | None = None
 ) -> dict[Edge, EdgeFacts]:
     """The namespace's edges head -> tail for the given pairs, as kg_edges(namespace, as_of) states them."""
-    support: dict[Edge, list[tuple[float, dt.date | None, str | None, bool]]] = {}
+    support: dict[Edge, list[_Row]] = {}
     for chunk in _chunks(sorted(set(pairs))):
         sql = _SUPPORT_SQL.format(values=", ".join(["(CAST(? AS VARCHAR), CAST(? AS VARCHAR))"] * len(chunk)))
         params = [x for pair in chunk for x in pair] + [namespace, as_of, as_of] * 2
-        for h, r, t, s, date, doc, seed in con.execute(sql, params).fetchall():
-            support.setdefault((h, r, t), []).append((float(s), date, doc, bool(seed)))
+        for h, r, t, s, date, doc, paper, seed in con.execute(sql, params).fetchall():
+            support.setdefault((h, r, t), []).append(_Row(float(s), date, doc, paper, bool(seed)))
     return {edge: _aggregate(edge, rows) for edge, rows in support.items()}
 
 
-def _aggregate(edge: Edge, rows: list[tuple[float, dt.date | None, str | None, bool]]) -> EdgeFacts:
-    """kg_edges_all's figures over one edge's live rows: 1 - prod(1 - s), first/last evidence date, counts."""
-    rest = 1.0
-    for s, *_ in sorted(rows, key=lambda r: (r[1] is not None, r[1] or dt.date.min, r[2] or "", r[0])):
-        rest *= 1.0 - s
-    dates = [d for _, d, _, _ in rows if d is not None]
-    return EdgeFacts(head_id=edge[0], relation=edge[1], tail_id=edge[2], confidence=1.0 - rest,
+def _aggregate(edge: Edge, rows: list[_Row]) -> EdgeFacts:
+    """kg_edges_all's figures over one edge's live rows: the seed and one factor per paper (kg/reinforcement.py),
+    first/last evidence date, counts."""
+    seed = next((r.score for r in rows if r.is_seed), None)
+    readings = [reinforcement.reading(r.doc_key, r.paper_key, r.score) for r in rows if r.doc_key is not None]
+    dates = [r.date for r in rows if r.date is not None]
+    return EdgeFacts(head_id=edge[0], relation=edge[1], tail_id=edge[2],
+                     confidence=reinforcement.confidence(seed, readings),
                      first_seen=min(dates, default=None), last_seen=max(dates, default=None),
-                     n_evidence=sum(doc is not None for _, _, doc, _ in rows), in_seed=any(r[3] for r in rows))
+                     n_evidence=len(readings), in_seed=seed is not None,
+                     n_docs=len({r.paper for r in readings}))
 
 
 def live_edges(con: Any, edges: Iterable[Edge], namespace: str, as_of: dt.date | None = None) -> set[Edge]:

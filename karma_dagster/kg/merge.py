@@ -2,8 +2,10 @@
 
 Re-materializing a date deletes what its documents contributed before (in this namespace) and inserts the new
 rows, so a rerun never duplicates evidence nor reinforces an edge twice. Edge confidence is not stored: the
-`edges` view aggregates 1 - prod(1 - s) over seed confidence and evidence scores (see store.py), which is
-exactly MedKGent's reinforcement applied in any order. An occurrence's score is its `evidence_score` (MedKGent
+`edges` view aggregates 1 - prod(1 - s) over seed confidence and one factor per paper, the max score of its rows
+(see store.py, kg/reinforcement.py), which is exactly MedKGent's reinforcement applied in any order. A row may
+name the paper it stands for (`paper_key`: an accepted review decision's origin document), so it folds into that
+paper's factor instead of counting as a paper of its own. An occurrence's score is its `evidence_score` (MedKGent
 sampling confidence, else the evaluator's score, else the extractor's probability) when the row has one, else
 its `score`. A crash before COMMIT leaves the file as it was.
 
@@ -35,6 +37,7 @@ from pydantic import BaseModel
 from karma_dagster.kg import adjudication as adj
 from karma_dagster.kg import keyed
 from karma_dagster.kg import names as kg_names
+from karma_dagster.kg import reinforcement
 from karma_dagster.kg import same_entity
 from karma_dagster.kg import sizes as kg_sizes
 from karma_dagster.kg.identity import Crosswalk
@@ -123,9 +126,14 @@ def validate_triple(
         if not isinstance(v, str) or not v.strip():
             raise fail(f"provenance field {field!r} is empty or missing")
     prop = None if _missing(r.get("property")) else r["property"]  # a KG tool's created property (store.py DDL)
+    paper = None if _missing(r.get("paper_key")) or r["paper_key"] == doc_key else r["paper_key"]
+    if paper is not None and not isinstance(paper, str):
+        raise fail(f"paper_key {paper!r} is not a document key")
     try:  # ids must already be clean (they join nodes and edges); no id or label is written that would not pass
         for f in ("triple_id", "head_id", "tail_id", "segment_id"):
             kg_names.exact(r[f], f"field {f!r}")
+        if paper is not None:
+            kg_names.exact(paper, "field 'paper_key'")
         kg_names.checked(str(r.get("kg_relation") or r.get("relation")), "relation label", kg_names.LABEL_MAX_CHARS)
         if prop is not None:
             prop = kg_names.checked(str(prop), "field 'property'", kg_names.LABEL_MAX_CHARS)
@@ -183,6 +191,8 @@ def validate_triple(
         "tail_kg_type": None if _missing(r.get("tail_kg_type")) else r["tail_kg_type"],
         # only when stated: a row without one fingerprints (document_fingerprint) as it did before the column
         **({"property": prop} if prop is not None else {}),
+        # the paper a review decision stands for; likewise only when stated (a chain row's paper is its doc_key)
+        **({"paper_key": paper} if paper is not None else {}),
     }
 
 
@@ -459,8 +469,9 @@ def _same_day(
     con: Any, stamp: _Stamp, prepared: Prepared, schema: KGSchema, params: KarmaParams
 ) -> dict[tuple[str, str], dict[str, Any]]:
     """(doc_key, triple_id) -> its adjudication row, for every triple that loses (or cannot win) a contradiction
-    with another document of the day. Occurrences of one edge reinforce each other (1 - prod(1 - s)) before the two
-    edges are weighed; edges that only one document asserts were judged by that document's own chain."""
+    with another document of the day. Occurrences of one edge reinforce each other (1 - prod(1 - s) over one factor
+    per paper, its best occurrence: kg/reinforcement.py) before the two edges are weighed; edges that only one
+    document asserts were judged by that document's own chain."""
     by_pair: dict[frozenset[str], dict[Edge, list[tuple[str, dict[str, Any]]]]] = {}
     for doc, (rows, _) in prepared.items():
         for r in rows:
@@ -482,7 +493,7 @@ def _same_day(
                     continue
                 if len({d for d, _ in occ1} | {d for d, _ in occ2}) < 2:
                     continue
-                s1, s2 = adj.reinforced(r["score"] for _, r in occ1), adj.reinforced(r["score"] for _, r in occ2)
+                s1, s2 = _support(occ1), _support(occ2)
                 a1, a2 = adj.same_day(s1, s2, params)
                 outcome = "too close to call" if a1 == a2 == "review" else (
                     f"{edge_text(*(e1 if a1 == 'keep' else e2))} leads by >= {params.conflict_replace_margin:.2f}")
@@ -499,6 +510,12 @@ def _same_day(
                             last_seen=stamp.date, n_evidence=len(other_occ), in_seed=False,
                         )
     return out
+
+
+def _support(occ: list[tuple[str, dict[str, Any]]]) -> float:
+    """An edge's support from the day's occurrences: one factor per paper (kg/reinforcement.py)."""
+    readings = [reinforcement.reading(doc, r.get("paper_key"), r["score"]) for doc, r in occ]
+    return reinforcement.confidence(None, readings)
 
 
 def _side(edge: Edge, occ: list[tuple[str, dict[str, Any]]], support: float) -> str:
@@ -638,15 +655,17 @@ def _insert(con: Any, nodes: list[dict[str, Any]], rows: list[dict[str, Any]], s
         con.unregister("_nf")
     if rows:
         ev = pd.DataFrame(rows)
-        if "property" not in ev.columns:  # the KG tool's created property a triple was stated with, else NULL
-            ev["property"] = None
+        for column in ("property", "paper_key"):  # a KG tool's created property, a decision's paper; else NULL
+            if column not in ev.columns:
+                ev[column] = None
         ev["date_source"] = [stamp.date_sources.get(k) for k in ev["doc_key"]]  # NULL: not a catalog document
         con.register("_ev", ev)
         con.execute(
             "INSERT INTO evidence (namespace, doc_key, date, triple_id, head_id, relation, tail_id, metaedge, score, "
-            "segment_id, evidence, backbone, prompt_version, run_id, merged_at, property, date_source) SELECT ?, "
-            "doc_key, ?::DATE, triple_id, head_id, relation, tail_id, metaedge::VARCHAR, score, segment_id, evidence, "
-            "?, prompt_version, ?, ?::TIMESTAMP, property::VARCHAR, date_source::VARCHAR FROM _ev",
+            "segment_id, evidence, backbone, prompt_version, run_id, merged_at, property, date_source, paper_key) "
+            "SELECT ?, doc_key, ?::DATE, triple_id, head_id, relation, tail_id, metaedge::VARCHAR, score, segment_id, "
+            "evidence, ?, prompt_version, ?, ?::TIMESTAMP, property::VARCHAR, date_source::VARCHAR, "
+            "paper_key::VARCHAR FROM _ev",
             [stamp.ns, stamp.date, stamp.backbone, stamp.run_id, stamp.merged_at],
         )
         con.unregister("_ev")

@@ -110,6 +110,8 @@ LANGUAGE sql STABLE AS $$
     GROUP BY a.namespace, a.against_head_id, a.against_relation, a.against_tail_id
 $$;
 
+-- A paper counts once (kg/reinforcement.py, as store.py's kg_edges_all): per paper the max score of its readings,
+-- a review decision's row (paper_key set) only when the chain holds no reading of the edge from that paper.
 CREATE OR REPLACE FUNCTION kg_edges_all(as_of date, only_ns varchar DEFAULT NULL)
 RETURNS TABLE(namespace varchar, head_id varchar, relation varchar, tail_id varchar, metaedge varchar,
               confidence double precision, first_seen date, last_seen date, n_evidence bigint, n_docs bigint,
@@ -117,21 +119,27 @@ RETURNS TABLE(namespace varchar, head_id varchar, relation varchar, tail_id varc
 LANGUAGE sql STABLE AS $$
 WITH c0 AS (
     SELECT n.namespace, se.head_id, se.relation, se.tail_id, se.metaedge, se.confidence AS sc, NULL::date AS date,
-        NULL::varchar AS doc_key, true AS is_seed
+        NULL::varchar AS doc_key, NULL::varchar AS paper, false AS is_decision, true AS is_seed
     FROM seed_edges se CROSS JOIN kg_namespaces(only_ns) n
     UNION ALL
-    SELECT v.namespace, v.head_id, v.relation, v.tail_id, v.metaedge, v.score, v.date, v.doc_key, false
+    SELECT v.namespace, v.head_id, v.relation, v.tail_id, v.metaedge, v.score, v.date, v.doc_key,
+        coalesce(v.paper_key, v.doc_key), coalesce(v.paper_key <> v.doc_key, false), false
     FROM evidence v WHERE (as_of IS NULL OR v.date <= as_of) AND (only_ns IS NULL OR v.namespace = only_ns)),
 c AS (
-    SELECT c0.*, (CASE WHEN c0.is_seed THEN 'seed' ELSE 'extracted' END)::varchar AS src
-    FROM c0 LEFT JOIN kg_superseded(as_of, only_ns) x
+    SELECT c0.* FROM c0 LEFT JOIN kg_superseded(as_of, only_ns) x
         ON x.namespace = c0.namespace AND x.head_id = c0.head_id AND x.relation = c0.relation
         AND x.tail_id = c0.tail_id
-    WHERE x.superseded_on IS NULL OR c0.date > x.superseded_on)
-SELECT c.namespace, c.head_id, c.relation, c.tail_id, max(c.metaedge), 1 - product(1 - c.sc), min(c.date),
-    max(c.date), count(c.doc_key), count(DISTINCT c.doc_key), bool_or(c.is_seed),
-    array_agg(DISTINCT c.src ORDER BY c.src)
-FROM c GROUP BY c.namespace, c.head_id, c.relation, c.tail_id
+    WHERE x.superseded_on IS NULL OR c0.date > x.superseded_on),
+p AS (
+    SELECT c.namespace, c.head_id, c.relation, c.tail_id, c.paper, max(c.metaedge) AS metaedge,
+        coalesce(max(c.sc) FILTER (WHERE NOT c.is_decision), max(c.sc)) AS sc, min(c.date) AS first_seen,
+        max(c.date) AS last_seen, count(c.doc_key) AS n_evidence, bool_or(c.is_seed) AS is_seed,
+        (CASE WHEN bool_or(c.is_seed) THEN 'seed' ELSE 'extracted' END)::varchar AS src
+    FROM c GROUP BY c.namespace, c.head_id, c.relation, c.tail_id, c.paper)
+SELECT p.namespace, p.head_id, p.relation, p.tail_id, max(p.metaedge), 1 - product(1 - p.sc), min(p.first_seen),
+    max(p.last_seen), sum(p.n_evidence)::bigint, count(p.paper), bool_or(p.is_seed),
+    array_agg(DISTINCT p.src ORDER BY p.src)
+FROM p GROUP BY p.namespace, p.head_id, p.relation, p.tail_id
 $$;
 
 CREATE OR REPLACE FUNCTION kg_nodes(ns varchar, as_of date DEFAULT NULL)
@@ -237,10 +245,11 @@ class PgKGStore(KGStore):
                     for stmt in _table_ddl():
                         raw.execute(stmt)
                     raw.execute(PG_VIEWS_DDL)
-            if self._columns_missing(raw):  # a database made before: the columns added since (store.ADDED_COLUMNS)
-                with raw.transaction():
+            if self._columns_missing(raw):  # a database made before: the columns added since (store.ADDED_COLUMNS),
+                with raw.transaction():  # and the functions and views that read them
                     for stmt in kg_store.added_columns_ddl():
                         raw.execute(translate(stmt, with_params=False))
+                    raw.execute(PG_VIEWS_DDL)
         self._ready = True
         _READY.add(self.url)
 
@@ -285,14 +294,14 @@ class PgKGStore(KGStore):
             return out
         rows = self._fetch(
             "SELECT e.head_id, e.relation, e.tail_id, e.confidence, e.first_seen, e.last_seen, e.n_evidence, "
-            "e.in_seed FROM kg_edges(?, as_of := ?::date) e "
+            "e.in_seed, e.n_docs FROM kg_edges(?, as_of := ?::date) e "
             "JOIN unnest(?::varchar[], ?::varchar[]) AS p(head_id, tail_id) "
             "ON p.head_id = e.head_id AND p.tail_id = e.tail_id "
             'ORDER BY e.head_id COLLATE "C", e.tail_id COLLATE "C", e.relation COLLATE "C"',
             [namespace, as_of, [h for h, _ in wanted], [t for _, t in wanted]])
-        for h, r, t, conf, first, last, n, seed in rows:
+        for h, r, t, conf, first, last, n, seed, n_docs in rows:
             out[(h, t)].append(EdgeFacts(head_id=h, relation=r, tail_id=t, confidence=float(conf), first_seen=first,
-                                         last_seen=last, n_evidence=int(n), in_seed=bool(seed)))
+                                         last_seen=last, n_evidence=int(n), in_seed=bool(seed), n_docs=int(n_docs)))
         return out
 
     def lexicon_rows(self, namespace: str | None = DEFAULT_NAMESPACE) -> list[LexiconRow]:

@@ -2,8 +2,9 @@
 
 Why views: the graph is seed edges plus every accepted triple occurrence (the provenance), and MedKGent's
 reinforcement s = 1-(1-s_old)(1-s_new) is associative and commutative, so the confidence of an edge is exactly
-1 - prod(1 - s_i) over its seed confidence and evidence scores. Aggregating at read time makes merges
-order-independent and re-materialization (delete a document's rows, insert them again) exact.
+1 - prod(1 - s_i) over its seed confidence and one factor per paper (the max score of that paper's readings:
+kg/reinforcement.py). Aggregating at read time makes merges order-independent and re-materialization (delete a
+document's rows, insert them again) exact.
 
 Why the file lock: DuckDB allows one writing process per file and refuses a read-only open while another
 process writes, so every connection (reader or writer) goes through `KGStore.connect`, which holds a
@@ -194,48 +195,8 @@ CREATE TABLE IF NOT EXISTS kg_sizes(
 DELETE FROM kg_sizes;
 """
 
-DDL = SEED_DDL + """
--- comment / class_label: a KG tool instance's comment and its tool-created class (NULL otherwise); evidence.property:
--- the tool-created property a triple was stated with (its `relation` is the schema relation that property leads to).
--- evidence.date_source: publication | arrival | configured, the date source of its document when merged (its
--- date is the paper's publication date only for 'publication'; NULL: a review decision, a KG tool statement, or
--- a row merged before it was recorded); ingest/dates.py.
-CREATE TABLE IF NOT EXISTS extracted_nodes(
-    namespace VARCHAR NOT NULL DEFAULT 'local', id VARCHAR NOT NULL, name VARCHAR NOT NULL, kind VARCHAR NOT NULL,
-    vocab_id VARCHAR, synonyms VARCHAR[], doc_key VARCHAR NOT NULL, date DATE NOT NULL, run_id VARCHAR NOT NULL,
-    merged_at TIMESTAMP NOT NULL, comment VARCHAR, class_label VARCHAR, PRIMARY KEY (namespace, id, doc_key));
-CREATE TABLE IF NOT EXISTS evidence(
-    namespace VARCHAR NOT NULL DEFAULT 'local', doc_key VARCHAR NOT NULL, date DATE NOT NULL,
-    triple_id VARCHAR NOT NULL, head_id VARCHAR NOT NULL, relation VARCHAR NOT NULL, tail_id VARCHAR NOT NULL,
-    metaedge VARCHAR, score DOUBLE NOT NULL CHECK (score >= 0 AND score <= 1), segment_id VARCHAR NOT NULL,
-    evidence VARCHAR NOT NULL, backbone VARCHAR NOT NULL, prompt_version VARCHAR NOT NULL, run_id VARCHAR NOT NULL,
-    merged_at TIMESTAMP NOT NULL, property VARCHAR, date_source VARCHAR, PRIMARY KEY (namespace, doc_key, triple_id));
-CREATE TABLE IF NOT EXISTS increments(
-    namespace VARCHAR NOT NULL DEFAULT 'local', date DATE NOT NULL, n_docs INTEGER NOT NULL,
-    n_new_nodes INTEGER NOT NULL, n_new_edges INTEGER NOT NULL, n_reinforced INTEGER NOT NULL,
-    n_evidence INTEGER NOT NULL, nodes_before BIGINT NOT NULL, nodes_after BIGINT NOT NULL,
-    edges_before BIGINT NOT NULL, edges_after BIGINT NOT NULL, run_id VARCHAR NOT NULL, backbone VARCHAR NOT NULL,
-    merged_at TIMESTAMP NOT NULL, PRIMARY KEY (namespace, date));
--- What a date's merge adjudicated (one row per new triple and the edge it lost to or superseded):
--- discard / review = the triple was kept out of the KG (a same-day contradiction it lost or could not settle);
--- replace = the triple won and the `against` edge is superseded from `date` on: kg_edges as of that date or later
--- ignore its earlier support (seed row, evidence dated before), which stays stored; this is its history.
--- A re-merge of the date replaces its rows, like its evidence.
-CREATE TABLE IF NOT EXISTS adjudications(
-    namespace VARCHAR NOT NULL, date DATE NOT NULL, doc_key VARCHAR NOT NULL, triple_id VARCHAR NOT NULL,
-    head_id VARCHAR NOT NULL, relation VARCHAR NOT NULL, tail_id VARCHAR NOT NULL, support DOUBLE,
-    action VARCHAR NOT NULL CHECK (action IN ('discard', 'review', 'replace')),
-    against_head_id VARCHAR NOT NULL, against_relation VARCHAR NOT NULL, against_tail_id VARCHAR NOT NULL,
-    against_confidence DOUBLE, against_first_seen DATE, against_last_seen DATE, against_n_evidence INTEGER,
-    against_in_seed BOOLEAN, reason VARCHAR NOT NULL, run_id VARCHAR NOT NULL, merged_at TIMESTAMP NOT NULL,
-    PRIMARY KEY (namespace, doc_key, triple_id, against_head_id, against_relation, against_tail_id));
--- Which documents a merge took in, with the fingerprint of what it merged (merge.document_fingerprint), written in
--- the merge's transaction: a document evaluated but absent here (or with another fingerprint) is unmerged, and the
--- next `karma run` / kg_increments tick merges its date (state, not the invocation, decides what is merged).
-CREATE TABLE IF NOT EXISTS merged_documents(
-    namespace VARCHAR NOT NULL, doc_key VARCHAR NOT NULL, date DATE NOT NULL, fingerprint VARCHAR NOT NULL,
-    run_id VARCHAR NOT NULL, merged_at TIMESTAMP NOT NULL, PRIMARY KEY (namespace, doc_key));
-
+# The views and table macros over the tables (re-created when a file made before gets its added columns).
+VIEWS_DDL = """
 CREATE OR REPLACE VIEW namespaces AS
     SELECT 'local' AS namespace UNION SELECT namespace FROM evidence UNION SELECT namespace FROM extracted_nodes;
 
@@ -277,23 +238,32 @@ CREATE OR REPLACE MACRO kg_superseded(as_of, only_ns := NULL) AS TABLE
     GROUP BY ALL;
 
 -- An edge superseded on day S keeps only support dated after S (a later paper may assert it again).
+-- A paper counts once (kg/reinforcement.py): per paper the max score of its readings, a review decision's row
+-- (paper_key set: the paper it came from) only when the chain holds no reading of the edge from that paper; then
+-- confidence = 1 - prod(1 - s) over the seed row and those per-paper factors. n_docs: distinct papers.
 CREATE OR REPLACE MACRO kg_edges_all(as_of, only_ns := NULL) AS TABLE
 WITH c0 AS (
     SELECT n.namespace, head_id, relation, tail_id, metaedge, confidence AS s, NULL::DATE AS date,
-        NULL::VARCHAR AS doc_key, true AS is_seed
+        NULL::VARCHAR AS doc_key, NULL::VARCHAR AS paper, false AS is_decision, true AS is_seed
     FROM seed_edges CROSS JOIN kg_namespaces(only_ns) n
     UNION ALL
-    SELECT namespace, head_id, relation, tail_id, metaedge, score, date, doc_key, false
+    SELECT namespace, head_id, relation, tail_id, metaedge, score, date, doc_key, coalesce(paper_key, doc_key),
+        coalesce(paper_key <> doc_key, false), false
     FROM evidence WHERE (as_of IS NULL OR date <= as_of) AND (only_ns IS NULL OR namespace = only_ns)),
 c AS (
     SELECT c0.* FROM c0 LEFT JOIN kg_superseded(as_of, only_ns := only_ns) x
         USING (namespace, head_id, relation, tail_id)
-    WHERE x.superseded_on IS NULL OR c0.date > x.superseded_on)
+    WHERE x.superseded_on IS NULL OR c0.date > x.superseded_on),
+p AS (
+    SELECT namespace, head_id, relation, tail_id, paper, max(metaedge) AS metaedge,
+        coalesce(max(s) FILTER (WHERE NOT is_decision), max(s)) AS s, min(date) AS first_seen,
+        max(date) AS last_seen, count(doc_key) AS n_evidence, bool_or(is_seed) AS is_seed
+    FROM c GROUP BY namespace, head_id, relation, tail_id, paper)
 SELECT namespace, head_id, relation, tail_id, max(metaedge) AS metaedge, 1 - product(1 - s) AS confidence,
-    min(date) AS first_seen, max(date) AS last_seen, count(doc_key) AS n_evidence,
-    count(DISTINCT doc_key) AS n_docs, bool_or(is_seed) AS in_seed,
+    min(first_seen) AS first_seen, max(last_seen) AS last_seen, sum(n_evidence)::BIGINT AS n_evidence,
+    count(paper) AS n_docs, bool_or(is_seed) AS in_seed,
     list_sort(list_distinct(list(CASE WHEN is_seed THEN 'seed' ELSE 'extracted' END))) AS sources
-FROM c GROUP BY namespace, head_id, relation, tail_id;
+FROM p GROUP BY namespace, head_id, relation, tail_id;
 
 CREATE OR REPLACE MACRO kg_nodes(ns, as_of := NULL) AS TABLE
     SELECT * FROM kg_nodes_all(as_of, only_ns := ns);
@@ -304,11 +274,60 @@ CREATE OR REPLACE VIEW nodes AS SELECT * FROM kg_nodes_all(NULL);
 CREATE OR REPLACE VIEW edges AS SELECT * FROM kg_edges_all(NULL);
 """
 
+DDL = SEED_DDL + """
+-- comment / class_label: a KG tool instance's comment and its tool-created class (NULL otherwise); evidence.property:
+-- the tool-created property a triple was stated with (its `relation` is the schema relation that property leads to).
+-- evidence.date_source: publication | arrival | configured, the date source of its document when merged (its
+-- date is the paper's publication date only for 'publication'; NULL: a review decision, a KG tool statement, or
+-- a row merged before it was recorded); ingest/dates.py. evidence.paper_key: the paper an accepted review decision's
+-- row stands for (its item's origin document), so the decision folds into that paper's support instead of counting
+-- as a paper of its own (kg/reinforcement.py); NULL for the chain's rows, whose paper is their doc_key.
+CREATE TABLE IF NOT EXISTS extracted_nodes(
+    namespace VARCHAR NOT NULL DEFAULT 'local', id VARCHAR NOT NULL, name VARCHAR NOT NULL, kind VARCHAR NOT NULL,
+    vocab_id VARCHAR, synonyms VARCHAR[], doc_key VARCHAR NOT NULL, date DATE NOT NULL, run_id VARCHAR NOT NULL,
+    merged_at TIMESTAMP NOT NULL, comment VARCHAR, class_label VARCHAR, PRIMARY KEY (namespace, id, doc_key));
+CREATE TABLE IF NOT EXISTS evidence(
+    namespace VARCHAR NOT NULL DEFAULT 'local', doc_key VARCHAR NOT NULL, date DATE NOT NULL,
+    triple_id VARCHAR NOT NULL, head_id VARCHAR NOT NULL, relation VARCHAR NOT NULL, tail_id VARCHAR NOT NULL,
+    metaedge VARCHAR, score DOUBLE NOT NULL CHECK (score >= 0 AND score <= 1), segment_id VARCHAR NOT NULL,
+    evidence VARCHAR NOT NULL, backbone VARCHAR NOT NULL, prompt_version VARCHAR NOT NULL, run_id VARCHAR NOT NULL,
+    merged_at TIMESTAMP NOT NULL, property VARCHAR, date_source VARCHAR, paper_key VARCHAR,
+    PRIMARY KEY (namespace, doc_key, triple_id));
+CREATE TABLE IF NOT EXISTS increments(
+    namespace VARCHAR NOT NULL DEFAULT 'local', date DATE NOT NULL, n_docs INTEGER NOT NULL,
+    n_new_nodes INTEGER NOT NULL, n_new_edges INTEGER NOT NULL, n_reinforced INTEGER NOT NULL,
+    n_evidence INTEGER NOT NULL, nodes_before BIGINT NOT NULL, nodes_after BIGINT NOT NULL,
+    edges_before BIGINT NOT NULL, edges_after BIGINT NOT NULL, run_id VARCHAR NOT NULL, backbone VARCHAR NOT NULL,
+    merged_at TIMESTAMP NOT NULL, PRIMARY KEY (namespace, date));
+-- What a date's merge adjudicated (one row per new triple and the edge it lost to or superseded):
+-- discard / review = the triple was kept out of the KG (a same-day contradiction it lost or could not settle);
+-- replace = the triple won and the `against` edge is superseded from `date` on: kg_edges as of that date or later
+-- ignore its earlier support (seed row, evidence dated before), which stays stored; this is its history.
+-- A re-merge of the date replaces its rows, like its evidence.
+CREATE TABLE IF NOT EXISTS adjudications(
+    namespace VARCHAR NOT NULL, date DATE NOT NULL, doc_key VARCHAR NOT NULL, triple_id VARCHAR NOT NULL,
+    head_id VARCHAR NOT NULL, relation VARCHAR NOT NULL, tail_id VARCHAR NOT NULL, support DOUBLE,
+    action VARCHAR NOT NULL CHECK (action IN ('discard', 'review', 'replace')),
+    against_head_id VARCHAR NOT NULL, against_relation VARCHAR NOT NULL, against_tail_id VARCHAR NOT NULL,
+    against_confidence DOUBLE, against_first_seen DATE, against_last_seen DATE, against_n_evidence INTEGER,
+    against_in_seed BOOLEAN, reason VARCHAR NOT NULL, run_id VARCHAR NOT NULL, merged_at TIMESTAMP NOT NULL,
+    PRIMARY KEY (namespace, doc_key, triple_id, against_head_id, against_relation, against_tail_id));
+-- Which documents a merge took in, with the fingerprint of what it merged (merge.document_fingerprint), written in
+-- the merge's transaction: a document evaluated but absent here (or with another fingerprint) is unmerged, and the
+-- next `karma run` / kg_increments tick merges its date (state, not the invocation, decides what is merged).
+CREATE TABLE IF NOT EXISTS merged_documents(
+    namespace VARCHAR NOT NULL, doc_key VARCHAR NOT NULL, date DATE NOT NULL, fingerprint VARCHAR NOT NULL,
+    run_id VARCHAR NOT NULL, merged_at TIMESTAMP NOT NULL, PRIMARY KEY (namespace, doc_key));
+
+""" + VIEWS_DDL
+
+
 # Columns added after KG stores existed: a file or database made before gets them when it is first opened
 # (KGStore._init_schema, PgKGStore._init_schema), nullable, so rows merged before read as NULL. A fresh store has
 # them from its CREATE TABLE (same place: the end of the table), where these statements change nothing.
 ADDED_COLUMNS = (("extracted_nodes", "comment", "VARCHAR"), ("extracted_nodes", "class_label", "VARCHAR"),
-                 ("evidence", "property", "VARCHAR"), ("evidence", "date_source", "VARCHAR"))
+                 ("evidence", "property", "VARCHAR"), ("evidence", "date_source", "VARCHAR"),
+                 ("evidence", "paper_key", "VARCHAR"))
 
 
 def added_columns_ddl() -> list[str]:
@@ -411,11 +430,12 @@ class KGStore:
             if present[0] == 4 and present[3] == len(ADDED_COLUMNS):
                 self._ready = True
                 return
-            if present[0] == 4:  # an older file gets the columns added since (nothing else changes)
+            if present[0] == 4:  # an older file gets the columns added since, and the views that read them
                 con = self._open(read_only=False)
                 try:
                     for stmt in added_columns_ddl():
                         con.execute(stmt)
+                    con.execute(VIEWS_DDL)
                 finally:
                     con.close()
                 self._ready = True
@@ -426,6 +446,7 @@ class KGStore:
             con.execute(DDL)
             for stmt in added_columns_ddl():
                 con.execute(stmt)
+            con.execute(VIEWS_DDL)  # again, over the added columns
         finally:
             con.close()
         self._ready = True
@@ -631,6 +652,24 @@ class KGStore:
     def merged_evidence(self, namespace: str) -> set[tuple[str, str]]:
         """(doc_key, triple_id) of every triple merged into the namespace: which accepted triples the KG holds."""
         return set(self._fetch("SELECT doc_key, triple_id FROM evidence WHERE namespace = ?", [namespace]))
+
+    def chain_papers(
+        self, edges: Iterable[tuple[str, str, str]], namespace: str
+    ) -> dict[tuple[str, str, str], set[str]]:
+        """edge -> the papers whose own reading (an evidence row that is not a review decision) states it: a review
+        decision attributed to one of them would add nothing to the edge (kg/reinforcement.py). Every stored row
+        counts (supersession and dates aside): what a curator is told before accepting."""
+        wanted = set(edges)
+        out: dict[tuple[str, str, str], set[str]] = {e: set() for e in wanted}
+        heads = sorted({h for h, _, _ in wanted})
+        if not heads or not self.exists():
+            return out
+        for h, r, t, doc in self._fetch(
+                "SELECT DISTINCT head_id, relation, tail_id, doc_key FROM evidence WHERE namespace = ? "
+                "AND list_contains(?, head_id) AND (paper_key IS NULL OR paper_key = doc_key)", [namespace, heads]):
+            if (h, r, t) in out:
+                out[(h, r, t)].add(doc)
+        return out
 
     def seed_edge_triples(self) -> list[tuple[str, str, str]]:
         """(head_id, relation, tail_id) of the imported seed edges: the graph before any merge."""

@@ -6,14 +6,15 @@ from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
+from karma_dagster.kg import reinforcement
 from karma_dagster.kg.backends import open_kg_store
 from karma_dagster.kg.store import schema_relations
 from karma_dagster.review.models import ReviewItem
 
 
 def reinforced(old: float, new: float) -> float:
-    """MedKGent's reinforcement, as the KG's edges view aggregates it."""
-    return 1.0 - (1.0 - old) * (1.0 - new)
+    """MedKGent's reinforcement of an edge by a paper it had no reading from, as the KG's edges view aggregates it."""
+    return reinforcement.combine([old, new])
 
 
 def with_changes(items: Sequence[ReviewItem], kg_path: Path | str | None) -> list[ReviewItem]:
@@ -30,12 +31,16 @@ def with_changes(items: Sequence[ReviewItem], kg_path: Path | str | None) -> lis
         pairs = [(items[i].head_id, items[i].tail_id) for i in idx]
         edges = store.edges_between(pairs, namespace=ns) if store else {}
         nodes = store.nodes_by_id({x for i in idx for x in (items[i].head_id, items[i].tail_id)}, ns) if store else {}
+        papers = store.chain_papers({(items[i].head_id, items[i].relation, items[i].tail_id) for i in idx}, ns) \
+            if store else {}
         for i in idx:
-            out[i] = items[i].model_copy(update={"change": describe(items[i], edges, nodes)})
+            out[i] = items[i].model_copy(update={"change": describe(items[i], edges, nodes, papers)})
     return out
 
 
-def describe(item: ReviewItem, edges: dict, nodes: dict) -> str:
+def describe(item: ReviewItem, edges: dict, nodes: dict, papers: dict | None = None) -> str:
+    """The change in words. `papers`: KGStore.chain_papers of the item's edge; a paper counts once, so accepting
+    what the KG already read from the item's paper leaves the edge's score as it is."""
     if item.source == "new_relation_type":
         return (f"adds relation type {item.relation!r} ({item.head_kind or '?'} -> {item.tail_kind or '?'}) to the "
                 "schema; the triple enters the KG once kg/schema.yaml has it (or after an edit to a schema relation)")
@@ -44,7 +49,10 @@ def describe(item: ReviewItem, edges: dict, nodes: dict) -> str:
                 "to add the triple")
     parts = []
     same = [e for e in edges.get((item.head_id, item.tail_id), []) if e.relation == item.relation]
-    if same:
+    held = (papers or {}).get((item.head_id, item.relation, item.tail_id), set())
+    if same and item.source_paper in held:
+        parts.append(f"edge already read from paper {item.source_paper} (score {same[0].confidence:.2f}, unchanged)")
+    elif same:
         old = same[0].confidence
         parts.append(f"reinforces edge (score {old:.2f} → {reinforced(old, item.score):.2f})")
     else:

@@ -72,4 +72,5 @@ def from_completion(c: Completion, partition_key: str | None = None) -> ReviewIt
         relation=c.relation, tail_id=c.tail_id, tail_name=c.tail_name, tail_kind=getattr(c, "tail_kind", "") or None,
         origin=partition_key or c.question_id, agent=f"cogmg:{c.method}", stage="completions", evidence=evidence, scores=scores,
         score=min(1.0, max(0.0, float(c.score))), change="", note=f"question: {c.question} — {verdict}",
+        paper=c.evidence_doc_keys[0] if c.evidence_doc_keys else "",  # the supporting passage's paper comes first
     )

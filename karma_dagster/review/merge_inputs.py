@@ -1,7 +1,10 @@
 """Accepted review decisions -> what kg/merge.merge_increment takes, and the merge of what is not merged yet.
 
 Each accepted item is its own document `review_<item_id>` of the KG date it was decided on (UTC): knowledge
-enters the graph when a person confirmed it, so no past day's view changes. Its row carries the item's score as
+enters the graph when a person confirmed it, so no past day's view changes. Its row names the paper it was read
+from (`paper_key`: a KARMA item's origin document, a CogMG item's supporting passage's), so it folds into that
+paper's support instead of counting as a paper of its own, and one whose paper the KG already holds a reading of
+the edge from adds nothing to its confidence (kg/reinforcement.py). Its row carries the item's score as
 evidence, the best evidence text, and `prompt_version` "reviewed by <name> via <source>" (the provenance a KG
 reader sees next to backbone and run). A reviewed row is not adjudicated again by the day's merge (verdict
 "skipped"): a person decided; a conflict item accepted supersedes the KG edge it contradicted ("replace").
@@ -102,6 +105,7 @@ def merge_input(item: ReviewItem, decision: Decision, kg_nodes: Mapping[str, Map
         "action": "replace" if item.contradicts else "keep", "contradicts": item.contradicts,
         "adjudication": f"{provenance(item, decision)} at {decision.decided_at:%Y-%m-%d %H:%M} UTC",
         "verdict": "skipped", "head_kg_type": item.head_kind, "tail_kg_type": item.tail_kind,
+        "paper_key": item.source_paper,
     }
     return [row], nodes
 

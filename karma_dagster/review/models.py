@@ -66,10 +66,21 @@ class ReviewItem(BaseModel):
     note: str = ""  # why it needs a person (the adjudication, the missing schema place)
     extracted_relation: str = ""  # the label the extractor gave, when it differs from `relation`
     contradicts: str | None = None  # "head -rel-> tail" a KG edge accepting would supersede
+    # the paper the triple was read from, when `origin` is not one (a CogMG item: its supporting passage's
+    # document): an accepted item's KG row stands for that paper rather than counting as a paper of its own
+    paper: str = ""
 
     @property
     def triple_text(self) -> str:
         return f"{self.head_name} -{self.relation}-> {self.tail_name}"
+
+    @property
+    def source_paper(self) -> str | None:
+        """The paper the triple was read from: `paper`, else a KARMA item's origin (a document key); None for a
+        CogMG fill no passage supported. An accepted item's KG row stands for it (evidence.paper_key)."""
+        if self.paper:
+            return self.paper
+        return self.origin if self.source != "cogmg" and self.origin else None
 
 
 def item_id(source: str, backbone: str, head_id: str, relation: str, tail_id: str, origin: str) -> str:
