@@ -168,7 +168,7 @@ def test_compute_kg_metrics_from_plain_stores_by_hand(tmp_path):
         con.execute("INSERT INTO seed_edges VALUES ('Compound::A', 'treats', 'Disease::C', 'CtD', 1.0)")
         con.executemany(  # t1 and t2 merged (one edge A-treats-B); t4 accepted but not merged; t3 rejected
             "INSERT INTO evidence VALUES ('local', 'd1', ?, ?, 'Compound::A', 'treats', 'Disease::B', 'CtD', 0.8, "
-            "'s1', 'ev', 'local', 'v1', 'r1', ?, NULL, NULL)", [(day, "t1", now), (day, "t2", now)])
+            "'s1', 'ev', 'local', 'v1', 'r1', ?, NULL, NULL, NULL)", [(day, "t1", now), (day, "t2", now)])
         con.execute("INSERT INTO extracted_nodes VALUES ('local', 'Gene::X', 'X', 'Gene', NULL, [], 'd1', ?, 'r1', ?, "
                     "NULL, NULL)", [day, now])
         con.execute(  # the date's merge kept t4 out: a same-day contradiction it lost
