@@ -135,21 +135,3 @@ def test_a_handful_of_top_triples_does_not_veto_every_threshold_below():
     model = MODEL.model_copy(update={"curve": curve})
     assert model.threshold_for(0.75) == 0.6
     assert model.threshold_for(0.9) == model.cap  # nothing reaches 0.90 with confidence
-
-
-def test_the_pair_across_the_document_is_what_the_model_reads():
-    from karma_dagster.agents.evaluator import triple_contexts
-    from karma_dagster.schemas.records import SegmentRow
-
-    base = _row(PLAIN, 0)
-    rows = [base,
-            base.model_copy(update={"triple_id": "t1", "segment_id": "title", "probability": 0.5}),
-            base.model_copy(update={"triple_id": "t2", "head_id": "H9", "tail_id": "T9", "probability": 0.9})]
-    segments = [SegmentRow(doc_key="d", segment_id=s, order=i, section=sec, heading="", text=PLAIN.evidence,
-                           relevance=1.0, kept=True) for i, (s, sec) in enumerate((("g", "abstract"), ("title", "title")))]
-    ctx = triple_contexts(rows, [], segments)
-    assert (ctx[0].pair_rows, ctx[0].pair_segments, ctx[0].pair_in_title) == (2, 2, True)
-    assert (ctx[2].pair_rows, ctx[2].pair_in_title, ctx[2].n_doc_pairs) == (1, False, 2)
-    assert ctx[2].pair_rank == 0.0 and ctx[0].pair_rank == 1.0  # 0.9 beats the pair's best 0.8
-    f = features(ctx[0])
-    assert f["pair_in_title"] == 1.0 and f["log_pair_segments"] > 0

@@ -15,9 +15,10 @@ A backbone without one (an uncalibrated LLM judge) keeps KARMA's rule: mean(C, C
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Collection
+
 from collections import Counter
-from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 
 from karma_dagster.backbones.base import Backbone, TripleQuery, backbone_map
 from karma_dagster.backbones.local.triple_features import blocked
@@ -124,60 +125,15 @@ def triple_contexts(resolved: Sequence[ResolvedRow], mentions: Sequence[MentionR
                         linked_to=m.linked_to, in_dictionary=m.in_dictionary, distance=max(0.0, float(m.distance)),
                         n_mentions=max(1, n_mentions[m.entity_id]))
 
-    top_of_type: dict[str, tuple[int, str]] = {}
-    for m in mentions:
-        best = top_of_type.get(m.type)
-        if best is None or (n_mentions[m.entity_id], m.entity_id) > best:
-            top_of_type[m.type] = (n_mentions[m.entity_id], m.entity_id)
-    pairs = _pair_facts(resolved, seg)
-
-    def top(mention_id: str) -> bool:
-        m = by_id.get(mention_id)
-        return m is not None and top_of_type.get(m.type, (0, ""))[1] == m.entity_id
-
     out = []
     for t in resolved:
         s = seg.get(t.segment_id)
-        pair = pairs[_pair(t)]
         out.append(TripleContext(
             relation=t.relation, kg_relation=t.kg_relation, probability=t.probability,
             sample_confidence=t.sample_confidence, alignment_prob=t.alignment_prob, evidence=t.evidence,
             head=end(t.head_mention_id, t.head_name, t.head_type), tail=end(t.tail_mention_id, t.tail_name, t.tail_type),
             section=s.section if s else "other", segment_relevance=s.relevance if s else 1.0,
-            segment_order=s.order if s else 0, conflict=t.conflict, n_doc_entities=n_entities,
-            pair_rows=pair.rows, pair_segments=len(pair.segments), pair_in_title=pair.in_title,
-            pair_rank=pair.rank, n_doc_pairs=len(pairs), head_top=top(t.head_mention_id),
-            tail_top=top(t.tail_mention_id)))
-    return out
-
-
-@dataclass
-class _PairFacts:
-    rows: int = 0
-    segments: set[str] = field(default_factory=set)
-    in_title: bool = False
-    best: float = 0.0
-    rank: float = 0.0
-
-
-def _pair(t: ResolvedRow) -> frozenset[str]:
-    return frozenset((t.head_id, t.tail_id))
-
-
-def _pair_facts(resolved: Sequence[ResolvedRow], seg: dict[str, SegmentRow]) -> dict[frozenset[str], _PairFacts]:
-    """Each entity pair's support across the document: a finding the paper states once, in a subordinate
-    sentence, is less likely its finding than one it repeats, puts in the title or ranks first."""
-    out: dict[frozenset[str], _PairFacts] = {}
-    for t in resolved:
-        f = out.setdefault(_pair(t), _PairFacts())
-        f.rows += 1
-        f.segments.add(t.segment_id)
-        s = seg.get(t.segment_id)
-        f.in_title = f.in_title or (s is not None and s.section == "title")
-        f.best = max(f.best, t.probability)
-    ordered = sorted(out.values(), key=lambda f: -f.best)
-    for i, f in enumerate(ordered):
-        f.rank = i / max(1, len(ordered) - 1)
+            segment_order=s.order if s else 0, conflict=t.conflict, n_doc_entities=n_entities))
     return out
 
 

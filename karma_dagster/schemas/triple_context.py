@@ -42,11 +42,3 @@ class TripleContext(BaseModel):
     segment_order: int = 0
     conflict: bool = False  # the CRA met a clash (and kept or replaced)
     n_doc_entities: int = Field(2, ge=0)  # distinct entities the document's kept summaries name
-    # the pair across the document (both orientations): what one sentence cannot tell
-    pair_rows: int = Field(1, ge=1)  # the chain's triples for the pair in this document
-    pair_segments: int = Field(1, ge=1)  # distinct segments (sentences) that yield the pair
-    pair_in_title: bool = False  # a triple of the pair comes from the title
-    pair_rank: float = Field(0.0, ge=0.0, le=1.0)  # the pair's best REA probability ranked in the document (0: top)
-    n_doc_pairs: int = Field(1, ge=1)  # distinct pairs the chain proposed in the document
-    head_top: bool = False  # the head is the document's most-mentioned entity of its type
-    tail_top: bool = False

@@ -14,7 +14,7 @@ import re
 from karma_dagster.dictionary import cues
 from karma_dagster.schemas.triple_context import EndFacts, TripleContext
 
-FEATURES_VERSION = "triple-features-v2"
+FEATURES_VERSION = "triple-features-v1"
 POSITIVE = frozenset({"Positive_Correlation", "upregulates", "causes", "Drug_Interaction"})
 NEGATIVE = frozenset({"Negative_Correlation", "downregulates", "treats", "palliates"})
 SECTIONS = {"title": "title", "abstract": "abstract", "results": "results", "conclusion": "conclusion",
@@ -116,11 +116,6 @@ def features(ctx: TripleContext) -> dict[str, float]:
         "log_doc_entities": math.log1p(ctx.n_doc_entities),
         "both_vocab": float(ctx.head.has_vocab_id and ctx.tail.has_vocab_id),
     }
-    f.update({  # the pair across the document
-        "log_pair_rows": math.log(ctx.pair_rows), "log_pair_segments": math.log(ctx.pair_segments),
-        "pair_in_title": float(ctx.pair_in_title), "pair_rank": ctx.pair_rank,
-        "log_doc_pairs": math.log(ctx.n_doc_pairs), "ends_top": float(ctx.head_top) + float(ctx.tail_top),
-    })
     f.update(_end("head", ctx.head))
     f.update(_end("tail", ctx.tail))
     # symmetric summaries (which end is the head is the schema's orientation, not the evidence's)
