@@ -92,6 +92,7 @@ def _metadata(
         "same_day_discarded": sum(s.n_discarded for s, _ in merged),
         "same_day_review": sum(s.n_review for s, _ in merged),
         "edges_superseded": sum(s.n_superseded for s, _ in merged),
+        "refused_by_admission_rules": sum(s.n_refused for s, _ in merged),  # kept out, waiting in review
         "documents_skipped": dg.MetadataValue.json({str(s.date): sk for s, sk in merged if sk}),
         "accepted_triples": sum(s.n_evidence for s, _ in merged),
         "new_entities": sum(s.n_new_nodes for s, _ in merged),

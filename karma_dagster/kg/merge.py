@@ -469,8 +469,8 @@ def _admit(
                 continue
             kept.append({**r, "metaedge": result.metaedge})
         used = {r[e] for r in kept for e in ("head_id", "tail_id")}
-        out[doc_key] = (kept, [n for n in nodes if n.id not in bad_nodes
-                               and (n.id in used or n.id not in {x[e] for x in rows for e in ("head_id", "tail_id")})])
+        named = {r[e] for r in rows for e in ("head_id", "tail_id")}  # a node no row names stays as it came
+        out[doc_key] = (kept, [n for n in nodes if n.id not in bad_nodes and (n.id in used or n.id not in named)])
     return out, refused
 
 
