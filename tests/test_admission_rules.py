@@ -150,7 +150,10 @@ def test_kg_tools_and_the_mcp_server_refuse_the_self_edge_by_the_same_rule(paths
     assert SELF_EDGE in anyio.run(call)
 
 
-def _plant(store: KGStore, *, node: tuple[str, str, str, str | None], evidence: tuple[str, str, str, str | None]) -> None:
+Row = tuple[str, str, str, str | None]
+
+
+def _plant(store: KGStore, *, node: Row, evidence: Row) -> None:
     """Rows written behind the doors' backs (a KG grown before the rules, or edited by hand)."""
     now = dt.datetime(2016, 1, 5, 12)
     with store.connect() as con:
@@ -276,7 +279,8 @@ def test_a_schema_whose_table_maps_a_correlation_onto_the_contrary_relation_is_r
     bad = tmp_path / "schema.yaml"
     bad.write_text("node_kinds: [Compound, Gene]\nner_type_to_kind: {}\nmetaedges:\n"
                    "  - {abbrev: CdG, source: Compound, relation: downregulates, target: Gene, polarity: negative}\n"
-                   "relation_map:\n  - {label: Positive_Correlation, kinds: [Compound, Gene], relation: downregulates}\n"
+                   "relation_map:\n"
+                   "  - {label: Positive_Correlation, kinds: [Compound, Gene], relation: downregulates}\n"
                    "label_polarity: {Positive_Correlation: positive}\n")
     with pytest.raises(SchemaError, match="a positive label onto a negative relation"):
         KGSchema.load(bad)

@@ -123,7 +123,8 @@ def test_two_papers_one_new_entity_one_node_with_both_names(base) -> None:
     first = NodeIn(id="NCBIGene:5243", name="MDR1", kind="Gene", vocab_id="NCBIGene:5243")
     second = NodeIn(id="NEW:Gene:p-glycoprotein", name="P-glycoprotein", kind="Gene", vocab_id="NCBIGene:5243")
     merge_increment(store, D1, "local", {"a": ([triple("a", "t1", T2DM, first.id, "associates")], [first])}, "r1")
-    s2 = merge_increment(store, D2, "local", {"b": ([triple("b", "t1", T2DM, second.id, "associates")], [second])}, "r2")
+    s2 = merge_increment(store, D2, "local", {"b": ([triple("b", "t1", T2DM, second.id, "associates")], [second])},
+                         "r2")
     nodes, ev = nodes_and_evidence(store)
     assert {n[0] for n in nodes} == {"NCBIGene:5243"} and {n[1] for n in nodes} == {"MDR1", "P-glycoprotein"}
     assert {e[3] for e in ev} == {"NCBIGene:5243"} and s2.n_new_nodes == 0 and s2.n_reinforced == 1

@@ -160,12 +160,14 @@ def same_identity(fact: Fact, crosswalk: Crosswalk | None = None) -> str:
     if hv and hv == tv:
         return f"both ends carry vocabulary id {hv}"
     cw = crosswalk or Crosswalk.load()
-    shared = (cw.node_ids(fact.head_id) | ({hv} if hv else set())) & (cw.node_ids(fact.tail_id) | ({tv} if tv else set()))
+    head_ids = cw.node_ids(fact.head_id) | ({hv} if hv else set())
+    shared = head_ids & (cw.node_ids(fact.tail_id) | ({tv} if tv else set()))
     if shared:
         return f"both ends go by {sorted(shared)[0]}"
     if (fact.head_name and name_key(fact.head_name) == name_key(fact.tail_name)
             and compatible(fact.head_kind, fact.tail_kind)):
-        return f"both ends are named {fact.head_name!r} on kinds that may be one entity ({fact.head_kind}, {fact.tail_kind})"
+        return (f"both ends are named {fact.head_name!r} on kinds that may be one entity "
+                f"({fact.head_kind}, {fact.tail_kind})")
     return ""
 
 

@@ -124,8 +124,8 @@ def _refuse(con: Any, rows: list[dict[str, Any]], now: dt.datetime) -> None:
             "DELETE FROM evidence WHERE namespace = ? AND doc_key = ? AND triple_id = ?",
             [r["namespace"], r["doc_key"], r["triple_id"]])
         con.execute(
-            "INSERT INTO admission_refusals (namespace, date, doc_key, triple_id, head_id, relation, tail_id, metaedge, "
-            "score, segment_id, evidence, rule, reason, run_id, merged_at) VALUES "
+            "INSERT INTO admission_refusals (namespace, date, doc_key, triple_id, head_id, relation, tail_id, "
+            "metaedge, score, segment_id, evidence, rule, reason, run_id, merged_at) VALUES "
             "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [r["namespace"], r["date"], r["doc_key"], r["triple_id"], r["head_id"], r["relation"], r["tail_id"],
              r["metaedge"], r["score"], r["segment_id"], r["evidence"], r["rule"], r["reason"], "karma-dedupe", now])

@@ -222,7 +222,8 @@ def _segment(segment: object) -> str:
 def _fit(onto: Ontology, prop: PropertyInfo, end: str, inst: dict, role: str) -> None:
     wanted = _allowed(onto, prop, end)
     if wanted is not None and not onto.is_subclass(inst["class"], wanted.label):
-        raise Refused(f"refused by admission rule domain_range: {end} violation: property {prop.label!r} needs a {wanted.label!r} as {role}, but "
+        raise Refused(f"refused by admission rule domain_range: {end} violation: property {prop.label!r} needs a "
+                      f"{wanted.label!r} as {role}, but "
                       f"{inst['id']} ({inst['name']}) is a {inst['class']!r}")
 
 
