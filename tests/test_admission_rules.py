@@ -38,6 +38,7 @@ from karma_dagster.review.merge_inputs import merge_accepted
 from karma_dagster.review.models import DecisionIn, Evidence, ReviewItem, item_id
 from karma_dagster.review.queue import ReviewQueue
 from karma_dagster.schemas.records import TripleRow
+from kg_backends import KGBackend, kg_backend  # noqa: F401 - fixture
 
 SEED = Path(__file__).resolve().parents[1] / "data" / "seed_kg"
 METFORMIN, T2DM = "Compound::DB00331", "Disease::DOID:9352"
@@ -228,6 +229,21 @@ def test_karma_check_reports_planted_rows_and_exits_1(paths: DataPaths, capsys: 
     assert "metaedge 1" in out and "id_kind 1" in out and "NEW:Compound:malaria" in out and "planted" in out
     result = admission_check("local", store)
     assert not result.passed and result.check_name == "admission_rule"
+
+
+def test_refusals_and_the_check_on_both_stores(kg_backend: KGBackend):  # noqa: F811 - the fixture
+    """The merge's refusals table and the stored-row check read and write alike on DuckDB and PostgreSQL."""
+    store = kg_backend.new("admission")
+    import_hetionet(store, SEED / "nodes.tsv", SEED / "edges.sif.gz", seed_confidence=0.9)
+    stats = merge_increment(store, DAY, "local", {DOC: ([_row("bad", METFORMIN, METFORMIN),
+                                                         _row("good", METFORMIN, T2DM)], [])}, "r1")
+    assert stats.n_refused == 1 and stats.n_evidence == 1
+    assert [i.note for i in refused_items(store, "local")][0].startswith(f"refused by {SELF_EDGE}")
+    assert invariants.check_store(store).violations == []
+    with store.connect() as con:
+        con.execute("UPDATE evidence SET metaedge = NULL WHERE triple_id = 'good'")
+    (v,) = invariants.check_store(store).violations
+    assert (v.table, v.rule, v.key) == ("evidence", "metaedge", f"{DOC} / good")
 
 
 # ---------------------------------------------------------------- alignment bound by the schema

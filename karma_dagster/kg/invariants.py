@@ -66,7 +66,8 @@ def _check(con: Any) -> CheckReport:
             if refusal is not None:
                 out.append(Violation(table=table, namespace=ns, key=node_id, rule=refusal.rule,
                                      message=refusal.message()))
-    seed_edges = con.execute("SELECT head_id, relation, tail_id, metaedge FROM seed_edges ORDER BY ALL").fetchall()
+    seed_edges = con.execute("SELECT head_id, relation, tail_id, metaedge FROM seed_edges "
+                             "ORDER BY head_id, relation, tail_id").fetchall()
     n_rows += len(seed_edges)
     for h, rel, t, me in seed_edges:
         refusal = _edge(h, rel, t, me, seed, crosswalk, evidence=None, date=None)
