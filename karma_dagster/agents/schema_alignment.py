@@ -33,15 +33,6 @@ def entity_kind(entity_id: str, ner_type: str, schema: KGSchema,
     return kind if kind in schema.node_kinds else None
 
 
-def table_probability(schema: KGSchema, label: str, relation: str, kind_a: str, kind_b: str) -> float:
-    """How sure the label table is: 1 for a one-to-one mapping (or a label that is the relation's name), lower when
-    several labels collapse onto the relation for this kind pair."""
-    if label == relation:
-        return 1.0
-    n_labels = max(1, len(schema.labels_for(relation, kind_a, kind_b)))
-    return 1.0 / (1.0 + 0.25 * (n_labels - 1))
-
-
 def _review(t: TripleRow, head_kind: str | None, tail_kind: str | None, prob: float = 0.0) -> AlignedRow:
     return AlignedRow(**t.model_dump(), head_kg_type=head_kind, tail_kg_type=tail_kind, kg_relation=None,
                       metaedge=None, alignment_prob=prob, schema_status="review")
@@ -66,7 +57,7 @@ def align_triples(
         tk = entity_kind(t.tail_id, tail_type, schema, kg_kind_of)
         hit = schema.map_label(t.relation, hk, tk) if hk and tk else None
         if hit is not None:
-            tabled[i] = (*hit, table_probability(schema, t.relation, hit[0].relation, hk, tk))
+            tabled[i] = (*hit, schema.label_confidence(t.relation, hit[0].relation, hk, tk))
         candidates = sorted({me.relation for me in schema.aligned_candidates(t.relation, hk, tk)}) if hk and tk else []
         kinds.append((hk, tk, candidates))
     # one question per triple the table cannot place and that has candidates; the calls overlap up to the

@@ -204,6 +204,14 @@ class KGSchema(BaseModel):
         ones only; a label the schema does not know to any candidate."""
         return [me for me in self.candidates(kind_a, kind_b) if polarity_fits(self.polarity_of(label), me.polarity)]
 
+    def label_confidence(self, label: str, relation: str, kind_a: str, kind_b: str) -> float:
+        """How sure the label table is of `label` -> `relation` on the kinds: 1 for a one-to-one mapping (or a label
+        that is the relation's name), lower when several labels collapse onto the relation for this kind pair."""
+        if label == relation:
+            return 1.0
+        n_labels = max(1, len(self.labels_for(relation, kind_a, kind_b)))
+        return 1.0 / (1.0 + 0.25 * (n_labels - 1))
+
     def labels_for(self, relation: str, kind_a: str, kind_b: str) -> list[str]:
         """Extracted labels that the table maps to `relation` for this kind pair (how lossy the mapping is)."""
         return sorted({rm.label for rm in self.relation_map
