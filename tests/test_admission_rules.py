@@ -33,7 +33,7 @@ from karma_dagster.mcp_server.server import build_server
 from karma_dagster.params import KarmaParams
 from karma_dagster.paths import DataPaths
 from karma_dagster.review.cogmg_items import items_from_completions
-from karma_dagster.review.karma_items import refused_items
+from karma_dagster.review.karma_items import collect_karma, refused_items
 from karma_dagster.review.merge_inputs import merge_accepted
 from karma_dagster.review.models import DecisionIn, Evidence, ReviewItem, item_id
 from karma_dagster.review.queue import ReviewQueue
@@ -103,6 +103,7 @@ def test_chain_merge_keeps_a_self_edge_out_without_aborting_the_date_and_sends_i
     assert rule == "self_edge" and SELF_EDGE in reason
     (item,) = refused_items(store, "local")  # what `karma review` collects: the fact, waiting with its reason
     assert (item.head_id, item.tail_id, item.origin) == (METFORMIN, METFORMIN, DOC) and SELF_EDGE in item.note
+    assert [i.item_id for i in collect_karma(paths, KGSchema.load(), ["local"])] == [item.item_id]
     # a re-merge replaces the refusals like the evidence: one row, not two
     merge_increment(store, DAY, "local", {DOC: (rows, [])}, "r2")
     assert _count(store, "SELECT count(*) FROM admission_refusals") == 1
