@@ -20,7 +20,7 @@ def cmd_check(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     report = invariants.check_store(store)
-    wanted = [v for v in report.violations if not args.backbone or v.namespace in (None, *args.backbone)]
+    wanted = [v for v in report.violations if not args.backbone or v.namespace in (None, *args.backbone)]  # + seed
     if not wanted:
         print(f"KG check: {report.n_rows} rows, every one admitted by the rules ({', '.join(RULES)})")
         return 0

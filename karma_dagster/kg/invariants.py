@@ -39,43 +39,49 @@ class CheckReport(BaseModel):
         return dict(sorted(out.items()))
 
 
-def check_store(store: KGStore) -> CheckReport:
-    """Every row of the KG's tables against the admission rules (read only)."""
+def check_store(store: KGStore, namespace: str | None = None) -> CheckReport:
+    """Every row of the KG's tables against the admission rules (read only). With `namespace`, only that
+    namespace's extracted nodes and evidence (the seed's rows were checked by the import that wrote them; the KG
+    asset's check after a merge reads its own backbone's rows only)."""
     with store.connect(read_only=True) as con:
-        return _check(con)
+        return _check(con, namespace)
 
 
 Node = tuple[str, str, str | None]  # name, kind, vocab_id
 
 
-def _check(con: Any) -> CheckReport:
+def _check(con: Any, only: str | None = None) -> CheckReport:
     seed: dict[str, Node] = {i: (n, k, v) for i, n, k, v in con.execute(
         "SELECT id, name, kind, vocab_id FROM seed_nodes").fetchall()}
     extracted: dict[str, dict[str, Node]] = defaultdict(dict)
+    where, params = ("WHERE namespace = ? ", [only]) if only is not None else ("", [])
     for ns, i, n, k, v in con.execute(
-            "SELECT namespace, id, min(name), min(kind), min(vocab_id) FROM extracted_nodes GROUP BY namespace, id "
-            "ORDER BY namespace, id").fetchall():
+            f"SELECT namespace, id, min(name), min(kind), min(vocab_id) FROM extracted_nodes {where}"  # noqa: S608
+            "GROUP BY namespace, id ORDER BY namespace, id", params).fetchall():
         if i not in seed:
             extracted[ns][i] = (n, k, v)
     crosswalk = Crosswalk.load()
     out: list[Violation] = []
-    n_rows = len(seed) + sum(len(v) for v in extracted.values())
-    for table, ns, nodes in [("seed_nodes", None, seed)] + [("extracted_nodes", ns, n) for ns, n in extracted.items()]:
+    n_rows = (len(seed) if only is None else 0) + sum(len(v) for v in extracted.values())
+    tables = ([("seed_nodes", None, seed)] if only is None else []) + [
+        ("extracted_nodes", ns, n) for ns, n in extracted.items()]
+    for table, ns, nodes in tables:
         for node_id, (_name, kind, vocab) in sorted(nodes.items()):
             refusal = rules.check_node(node_id, kind, vocab)
             if refusal is not None:
                 out.append(Violation(table=table, namespace=ns, key=node_id, rule=refusal.rule,
                                      message=refusal.message()))
-    seed_edges = con.execute("SELECT head_id, relation, tail_id, metaedge FROM seed_edges "
-                             "ORDER BY head_id, relation, tail_id").fetchall()
+    seed_edges = [] if only is not None else con.execute(
+        "SELECT head_id, relation, tail_id, metaedge FROM seed_edges ORDER BY head_id, relation, tail_id").fetchall()
     n_rows += len(seed_edges)
     for h, rel, t, me in seed_edges:
         refusal = _edge(h, rel, t, me, seed, crosswalk, evidence=None, date=None)
         if refusal is not None:
             out.append(Violation(table="seed_edges", key=f"{h} -{rel}-> {t}", rule=refusal.rule,
                                  message=refusal.message()))
-    evidence = con.execute("SELECT namespace, doc_key, triple_id, head_id, relation, tail_id, metaedge, evidence, date "
-                           "FROM evidence ORDER BY namespace, doc_key, triple_id").fetchall()
+    evidence = con.execute(
+        "SELECT namespace, doc_key, triple_id, head_id, relation, tail_id, metaedge, evidence, date "  # noqa: S608
+        f"FROM evidence {where}ORDER BY namespace, doc_key, triple_id", params).fetchall()
     n_rows += len(evidence)
     for ns, doc, tid, h, rel, t, me, text, date in evidence:
         refusal = _edge(h, rel, t, me, {**seed, **extracted.get(ns, {})}, crosswalk, evidence=text or "", date=date)
