@@ -44,6 +44,7 @@ def test_module_definitions_load_with_every_stage_grouped_and_partitioned():
     assert all(graph.get_check_spec(k).blocking for k in graph.asset_check_keys if k.name.endswith("_table_schema"))
     assert "documents_merged" in checks
     assert not graph.get_check_spec(dg.AssetCheckKey(kg.key, "documents_merged")).blocking
+    assert dg.AssetCheckKey(kg.key, "admission_rule") in graph.asset_check_keys  # what `karma check` reports
     assert {s.name for s in defs.sensors} == {"new_papers", "kg_increments", "prompt_versions", "karma_freshness",
                                               "review_decisions", "questions", "literature_feed"}
 

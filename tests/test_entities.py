@@ -226,6 +226,19 @@ def test_screen_keeps_unlisted_and_the_strict_filter_does_not(ner):
     assert [k.text for k in filter_proposals(text, spans, ner)] == ["metformin"]
 
 
+def test_an_id_borrowed_from_the_dictionary_brings_its_kind(ner):
+    """A model's type and the dictionary's id at the same span never disagree: the vocabulary wins for a listed id
+    (a Compound "malaria" carrying the disease's MeSH id once entered the KG beside the seed's Disease)."""
+    text = "Malaria was treated with artesunate."
+    (dict_span,) = [d for d in ner.recognize(text) if d.text == "Malaria"]
+    spans = [MentionSpan(start=0, end=7, text="Malaria", type="ChemicalEntity")]
+    ((kept,), _) = screen_proposals(text, spans, ner)
+    assert kept.span.vocab_id == dict_span.vocab_id == "MESH:D008288"
+    assert kept.span.type == dict_span.type and kept.span.type != "ChemicalEntity"
+    same_kind = [MentionSpan(start=0, end=7, text="Malaria", type="DiseaseOrPhenotypicFeature")]
+    assert screen_proposals(text, same_kind, ner)[0][0].span.type == "DiseaseOrPhenotypicFeature"  # kept as typed
+
+
 def test_filter_drops_misaligned_spans(ner):
     text = "Metformin lowers glucose."
     bad = MentionSpan(start=0, end=5, text="lower", type="Chemical")

@@ -108,10 +108,10 @@ def test_merge_lands_every_writer_on_the_node_the_entity_is(base) -> None:
     era = NodeIn(id="NCBIGene:2099", name="ERα", kind="Gene", vocab_id="NCBIGene:2099")
     para = NodeIn(id="NEW:Chemical:paracetamol", name="Paracetamol", kind="Compound")
     stats = merge_increment(store, D1, "local", {"a": (
-        [triple("a", "t1", para.id, T2DM), triple("a", "t2", era.id, T2DM, "associates")], [era, para])}, "r1")
+        [triple("a", "t1", para.id, T2DM), triple("a", "t2", T2DM, era.id, "associates")], [era, para])}, "r1")
     nodes, ev = nodes_and_evidence(store)
     assert nodes == [] and stats.n_new_nodes == 0
-    assert ev == [("a", "t1", ACETAMINOPHEN, T2DM), ("a", "t2", ESR1, T2DM)]
+    assert ev == [("a", "t1", ACETAMINOPHEN, T2DM), ("a", "t2", T2DM, ESR1)]
     # a statement between two names of one node makes no self-loop
     merge_increment(store, D2, "local", {"b": ([triple("b", "t1", era.id, ESR1, "associates")], [era])}, "r2")
     assert [e for e in nodes_and_evidence(store)[1] if e[0] == "b"] == []
@@ -122,11 +122,12 @@ def test_two_papers_one_new_entity_one_node_with_both_names(base) -> None:
     store = backend.copy(seed, "kg")
     first = NodeIn(id="NCBIGene:5243", name="MDR1", kind="Gene", vocab_id="NCBIGene:5243")
     second = NodeIn(id="NEW:Gene:p-glycoprotein", name="P-glycoprotein", kind="Gene", vocab_id="NCBIGene:5243")
-    merge_increment(store, D1, "local", {"a": ([triple("a", "t1", first.id, T2DM, "associates")], [first])}, "r1")
-    s2 = merge_increment(store, D2, "local", {"b": ([triple("b", "t1", second.id, T2DM, "associates")], [second])}, "r2")
+    merge_increment(store, D1, "local", {"a": ([triple("a", "t1", T2DM, first.id, "associates")], [first])}, "r1")
+    s2 = merge_increment(store, D2, "local", {"b": ([triple("b", "t1", T2DM, second.id, "associates")], [second])},
+                         "r2")
     nodes, ev = nodes_and_evidence(store)
     assert {n[0] for n in nodes} == {"NCBIGene:5243"} and {n[1] for n in nodes} == {"MDR1", "P-glycoprotein"}
-    assert {e[2] for e in ev} == {"NCBIGene:5243"} and s2.n_new_nodes == 0 and s2.n_reinforced == 1
+    assert {e[3] for e in ev} == {"NCBIGene:5243"} and s2.n_new_nodes == 0 and s2.n_reinforced == 1
     entities = store.extracted_entities("local")[1]
     assert [(e["id"], e["name"], e["synonyms"]) for e in entities] == [("NCBIGene:5243", "MDR1", ["P-glycoprotein"])]
 
@@ -144,11 +145,14 @@ def test_dedupe_repairs_a_kg_grown_before_the_rule(base) -> None:
             con.execute("INSERT INTO extracted_nodes (namespace, id, name, kind, vocab_id, synonyms, doc_key, date, "
                         "run_id, merged_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         ["local", node_id, name, kind, vocab, [], "old", D1, "r0", now])
-        for tid, head in [("t1", "NCBIGene:2099"), ("t2", "NEW:Chemical:paracetamol"), ("t3", "NEW:Gene:kept")]:
+        # rows the admission rules admit (kg/admission_rules.py), as a merge of the time wrote them
+        for tid, head, relation, tail, metaedge in [("t1", T2DM, "associates", "NCBIGene:2099", "DaG"),
+                                                    ("t2", "NEW:Chemical:paracetamol", "treats", T2DM, "CtD"),
+                                                    ("t3", T2DM, "associates", "NEW:Gene:kept", "DaG")]:
             con.execute("INSERT INTO evidence (namespace, doc_key, date, triple_id, head_id, relation, tail_id, "
                         "metaedge, score, segment_id, evidence, backbone, prompt_version, run_id, merged_at) "
                         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        ["local", "old", D1, tid, head, "associates", T2DM, None, 0.6, "old#s1", "text", "local",
+                        ["local", "old", D1, tid, head, relation, tail, metaedge, 0.6, "old#s1", "text", "local",
                          "v1", "r0", now])
     before = nodes_and_evidence(store)
     planned = dedupe.find(store, "local")
@@ -159,7 +163,7 @@ def test_dedupe_repairs_a_kg_grown_before_the_rule(base) -> None:
     assert [(f.old_id, f.new_id) for f in folded] == [(f.old_id, f.new_id) for f in planned]
     nodes, ev = nodes_and_evidence(store)
     assert [n[0] for n in nodes] == ["NEW:Gene:kept"]
-    assert ("old", "t1", ESR1, T2DM) in ev and ("old", "t2", ACETAMINOPHEN, T2DM) in ev
+    assert ("old", "t1", T2DM, ESR1) in ev and ("old", "t2", ACETAMINOPHEN, T2DM) in ev
     assert dedupe.repair(store, "local") == []  # idempotent
     with store.connect(read_only=True) as con:
         log = con.execute("SELECT old_id, new_id, n_evidence FROM dedupe_log ORDER BY old_id").fetchall()

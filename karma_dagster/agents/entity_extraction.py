@@ -177,7 +177,10 @@ def screen_proposals(
     text: str, proposals: Sequence[MentionSpan], dictionary: DictionaryNER
 ) -> tuple[list[Screened], Counter[str]]:
     """Proposals kept (dictionary-supported ones completed with vocab id / long form from the dictionary's
-    span; unlisted ones kept when their name passes `unlisted_name_problem`) and the drops by reason."""
+    span; unlisted ones kept when their name passes `unlisted_name_problem`) and the drops by reason. A proposal
+    that borrows the dictionary's id at the same offsets takes its type too when the two types name different
+    node kinds: the vocabulary wins for a listed id, so a type and an id never disagree ("malaria" typed a chemical
+    at the dictionary's disease span is the disease)."""
     dict_spans = dictionary.recognize(text)
     exact = {(d.start, d.end): d for d in dict_spans}
     kept: list[Screened] = []
@@ -197,13 +200,23 @@ def screen_proposals(
                 kept.append(Screened(span=p, in_dictionary=False))
             continue
         if same is not None:
-            p = p.model_copy(update={"vocab_id": p.vocab_id or same.vocab_id, "long_form": p.long_form or same.long_form})
+            update = {"vocab_id": p.vocab_id or same.vocab_id, "long_form": p.long_form or same.long_form}
+            if p.vocab_id is None and same.vocab_id is not None and _kind(same.type) != _kind(p.type):
+                update["type"] = same.type  # an id borrowed from the dictionary carries its kind: the vocabulary wins
+            p = p.model_copy(update=update)
         elif p.vocab_id is None:
             entry = dictionary.lexicon.lookup(p.long_form or p.text)
             if entry is not None and entry.type == p.type:
                 p = p.model_copy(update={"vocab_id": entry.vocab_id})
         kept.append(Screened(span=p, in_dictionary=True))
     return kept, dropped
+
+
+def _kind(ner_type: str) -> str | None:
+    """The KG node kind a NER type places an entity in (the packaged schema's table), to tell two types apart."""
+    from karma_dagster.kg.admission_rules import default_schema
+
+    return default_schema().kind_for_ner_type(ner_type)
 
 
 def filter_proposals(text: str, proposals: list[MentionSpan], dictionary: DictionaryNER) -> list[MentionSpan]:

@@ -1,6 +1,7 @@
 """The date-partitioned KG increment: the accepted triples of one day's documents, merged with provenance."""
 
 import datetime as dt
+from typing import Any
 
 import dagster as dg
 
@@ -10,7 +11,7 @@ from karma_dagster.document_states import evaluated_not_recorded, states_in_stor
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.ingest.keys import date_of_document_key
 from karma_dagster.jobs import KG_WRITER_POOL
-from karma_dagster.kg import merge
+from karma_dagster.kg import invariants, merge
 from karma_dagster.kg.merge import IncrementStats, TripleValidationError
 from karma_dagster.partitioning.definitions import kg_dates_partitions
 from karma_dagster.partitioning.mode import PartitionMode
@@ -91,6 +92,7 @@ def _metadata(
         "same_day_discarded": sum(s.n_discarded for s, _ in merged),
         "same_day_review": sum(s.n_review for s, _ in merged),
         "edges_superseded": sum(s.n_superseded for s, _ in merged),
+        "refused_by_admission_rules": sum(s.n_refused for s, _ in merged),  # kept out, waiting in review
         "documents_skipped": dg.MetadataValue.json({str(s.date): sk for s, sk in merged if sk}),
         "accepted_triples": sum(s.n_evidence for s, _ in merged),
         "new_entities": sum(s.n_new_nodes for s, _ in merged),
@@ -130,6 +132,25 @@ def _adjudications_table(adjudications: list[dict]) -> str:
 
 
 MERGED_CHECK = "documents_merged"
+ADMISSION_CHECK = "admission_rule"
+
+
+def admission_check(ns: str, kg: Any) -> dg.AssetCheckResult:
+    """After a merge: no row the backbone's merges wrote (its evidence and extracted nodes) breaks an admission rule
+    (kg/admission_rules.py); what `karma check --backbone` reports for it (the seed is checked by its import)."""
+    report = invariants.check_store(kg, ns)
+    mine = report.violations
+    counts: dict[str, int] = {}
+    for v in mine:
+        counts[v.rule] = counts.get(v.rule, 0) + 1
+    return dg.AssetCheckResult(
+        passed=not mine, asset_key=kg_key(ns), check_name=ADMISSION_CHECK, severity=dg.AssetCheckSeverity.ERROR,
+        metadata={"rows checked": dg.MetadataValue.int(report.n_rows), "violations": dg.MetadataValue.json(counts),
+                  "first violations": dg.MetadataValue.json([f"{v.table} {v.key}: {v.message}" for v in mine[:20]])},
+        description=(f"{len(mine)} KG rows break an admission rule ({', '.join(f'{r} {n}' for r, n in counts.items())}"
+                     "); `karma check` lists them" if mine else
+                     f"all {report.n_rows} rows pass the admission rules"),
+    )
 
 
 def merged_check(ns: str, paths: DataPaths, catalog: Catalog, days: set[dt.date]) -> dg.AssetCheckResult:
@@ -173,6 +194,10 @@ def build(ns: str, mode: PartitionMode = "document") -> dg.AssetsDefinition:
             description="Every evaluated document of the merged days is in the KG with its current table, and no "
                         "evaluated document of another day waits unmerged (a crash or a failed merge; `karma run` "
                         "or the kg_increments sensor merges what is left). Metadata: `karma status`'s counts.",
+        ), dg.AssetCheckSpec(
+            ADMISSION_CHECK, asset=key,
+            description="No row of the backbone's graph breaks an admission rule (self-edge, metaedge, "
+                        "domain/range, id kind, evidence, date): what `karma check` reports.",
         )],
         pool=KG_WRITER_POOL,
         description=DESCRIPTION,
@@ -210,7 +235,7 @@ def build(ns: str, mode: PartitionMode = "document") -> dg.AssetsDefinition:
             metadata={**_metadata(ns, prompt_version, merged, adjudications),
                       "documents_undated": dg.MetadataValue.json(dict(sorted(undated.items())[:50])),
                       "documents_undated_count": len(undated)},
-            check_results=[merged_check(ns, storage.paths(), catalog, days)],
+            check_results=[merged_check(ns, storage.paths(), catalog, days), admission_check(ns, kg)],
         )
 
     return knowledge_graph

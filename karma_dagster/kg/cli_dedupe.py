@@ -33,6 +33,8 @@ def cmd_dedupe(args: argparse.Namespace) -> int:
               f"extracted; {sum(f.n_evidence for f in folds)} evidence rows re-pointed)")
         for f in folds:
             print(f"- {f.old_id} ({f.name!r}, {f.kind}) -> {f.new_id} [{f.target}], {f.n_evidence} evidence rows")
+            for reason in f.refused:  # rows the fold would make inadmissible: they go to review instead
+                print(f"  {'would keep out' if args.dry_run else 'kept out'}: {reason}")
     if args.dry_run and total:
         print("nothing changed (--dry-run); `karma dedupe` folds them, recorded in the KG's dedupe_log table")
     return 0

@@ -6,6 +6,10 @@ rows leave `extracted_nodes` (into the other extracted node's, as another name o
 and `dedupe_log` records each fold (namespace, old id, new id, name, kind, how many evidence rows moved, when). One
 transaction per namespace; a second run finds nothing more (idempotent). A re-merge of the date afterwards reaches
 the same KG by itself: merges keep the same rule. The stage tables are not touched.
+
+A fold writes edges (the re-pointed evidence), so each re-pointed row passes the admission rules
+(kg/admission_rules.py) as the merge's rows do: a row the fold would turn into a self-edge, or whose ends would no
+longer fit its metaedge, leaves `evidence` for `admission_refusals` (what review collects) instead.
 """
 
 from __future__ import annotations
@@ -15,9 +19,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from karma_dagster.kg import same_entity
+from karma_dagster.kg import admission_rules as rules
+from karma_dagster.kg import keyed, same_entity
 from karma_dagster.kg.identity import Crosswalk
-from karma_dagster.kg.merge import transaction
+from karma_dagster.kg.merge import REFUSALS_DDL, transaction
 from karma_dagster.kg.store import KGStore, NodeIn
 
 LOG_DDL = ("CREATE TABLE IF NOT EXISTS dedupe_log(namespace VARCHAR NOT NULL, old_id VARCHAR NOT NULL, "
@@ -35,6 +40,7 @@ class Fold(BaseModel):
     kind: str
     target: str  # "seed" or "extracted"
     n_evidence: int = 0  # evidence rows naming the old id (head or tail)
+    refused: list[str] = []  # the re-pointed rows an admission rule refuses (they go to review, not into the KG)
 
 
 def find(store: KGStore, namespace: str) -> list[Fold]:
@@ -58,9 +64,32 @@ def _find(con: Any, namespace: str) -> list[Fold]:
         "SELECT node, count(*) FROM (SELECT head_id AS node FROM evidence WHERE namespace = ? UNION ALL "
         "SELECT tail_id FROM evidence WHERE namespace = ?) e GROUP BY node", [namespace, namespace]).fetchall())
     by_id = {n.id: n for n in nodes}
-    return [Fold(namespace=namespace, old_id=old, new_id=new, name=by_id[old].name, kind=by_id[old].kind,
-                 target="seed" if new in seed else "extracted", n_evidence=int(counts.get(old, 0)))
-            for old, new in sorted(same.items())]
+    folds = [Fold(namespace=namespace, old_id=old, new_id=new, name=by_id[old].name, kind=by_id[old].kind,
+                  target="seed" if new in seed else "extracted", n_evidence=int(counts.get(old, 0)))
+             for old, new in sorted(same.items())]
+    return [f.model_copy(update={"refused": [r["reason"] for r in _refusals(con, f, same)]}) for f in folds]
+
+
+def _refusals(con: Any, f: Fold, same: dict[str, str]) -> list[dict[str, Any]]:
+    """The evidence rows naming f.old_id that the admission rules refuse once re-pointed (every fold applied)."""
+    rows = con.execute(
+        "SELECT namespace, date, doc_key, triple_id, head_id, relation, tail_id, metaedge, score, segment_id, evidence "
+        "FROM evidence WHERE namespace = ? AND (head_id = ? OR tail_id = ?) ORDER BY doc_key, triple_id",
+        [f.namespace, f.old_id, f.old_id]).fetchall()
+    cols = ("namespace", "date", "doc_key", "triple_id", "head_id", "relation", "tail_id", "metaedge", "score",
+            "segment_id", "evidence")
+    rows = [dict(zip(cols, r, strict=True)) for r in rows]
+    ends = {same.get(r[e], r[e]) for r in rows for e in ("head_id", "tail_id")}
+    kinds = keyed.node_kinds(con, ends, f.namespace)
+    out = []
+    for r in rows:
+        head, tail = same.get(r["head_id"], r["head_id"]), same.get(r["tail_id"], r["tail_id"])
+        result = rules.check(rules.Fact(head_id=head, relation=r["relation"], tail_id=tail, metaedge=r["metaedge"],
+                                        head_kind=kinds.get(head), tail_kind=kinds.get(tail), evidence=r["evidence"]))
+        if isinstance(result, rules.Refusal):
+            out.append({**r, "rule": result.rule, "reason": f"karma dedupe ({f.old_id} -> {f.new_id}): "
+                                                            f"{result.message()}"})
+    return out
 
 
 def namespaces(store: KGStore) -> list[str]:
@@ -74,14 +103,32 @@ def repair(store: KGStore, namespace: str) -> list[Fold]:
     with store.connect() as con, transaction(con):
         folds = _find(con, namespace)
         con.execute(LOG_DDL)
+        con.execute(REFUSALS_DDL)
         now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+        same = {f.old_id: f.new_id for f in folds}
+        refused = {f.old_id: _refusals(con, f, same) for f in folds}  # read before any row moves
         for f in folds:
+            _refuse(con, refused[f.old_id], now)
             _fold(con, f)
             con.execute("INSERT INTO dedupe_log VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                         [f.namespace, f.old_id, f.new_id, f.name, f.kind, f.target, f.n_evidence, now])
         if folds:  # edge counts change: the next merge counts the namespace's graph once (kg/sizes.py)
             con.execute("DELETE FROM kg_sizes WHERE namespace = ?", [namespace])
     return folds
+
+
+def _refuse(con: Any, rows: list[dict[str, Any]], now: dt.datetime) -> None:
+    """Refused rows leave `evidence` for `admission_refusals`, kept as they were stored, with the reason."""
+    for r in rows:
+        con.execute(
+            "DELETE FROM evidence WHERE namespace = ? AND doc_key = ? AND triple_id = ?",
+            [r["namespace"], r["doc_key"], r["triple_id"]])
+        con.execute(
+            "INSERT INTO admission_refusals (namespace, date, doc_key, triple_id, head_id, relation, tail_id, "
+            "metaedge, score, segment_id, evidence, rule, reason, run_id, merged_at) VALUES "
+            "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [r["namespace"], r["date"], r["doc_key"], r["triple_id"], r["head_id"], r["relation"], r["tail_id"],
+             r["metaedge"], r["score"], r["segment_id"], r["evidence"], r["rule"], r["reason"], "karma-dedupe", now])
 
 
 def _fold(con: Any, f: Fold) -> None:

@@ -35,6 +35,7 @@ import pandas as pd
 from pydantic import BaseModel
 
 from karma_dagster.kg import adjudication as adj
+from karma_dagster.kg import admission_rules as rules
 from karma_dagster.kg import keyed
 from karma_dagster.kg import names as kg_names
 from karma_dagster.kg import reinforcement
@@ -75,6 +76,7 @@ class IncrementStats(BaseModel):
     n_discarded: int = 0  # same-day contradictions kept out of the KG
     n_review: int = 0  # same-day contradictions sent to review (kept out of the KG)
     n_superseded: int = 0  # older edges replaced by this date's triples (kept in history)
+    n_refused: int = 0  # triples an admission rule kept out (kg/admission_rules.py), stored for review
 
 
 TripleLike = Mapping[str, Any] | BaseModel
@@ -271,8 +273,11 @@ def merge_increment(
         nodes_before = keyed.count_nodes(con, stamp.ns)
         prepared = _one_node_per_entity(con, stamp.ns, prepared)
         new_ids = {n.id for _, nodes in prepared.values() for n in nodes}
-        known, seed_ids = _known_ids(con, stamp.ns, prepared, new_ids)
+        known_kinds, seed_ids = _known_ids(con, stamp.ns, prepared, new_ids)
+        known = set(known_kinds)
         _check_endpoints(prepared, known | new_ids, prompt_version)
+        prepared, refused = _admit(con, stamp, prepared, known_kinds, schema or _default_schema())
+        _insert_refusals(con, refused)
         judged = _adjudicate_day(con, stamp, prepared, schema or _default_schema(), params or KarmaParams())
         prepared = _without(prepared, judged.removed)
         new_ids = {n.id for _, nodes in prepared.values() for n in nodes}
@@ -294,7 +299,7 @@ def merge_increment(
             n_new_nodes=nodes_after - nodes_before, n_new_edges=len(keys) - n_reinforced, n_reinforced=n_reinforced,
             seconds=0.0, n_discarded=actions.count("discard"), n_review=actions.count("review"),
             n_superseded=len({(r["against_head_id"], r["against_relation"], r["against_tail_id"])
-                              for r in judged.rows if r["action"] == "replace"}),
+                              for r in judged.rows if r["action"] == "replace"}), n_refused=len(refused),
         )
         _record_increment(con, stats, stamp)
         _record_documents(con, fingerprints, stamp)
@@ -388,17 +393,105 @@ def _delete_previous(con: Any, stamp: _Stamp, doc_keys: list[str]) -> _Stamp:
         "DELETE FROM adjudications WHERE namespace = ? AND (date = ? OR doc_key IN (SELECT doc_key FROM _docs))",
         [stamp.ns, stamp.date],
     )
+    con.execute(REFUSALS_DDL)  # replaced by a re-merge like the adjudications
+    con.execute(
+        "DELETE FROM admission_refusals WHERE namespace = ? AND (date = ? OR doc_key IN (SELECT doc_key FROM _docs))",
+        [stamp.ns, stamp.date],
+    )
     return stamp
 
 
-def _known_ids(con: Any, ns: str, prepared: Prepared, new_ids: set[str]) -> tuple[set[str], set[str]]:
-    """(ids already in the namespace's graph, ids in the seed) among the ids this merge mentions.
+def _known_ids(con: Any, ns: str, prepared: Prepared, new_ids: set[str]) -> tuple[dict[str, str], set[str]]:
+    """(id -> kind of the ids already in the namespace's graph, ids in the seed) among the ids this merge mentions.
 
     Read after the deletes, so an entity only these documents introduced counts as new again on a rerun.
     """
     ref_ids = {row[e] for rows, _ in prepared.values() for row in rows for e in ("head_id", "tail_id")}
-    kinds, seed = keyed.known_nodes(con, ref_ids | new_ids, ns)
-    return set(kinds), seed
+    return keyed.known_nodes(con, ref_ids | new_ids, ns)
+
+
+REFUSALS_DDL = (
+    "CREATE TABLE IF NOT EXISTS admission_refusals(namespace VARCHAR NOT NULL, date DATE NOT NULL, "
+    "doc_key VARCHAR NOT NULL, triple_id VARCHAR NOT NULL, head_id VARCHAR NOT NULL, relation VARCHAR NOT NULL, "
+    "tail_id VARCHAR NOT NULL, metaedge VARCHAR, score DOUBLE NOT NULL, segment_id VARCHAR NOT NULL, "
+    "evidence VARCHAR NOT NULL, rule VARCHAR NOT NULL, reason VARCHAR NOT NULL, run_id VARCHAR NOT NULL, "
+    "merged_at TIMESTAMP NOT NULL)")
+
+
+def _node_details(con: Any, ns: str, ids: set[str]) -> dict[str, tuple[str, str | None]]:
+    """id -> (name, vocab_id) of the KG nodes among `ids` (what the self_edge rule compares)."""
+    out: dict[str, tuple[str, str | None]] = {}
+    for chunk in keyed._chunks(sorted(ids)):
+        values = ", ".join(["(CAST(? AS VARCHAR))"] * len(chunk))
+        rows = con.execute(
+            f"WITH ids(id) AS (VALUES {values}) "  # noqa: S608 - placeholders only
+            "SELECT s.id, s.name, s.vocab_id FROM seed_nodes s JOIN ids ON ids.id = s.id UNION ALL "
+            "SELECT x.id, min(x.name), min(x.vocab_id) FROM extracted_nodes x JOIN ids ON ids.id = x.id "
+            "WHERE x.namespace = ? GROUP BY x.id", [*chunk, ns]).fetchall()
+        for node_id, name, vocab in rows:
+            out.setdefault(node_id, (name, vocab))
+    return out
+
+
+def _admit(
+    con: Any, stamp: _Stamp, prepared: Prepared, known_kinds: Mapping[str, str], schema: KGSchema
+) -> tuple[Prepared, list[dict[str, Any]]]:
+    """The admission rules (kg/admission_rules.py) on every row, with the kinds the KG (or the new entity) gives its
+    ends: an admitted row gets its metaedge filled in; a refused one leaves the merge -- not the date: the other rows
+    go on -- and is returned as a row of `admission_refusals`, which review collects (what is not admitted goes to
+    review, never away). A new entity whose id belongs to another kind is refused with every row that names it."""
+    new_nodes = {n.id: n for _, nodes in prepared.values() for n in nodes}
+    ids = {r[e] for rows, _ in prepared.values() for r in rows for e in ("head_id", "tail_id")}
+    details = _node_details(con, stamp.ns, ids)
+    kinds = {**{i: n.kind for i, n in new_nodes.items()}, **known_kinds}
+    bad_nodes = {i: ref for i, n in new_nodes.items() if i not in known_kinds
+                 and (ref := rules.check_node(i, n.kind, n.vocab_id)) is not None}
+    crosswalk = Crosswalk.load()
+    out: Prepared = {}
+    refused: list[dict[str, Any]] = []
+    for doc_key, (rows, nodes) in prepared.items():
+        kept = []
+        for r in rows:
+            fact = rules.Fact(
+                head_id=r["head_id"], relation=r["relation"], tail_id=r["tail_id"], metaedge=r["metaedge"],
+                head_kind=kinds.get(r["head_id"]), tail_kind=kinds.get(r["tail_id"]), evidence=r["evidence"],
+                date=stamp.date, **_ends(r, new_nodes, details))
+            bad = next((bad_nodes[r[e]] for e in ("head_id", "tail_id") if r[e] in bad_nodes), None)
+            result = (bad.model_copy(update={"fact": f"{fact.text()}: {bad.fact}"}) if bad is not None
+                      else rules.check(fact, schema=schema, crosswalk=crosswalk))
+            if isinstance(result, rules.Refusal):
+                refused.append({
+                    "namespace": stamp.ns, "date": stamp.date, "doc_key": doc_key, "triple_id": r["triple_id"],
+                    "head_id": r["head_id"], "relation": r["relation"], "tail_id": r["tail_id"],
+                    "metaedge": r["metaedge"], "score": r["score"], "segment_id": r["segment_id"],
+                    "evidence": r["evidence"], "rule": result.rule, "reason": result.message(),
+                    "run_id": stamp.run_id, "merged_at": stamp.merged_at})
+                continue
+            kept.append({**r, "metaedge": result.metaedge})
+        used = {r[e] for r in kept for e in ("head_id", "tail_id")}
+        named = {r[e] for r in rows for e in ("head_id", "tail_id")}  # a node no row names stays as it came
+        out[doc_key] = (kept, [n for n in nodes if n.id not in bad_nodes and (n.id in used or n.id not in named)])
+    return out, refused
+
+
+def _ends(r: Mapping[str, Any], new_nodes: Mapping[str, NodeIn],
+          details: Mapping[str, tuple[str, str | None]]) -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for end in ("head", "tail"):
+        node_id = r[f"{end}_id"]
+        name, vocab = details.get(node_id) or ((new_nodes[node_id].name, new_nodes[node_id].vocab_id)
+                                               if node_id in new_nodes else (None, None))
+        out[f"{end}_name"], out[f"{end}_vocab_id"] = name, vocab
+    return out
+
+
+def _insert_refusals(con: Any, rows: list[dict[str, Any]]) -> None:
+    if rows:
+        columns = list(rows[0])
+        con.executemany(
+            f"INSERT INTO admission_refusals ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
+            [[row[c] for c in columns] for row in rows],
+        )
 
 
 def _one_node_per_entity(con: Any, ns: str, prepared: Prepared) -> Prepared:

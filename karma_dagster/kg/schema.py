@@ -11,6 +11,7 @@ import warnings
 from functools import cached_property
 from importlib import resources
 from pathlib import Path
+from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -20,6 +21,9 @@ class SchemaError(ValueError):
     """The schema file is missing, not YAML, or internally inconsistent; the message names the file."""
 
 
+Polarity = Literal["positive", "negative", "neutral"]
+
+
 class Metaedge(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     abbrev: str
@@ -27,6 +31,7 @@ class Metaedge(BaseModel):
     relation: str
     target: str
     extension: bool = False
+    polarity: Polarity = "neutral"  # the direction of the effect it states (binds the alignment of a correlation)
 
     def __str__(self) -> str:
         return f"{self.source} -{self.relation}-> {self.target} ({self.abbrev})"
@@ -55,6 +60,7 @@ class KGSchema(BaseModel):
     ner_type_to_kind: dict[str, str]
     metaedges: list[Metaedge]
     relation_map: list[RelationMapping] = []
+    label_polarity: dict[str, Polarity] = {}
     incompatible_pairs: list[RelationPair] = Field(default=[], alias="incompatible")
     compatible_pairs: list[RelationPair] = Field(default=[], alias="compatible")
     dangling_mappings: list[RelationMapping] = Field(default=[], exclude=True)
@@ -79,6 +85,11 @@ class KGSchema(BaseModel):
             object.__setattr__(self, "relation_map", [rm for rm in self.relation_map if rm not in dangling])
             object.__setattr__(self, "dangling_mappings", dangling)
         problems += self._pair_problems()
+        for rm in self.relation_map:  # the table itself never maps a correlation onto the contrary relation
+            me = self._find(rm.relation, *rm.kinds)
+            if me is not None and not polarity_fits(self.label_polarity.get(rm.label), me.polarity):
+                problems.append(f"relation_map {rm.label} {list(rm.kinds)} -> {rm.relation}: a "
+                                f"{self.label_polarity[rm.label]} label onto a {me.polarity} relation")
         if problems:
             raise ValueError("; ".join(problems))
         unjudged = self.unjudged_pairs
@@ -179,6 +190,28 @@ class KGSchema(BaseModel):
             return self.metaedge(label, kind_a, kind_b)
         return None
 
+    def polarity_of(self, label: str) -> Polarity | None:
+        """The polarity an extracted label states; None when the schema does not know the label."""
+        if label in self.label_polarity:
+            return self.label_polarity[label]
+        if any(rm.label == label for rm in self.relation_map):
+            return "neutral"
+        return None
+
+    def aligned_candidates(self, label: str, kind_a: str, kind_b: str) -> list[Metaedge]:
+        """The metaedges a backbone may align `label` between the kinds to: those of the label's polarity or neutral
+        (a positive correlation never becomes a negative relation, nor the reverse); a neutral label to neutral
+        ones only; a label the schema does not know to any candidate."""
+        return [me for me in self.candidates(kind_a, kind_b) if polarity_fits(self.polarity_of(label), me.polarity)]
+
+    def label_confidence(self, label: str, relation: str, kind_a: str, kind_b: str) -> float:
+        """How sure the label table is of `label` -> `relation` on the kinds: 1 for a one-to-one mapping (or a label
+        that is the relation's name), lower when several labels collapse onto the relation for this kind pair."""
+        if label == relation:
+            return 1.0
+        n_labels = max(1, len(self.labels_for(relation, kind_a, kind_b)))
+        return 1.0 / (1.0 + 0.25 * (n_labels - 1))
+
     def labels_for(self, relation: str, kind_a: str, kind_b: str) -> list[str]:
         """Extracted labels that the table maps to `relation` for this kind pair (how lossy the mapping is)."""
         return sorted({rm.label for rm in self.relation_map
@@ -226,6 +259,13 @@ class KGSchema(BaseModel):
             return None
         key = frozenset((me_a.abbrev, me_b.abbrev))
         return next((p.why for p in self.incompatible_pairs if frozenset(p.between) == key), None)
+
+
+def polarity_fits(label: Polarity | None, relation: Polarity) -> bool:
+    """Whether a label of this polarity (None: unknown) may be aligned to a relation of that one."""
+    if label is None or relation == "neutral":
+        return True
+    return label == relation
 
 
 def _kind_pair(me: Metaedge) -> frozenset[str]:

@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 from pydantic import BaseModel
 
+from karma_dagster.kg import admission_rules as rules
 from karma_dagster.kg import names, seed_guard
 from karma_dagster.kg.seed_guard import IfGrown, SeedImportRefused
 from karma_dagster.kg.store import SEED_DDL, KGStore, NodeIn, load_schema, metaedge_by_abbrev, metaedge_for
@@ -159,22 +160,14 @@ def read_edges(
         for end, nid in (("source", src), ("target", dst)):
             if nid not in all_nodes:
                 raise SeedImportError(f"{path}:{lineno}: {end} {nid!r} is not in the node file")
-        if row.get("metaedge"):
-            me = by_abbrev.get(row["metaedge"])
-            if me is None:
-                raise SeedImportError(f"{path}:{lineno}: unknown metaedge {row['metaedge']!r}")
-        else:
-            rel = row.get("relation", "")
-            me = metaedge_for(all_nodes[src].kind, rel, all_nodes[dst].kind)
-            if me is None:
-                raise SeedImportError(
-                    f"{path}:{lineno}: no schema metaedge {all_nodes[src].kind} -{rel}-> {all_nodes[dst].kind}"
-                )
-        if (all_nodes[src].kind, all_nodes[dst].kind) != (me.source, me.target):
-            raise SeedImportError(
-                f"{path}:{lineno}: metaedge {me.abbrev} joins {me.source} -> {me.target}, "
-                f"got {all_nodes[src].kind} -> {all_nodes[dst].kind}"
-            )
+        h, t = all_nodes[src], all_nodes[dst]
+        found = rules.check(rules.Fact(  # the admission rules (kg/admission_rules.py) every KG write obeys
+            head_id=src, relation=row.get("relation") or None, tail_id=dst, metaedge=row.get("metaedge") or None,
+            head_kind=h.kind, tail_kind=t.kind, head_name=h.name, tail_name=t.name, head_vocab_id=h.vocab_id,
+            tail_vocab_id=t.vocab_id), seed=True)
+        if isinstance(found, rules.Refusal):
+            raise SeedImportError(f"{path}:{lineno}: {found.reason} (admission rule {found.rule}: {found.fact})")
+        me = by_abbrev[found.metaedge]
         conf = seed_confidence
         if row.get("confidence"):
             try:
@@ -259,6 +252,7 @@ def write_seed(store: KGStore, nodes: list[NodeIn], edges: list[SeedEdge], node_
         if grown is not None and if_grown == "refuse":
             raise SeedImportRefused(grown.refusal())
         if if_grown == "add":
+            _admit_added(con, nodes, edges)
             return _add_seed(con, node_df, syn_df, edge_df, node_attr_df, edge_attr_df)
         aside = seed_guard.keep_aside(store, con) if grown is not None else None  # if_grown "replace"
         con.execute("BEGIN TRANSACTION")
@@ -293,6 +287,29 @@ def write_seed(store: KGStore, nodes: list[NodeIn], edges: list[SeedEdge], node_
             raise
     return SeedWritten(n_synonyms=len(syn_df), kept_aside=aside.where if aside else "",
                        restore=aside.restore if aside else "")
+
+
+def _admit_added(con, nodes: list[NodeIn], edges: list[SeedEdge]) -> None:  # noqa: ANN001 - either engine's
+    """An import into a KG that grew asks the admission rules (kg/admission_rules.py) of every node and edge the seed
+    does not hold yet, as any other write into the KG does (no evidence: a seed edge is the user's KG). One
+    refusal refuses the import, nothing written, naming the rows."""
+    stored = {i: (name, kind, vocab) for i, name, kind, vocab in con.execute(
+        "SELECT id, name, kind, vocab_id FROM seed_nodes").fetchall()}
+    held = set(map(tuple, con.execute("SELECT head_id, relation, tail_id FROM seed_edges").fetchall()))
+    known = {**stored, **{n.id: (n.name, n.kind, n.vocab_id) for n in nodes}}
+    refusals = [r for n in nodes if n.id not in stored and (r := rules.check_node(n.id, n.kind, n.vocab_id))]
+    for head, relation, tail, metaedge, _conf in edges:
+        if (head, relation, tail) in held:
+            continue
+        h, t = known.get(head, (None, None, None)), known.get(tail, (None, None, None))
+        result = rules.check(rules.Fact(
+            head_id=head, relation=relation, tail_id=tail, metaedge=metaedge, head_name=h[0], head_kind=h[1],
+            head_vocab_id=h[2], tail_name=t[0], tail_kind=t[1], tail_vocab_id=t[2]), seed=True)
+        if isinstance(result, rules.Refusal):
+            refusals.append(result)
+    if refusals:
+        raise SeedImportError(f"{len(refusals)} row(s) of the file refused, nothing added: "
+                              + "; ".join(r.message() for r in refusals[:3]) + (" ..." if len(refusals) > 3 else ""))
 
 
 def _rollback(con) -> None:  # noqa: ANN001 - either engine's connection

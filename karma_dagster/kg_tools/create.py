@@ -11,6 +11,7 @@ import math
 
 import duckdb
 
+from karma_dagster.kg import admission_rules as rules
 from karma_dagster.kg import names as kg_names
 from karma_dagster.kg.embeddings import normalize_name
 from karma_dagster.kg_tools import bounds
@@ -202,7 +203,7 @@ def _resolve(ctx: ToolContext, onto: Ontology, stage: DocumentStage, mentions: l
     node = ctx.store.nodes_by_id([entity], ctx.namespace).get(entity)
     if node is not None:
         return {"id": entity, "name": node["name"], "class": node["kind"], "kind": node["kind"],
-                "source": node["source"]}
+                "source": node["source"], "vocab_id": node.get("vocab_id")}
     (hits,) = ctx.index().search([entity], None, k=3)
     close = [f"{h.entity_id} ({h.name}, {h.kind})" for h in hits if h.distance <= 0.5]
     staged = [f"{m.entity_id} ({m.text})" for m in mentions if m.status == "new" and label_key(m.text) == label_key(entity)]
@@ -221,21 +222,47 @@ def _segment(segment: object) -> str:
 def _fit(onto: Ontology, prop: PropertyInfo, end: str, inst: dict, role: str) -> None:
     wanted = _allowed(onto, prop, end)
     if wanted is not None and not onto.is_subclass(inst["class"], wanted.label):
-        raise Refused(f"{end} violation: property {prop.label!r} needs a {wanted.label!r} as {role}, but "
+        raise Refused(f"refused by admission rule domain_range: {end} violation: property {prop.label!r} needs a "
+                      f"{wanted.label!r} as {role}, but "
                       f"{inst['id']} ({inst['name']}) is a {inst['class']!r}")
 
 
+def _fact(prop: PropertyInfo, s: dict, o: dict, evidence: str | None = None, stage: DocumentStage | None = None
+          ) -> rules.Fact:
+    return rules.Fact(head_id=s["id"], relation=prop.relation, tail_id=o["id"], head_kind=s["kind"],
+                      tail_kind=o["kind"], head_name=s["name"], tail_name=o["name"], head_vocab_id=s.get("vocab_id"),
+                      tail_vocab_id=o.get("vocab_id"), evidence=evidence, date=stage.date if stage else None)
+
+
+def _refused(refusal: rules.Refusal, hint: str = "") -> Refused:
+    return Refused(refusal.message() + (f"; {hint}" if hint else ""))
+
+
+def _self_edge(prop: PropertyInfo, s: dict, o: dict) -> None:
+    """The admission rule self_edge (kg/admission_rules.py), asked first: one instance, or two of one identity."""
+    why = rules.same_identity(_fact(prop, s, o))
+    if why:
+        raise _refused(rules.Refusal(rule="self_edge", fact=_fact(prop, s, o).text(), reason=why),
+                       "a statement joins two instances")
+
+
 def _metaedge(prop: PropertyInfo, s: dict, o: dict) -> str:
-    for src, tgt, abbrev in prop.pairs:
-        if (src, tgt) == (s["kind"], o["kind"]):
-            return abbrev
-    allowed = ", ".join(f"{a} -> {b}" for a, b, _ in prop.pairs)
-    if any((src, tgt) == (o["kind"], s["kind"]) for src, tgt, _ in prop.pairs):
-        raise Refused(f"direction: {prop.label!r} joins {allowed}; subject {s['id']} is a {s['kind']} and object "
-                      f"{o['id']} a {o['kind']}: call again with subject and object swapped")
-    raise Refused(f"domain/range violation: {prop.label!r} joins {allowed}, but subject {s['id']} ({s['name']}) is a "
-                  f"{s['kind']} and object {o['id']} ({o['name']}) a {o['kind']}; call search_property for a "
-                  f"property between {s['kind']} and {o['kind']}")
+    """The metaedge the admission rules resolve for the statement (metaedge, domain_range), with what to call next."""
+    found = rules.resolve_metaedge(_fact(prop, s, o), rules.default_schema())
+    if isinstance(found, rules.Refusal):
+        hint = ("call again with subject and object swapped" if found.reason.startswith("direction")
+                else f"subject {s['id']} ({s['name']}) is a {s['kind']} and object {o['id']} ({o['name']}) a "
+                     f"{o['kind']}; call search_property for a property between {s['kind']} and {o['kind']}")
+        raise _refused(found, hint)
+    return found.abbrev
+
+
+def _admit(prop: PropertyInfo, s: dict, o: dict, metaedge: str, evidence: str, stage: DocumentStage) -> None:
+    """Every admission rule on the statement as it would be merged (the same check the merge makes)."""
+    fact = _fact(prop, s, o, evidence, stage).model_copy(update={"metaedge": metaedge})
+    result = rules.check(fact)
+    if isinstance(result, rules.Refusal):
+        raise _refused(result)
 
 
 def _contradiction(ctx: ToolContext, relation: str, s: dict, o: dict, staged: list[EvaluatedRow]) -> None:
@@ -268,11 +295,11 @@ def create_statement(ctx: ToolContext, subject: str, predicate: str, object: str
         mentions, triples = stage.mentions(), stage.triples()
         s = _resolve(ctx, onto, stage, mentions, subject, "subject")
         o = _resolve(ctx, onto, stage, mentions, object, "object")
-        if s["id"] == o["id"]:
-            raise Refused(f"subject and object are the same instance {s['id']}: a statement joins two instances")
+        _self_edge(prop, s, o)
         _fit(onto, prop, "domain", s, "subject")
         _fit(onto, prop, "range", o, "object")
         metaedge = _metaedge(prop, s, o)
+        _admit(prop, s, o, metaedge, evidence, stage)
         for t in triples:
             if (t.head_id, t.kg_relation, t.tail_id) == (s["id"], prop.relation, o["id"]):
                 raise Refused(f"already staged in document {stage.doc_key} as {t.triple_id}: "

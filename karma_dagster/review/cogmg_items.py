@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from karma_dagster.cogmg.models import Completion
+from karma_dagster.kg import admission_rules as rules
 from karma_dagster.cogmg.store import CogmgStore
 from karma_dagster.paths import DataPaths
 from karma_dagster.review.marks import find_spans
@@ -49,6 +50,17 @@ def items_from_completions(completions: Iterable[Completion], partition_key: str
     return list(items.values())
 
 
+def admission(c: Completion) -> rules.Refusal | None:
+    """The admission rules (kg/admission_rules.py) on the completion as filled: ends, kinds and names as the fill
+    gives them (the merge of an accepted item asks again with the KG's kinds)."""
+    evidence = getattr(c, "evidence", "") or next((p.text for p in c.passages if p.text.strip()), "")
+    result = rules.check(rules.Fact(
+        head_id=c.head_id, relation=c.relation, tail_id=c.tail_id, head_kind=getattr(c, "head_kind", "") or None,
+        tail_kind=getattr(c, "tail_kind", "") or None, head_name=c.head_name, tail_name=c.tail_name,
+        evidence=evidence))
+    return result if isinstance(result, rules.Refusal) else None
+
+
 def from_completion(c: Completion, partition_key: str | None = None) -> ReviewItem:
     ends = [(c.head_name, "head"), (c.tail_name, "tail")]
     evidence = []
@@ -66,6 +78,9 @@ def from_completion(c: Completion, partition_key: str | None = None) -> ReviewIt
         scores["best_passage_bm25"] = round(max(p.score for p in c.passages), 4)
     verdict = ("supported by " + ", ".join(c.evidence_doc_keys) if c.supported and c.evidence_doc_keys
                else "supported" if c.supported else "NOT supported by any retrieved passage")
+    refusal = admission(c)
+    if refusal is not None:  # queued all the same (what is not admitted goes to review), the reason first
+        verdict += f" — {refusal.message()}; accepting it as it is will not enter the KG: edit it"
     return ReviewItem(
         item_id=completion_item_id(c, partition_key), source="cogmg",
         backbone=c.backbone, head_id=c.head_id, head_name=c.head_name, head_kind=getattr(c, "head_kind", "") or None,

@@ -9,6 +9,9 @@
   reason: below the operating point, or a precision rule such as a negated co-mention): a *held back* item, its
   score the calibrated P(right), so the queue ranks them by it. Accepting it merges the triple.
 The resolved table is read when the document has one (it carries every aligned column), else the aligned one.
+- an admission rule refused the triple at the KG's merge (kg/admission_rules.py; the KG's `admission_refusals`):
+  a *schema review* item whose note is the refusal (the rule and why); accepting it as it is is refused again with
+  that reason, an edit that fixes the fact merges it.
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ from collections.abc import Iterable
 
 import pandas as pd
 
+from karma_dagster.kg.backends import kg_store
 from karma_dagster.kg.schema import KGSchema
+from karma_dagster.kg.store import KGStore
 from karma_dagster.paths import DataPaths
 from karma_dagster.review.marks import find_spans
 from karma_dagster.review.models import Evidence, ReviewItem, item_id
@@ -33,7 +38,10 @@ def collect_karma(paths: DataPaths, schema: KGSchema, only: Iterable[str] | None
     """Every review outcome of the chosen backbones (all with stage tables by default)."""
     stages = StageStore(paths.stages_dir)
     items: dict[str, ReviewItem] = {}
+    kg = kg_store(paths)
     for ns in list(only) if only is not None else namespaces(paths):
+        for item in refused_items(kg, ns):
+            items[item.item_id] = item
         docs = sorted(set(stages.partitions(ns, "aligned")) | set(stages.partitions(ns, "resolved")))
         for doc in docs:
             stage = "resolved" if stages.exists(ns, "resolved", doc) else "aligned"
@@ -44,6 +52,31 @@ def collect_karma(paths: DataPaths, schema: KGSchema, only: Iterable[str] | None
                 old = items.get(item.item_id)
                 items[item.item_id] = item if old is None else _joined(old, item)
     return list(items.values())
+
+
+def refused_items(kg: KGStore, ns: str) -> list[ReviewItem]:
+    """The namespace's triples an admission rule kept out of the KG at a merge (nothing when none was)."""
+    if not kg.exists():
+        return []
+    with kg.connect(read_only=True) as con:
+        if not kg._has_table(con, "admission_refusals"):
+            return []
+        rows = con.execute(
+            "SELECT doc_key, head_id, relation, tail_id, score, segment_id, evidence, reason FROM admission_refusals "
+            "WHERE namespace = ? ORDER BY doc_key, triple_id", [ns]).fetchall()
+    nodes = kg.nodes_by_id({x for r in rows for x in (r[1], r[3])}, ns)
+    out: dict[str, ReviewItem] = {}
+    for doc, head, relation, tail, score, segment, evidence, reason in rows:
+        h, t = nodes.get(head, {}), nodes.get(tail, {})
+        item = ReviewItem(
+            item_id=item_id("schema_review", ns, head, relation, tail, doc), source="schema_review", backbone=ns,
+            head_id=head, head_name=h.get("name") or head, head_kind=h.get("kind"), relation=relation, tail_id=tail,
+            tail_name=t.get("name") or tail, tail_kind=t.get("kind"), origin=doc, agent="admission rules (KG merge)",
+            stage="evaluated", evidence=_evidence(doc, {"evidence": evidence, "segment_id": segment},
+                                                  h.get("name") or head, t.get("name") or tail),
+            scores={"score": round(float(score), 4)}, score=min(1.0, max(0.0, float(score))), change="", note=reason)
+        out[item.item_id] = item if item.item_id not in out else _joined(out[item.item_id], item)
+    return list(out.values())
 
 
 def held_back_items(ns: str, doc: str, table: pd.DataFrame) -> list[ReviewItem]:

@@ -27,10 +27,11 @@ from pydantic import BaseModel
 from karma_dagster.agents.integration import collect_document
 from karma_dagster.document_states import DocumentStates
 from karma_dagster.ingest.catalog import Catalog
+from karma_dagster.kg import admission_rules as rules
 from karma_dagster.kg import merge
 from karma_dagster.kg.backends import kg_store, open_kg_store
 from karma_dagster.kg.merge import DocInput, IncrementStats, TripleValidationError
-from karma_dagster.kg.store import KGStore, NodeIn, load_schema, metaedge_for, schema_relations
+from karma_dagster.kg.store import KGStore, NodeIn, load_schema, schema_relations
 from karma_dagster.params import KarmaParams
 from karma_dagster.paths import DataPaths
 from karma_dagster.review.models import Decision, ReviewItem
@@ -95,11 +96,11 @@ def merge_input(item: ReviewItem, decision: Decision, kg_nodes: Mapping[str, Map
         else:
             raise NotMergeable(f"item {item.item_id}: {end} {node_id!r} is not a KG node and has no node kind "
                                f"({kind!r}); edit it to a KG node id")
-    me = metaedge_for(item.head_kind, item.relation, item.tail_kind) if item.head_kind and item.tail_kind else None
-    text = next((e.text for e in item.evidence if e.text.strip()), "") or item.triple_text
+    text = next((e.text for e in item.evidence if e.text.strip()), "")
+    admitted = _admitted(item, decision, kg_nodes, text)  # evidence required: a decision is no sentence
     row = {
         "doc_key": doc_key(item.item_id), "triple_id": item.item_id, "head_id": item.head_id,
-        "relation": item.relation, "tail_id": item.tail_id, "metaedge": me.abbrev if me else None,
+        "relation": item.relation, "tail_id": item.tail_id, "metaedge": admitted.metaedge,
         "score": item.score, "evidence_score": item.score, "segment_id": f"{doc_key(item.item_id)}#decision",
         "evidence": text, "prompt_version": provenance(item, decision),
         "action": "replace" if item.contradicts else "keep", "contradicts": item.contradicts,
@@ -108,6 +109,23 @@ def merge_input(item: ReviewItem, decision: Decision, kg_nodes: Mapping[str, Map
         "paper_key": item.source_paper,
     }
     return [row], nodes
+
+
+def _admitted(item: ReviewItem, decision: Decision, kg_nodes: Mapping[str, Mapping[str, Any]],
+              text: str) -> rules.Admitted:
+    """The admission rules (kg/admission_rules.py) on the item as decided: its ends with the kinds the KG gives
+    them (the item's own for an end the KG lacks). A refusal names the rule; the item stays in the queue with it."""
+    ends: dict[str, Any] = {}
+    for end in ("head", "tail"):
+        known = kg_nodes.get(getattr(item, f"{end}_id")) or {}
+        ends[f"{end}_kind"] = known.get("kind") or getattr(item, f"{end}_kind")
+        ends[f"{end}_name"] = known.get("name") or getattr(item, f"{end}_name")
+        ends[f"{end}_vocab_id"] = known.get("vocab_id")
+    result = rules.check(rules.Fact(head_id=item.head_id, relation=item.relation, tail_id=item.tail_id,
+                                    evidence=text, date=merge_date(decision), **ends))
+    if isinstance(result, rules.Refusal):
+        raise NotMergeable(f"item {item.item_id}: {result.message()}")
+    return result
 
 
 def review_docs(queue: ReviewQueue, kg: KGStore, namespace: str, day: dt.date) -> dict[str, DocInput]:

@@ -36,10 +36,8 @@ class LocalJudge:
         if hit is None or hit[0].relation not in candidates:
             return AlignmentAnswer(kg_relation=None, probability=0.0)
         relation = hit[0].relation
-        if triple.relation == relation:  # the label already is a KG relation name
-            return AlignmentAnswer(kg_relation=relation, probability=1.0)
-        n_labels = max(1, len(self.schema.labels_for(relation, triple.head_type, triple.tail_type)))
-        return AlignmentAnswer(kg_relation=relation, probability=1.0 / (1.0 + 0.25 * (n_labels - 1)))
+        return AlignmentAnswer(kg_relation=relation, probability=self.schema.label_confidence(
+            triple.relation, relation, triple.head_type, triple.tail_type))
 
     def debate(self, triple: TripleQuery, existing_relation: str) -> DebateAnswer:
         """Contradict only on a plain statement of the new relation; hedged/negated/cue-less evidence agrees."""
