@@ -1,0 +1,138 @@
+"""The KG keeps its dates in order whatever order the increments run in: a date that merges after later dates were
+merged (Dagster's queue runs date partitions in any order) withdraws them and merges them again after itself, so
+the KG (edges, confidence, evidence rows, new entities, increment sizes) equals the merge of its dates in ascending
+order. Through the KG increment asset on the sample papers, and at the store on both KG stores."""
+
+from __future__ import annotations
+
+import datetime as dt
+import shutil
+
+import dagster as dg
+import pytest
+from reliability_helpers import kg_state
+
+from karma_dagster import runner
+from karma_dagster.assets.chain import kg_key
+from karma_dagster.kg.merge import merge_increment
+from karma_dagster.kg.store import KGStore, NodeIn
+from kg_backends import KGBackend, kg_backend, kg_dump_any, location_of  # noqa: F401 - fixtures
+
+PAPERS = ("PMC4736972.pdf", "PMC4736972.json", "PMC4737013.pdf", "PMC4737013.json")  # 2016-01-10, 2016-01-11
+JAN10, JAN11 = "2016-01-10", "2016-01-11"
+
+
+def _evaluated(p) -> None:
+    """The seed and both papers' chains, no increment merged yet (what the sensor's document runs leave)."""
+    assert runner.import_kg(p.defs, p.instance)
+    keys, failed = runner.register_inbox(p.defs, p.instance)
+    assert sorted(k[:10] for k in keys) == [JAN10, JAN11] and not failed
+    assert not runner.run_documents(p.defs, p.instance, keys, log=lambda _m: None)
+
+
+def _merge(p, date: str) -> dict:
+    """One KG increment run of `date`, as a queued run of the partition does; its metadata."""
+    kg = p.defs.resolve_assets_def(kg_key("local"))
+    result = dg.materialize([kg], partition_key=date, instance=p.instance, selection=[kg_key("local")])
+    assert result.success
+    (mat,) = result.asset_materializations_for_node(kg.node_def.name)
+    return {k: v.value for k, v in mat.metadata.items()}
+
+
+def test_an_earlier_date_merged_after_a_later_one_leaves_the_kg_of_the_in_order_merge(make_pipeline):
+    p = make_pipeline(inbox_files=PAPERS)
+    _evaluated(p)
+    kg_file = p.storage.kg_path()
+    unmerged, wal = kg_file.with_name("unmerged.duckdb"), kg_file.with_name(kg_file.name + ".wal")
+    assert not wal.exists()  # every connection closed: the file is the whole KG
+    shutil.copy(kg_file, unmerged)  # the seed and nothing merged: both orders start from it
+
+    ordered = [_merge(p, JAN10), _merge(p, JAN11)]
+    want = kg_state(kg_file)
+    assert not wal.exists()
+    shutil.copy(unmerged, kg_file)
+    late = [_merge(p, JAN11), _merge(p, JAN10)]  # the later date leaves the queue first
+    got = kg_state(kg_file)
+
+    assert want["evidence"] and {r[2] for r in want["evidence"]} == {dt.date(2016, 1, 10), dt.date(2016, 1, 11)}
+    for part in ("edges", "evidence", "extracted_nodes", "increments", "n_nodes", "merged_documents"):
+        assert got[part] == want[part], part  # confidence is in "edges"; increment sizes in "increments"
+    assert [m["merged_dates"] for m in ordered] == [[JAN10], [JAN11]]
+    assert [m["merged_dates"] for m in late] == [[JAN11], [JAN10, JAN11]] and late[1]["remerged_dates"] == [JAN11]
+    # a third run of the earlier date changes nothing: the later one is merged again, identically
+    assert _merge(p, JAN10)["merged_dates"] == [JAN10, JAN11]
+    assert kg_state(kg_file) == want
+
+
+# ---------------------------------------------------------------- at the store, on both KG stores
+DISEASE = "Disease::DOID:9352"  # type 2 diabetes (seed)
+D10, D11, D14 = dt.date(2016, 1, 10), dt.date(2016, 1, 11), dt.date(2016, 1, 14)
+
+
+def _doc(key: str, node_id: str, name: str, score: float) -> tuple[list[dict], list[NodeIn]]:
+    """A paper naming a new compound that treats type 2 diabetes (the papers name one entity: one vocabulary id)."""
+    row = {"doc_key": key, "triple_id": "t1", "head_id": node_id, "relation": "Negative_Correlation",
+           "kg_relation": "treats", "tail_id": DISEASE, "metaedge": "CtD", "score": score,
+           "segment_id": f"{key}#s1", "accepted": True, "evidence": f"{name} lowered HbA1c in type 2 diabetes."}
+    return [row], [NodeIn(id=node_id, name=name, kind="Compound", vocab_id="MESH:C999001")]
+
+
+DAYS = {  # the same entity first named on the 10th under another id: in date order its node is the 10th's
+    D10: {"2016-01-10_a": _doc("2016-01-10_a", "new::Compound::zetamab-a", "zetamab", 0.6)},
+    D11: {"2016-01-11_b": _doc("2016-01-11_b", "new::Compound::zetamab-b", "Zetamab", 0.7)},
+    D14: {"2016-01-14_c": _doc("2016-01-14_c", "new::Compound::zetamab-c", "ZETAMAB", 0.8)},
+}
+
+
+@pytest.fixture(scope="module")
+def seeded(kg_backend: KGBackend) -> KGStore:  # noqa: F811 - the fixture
+    store = kg_backend.new("order_seed")
+    with store.connect() as con:  # a tiny seed: the disease alone
+        con.execute("INSERT INTO seed_nodes VALUES (?, ?, ?, ?)", [DISEASE, "type 2 diabetes", "Disease", None])
+    return store
+
+
+def _merge_dates(store: KGStore, dates: list[dt.date], run: str) -> list[dt.date]:
+    """Each group of dates as one run of the asset would: earliest first, withdrawn later dates merged again."""
+    from karma_dagster.kg import day_order
+    def one(day: dt.date) -> list[dt.date]:
+        return merge_increment(store, day, "local", DAYS[day], run, withdraw_later=True).withdrawn
+
+    return day_order.merge_in_order(dates, one)
+
+
+@pytest.mark.parametrize("runs", [[[D11], [D10]], [[D14], [D10, D11]], [[D14], [D11], [D10]], [[D11, D14], [D10]]])
+def test_any_order_of_runs_gives_the_in_order_kg(kg_backend: KGBackend, seeded: KGStore, runs) -> None:  # noqa: F811
+    want_store = kg_backend.copy(seeded, "in_order")
+    _merge_dates(want_store, sorted({d for run in runs for d in run}), "r")
+    got_store = kg_backend.copy(seeded, "out_of_order")
+    orders = [_merge_dates(got_store, run, "r") for run in runs]
+    got, want = kg_dump_any(location_of(got_store)), kg_dump_any(location_of(want_store))
+    assert got == want
+    assert orders[-1] == sorted({d for run in runs for d in run if d >= min(runs[-1])})  # the later dates again
+    heads = {r[4] for r in want["evidence"]}
+    assert heads == {"new::Compound::zetamab-a"}, "one node per entity: the earliest date's"
+
+
+def test_withdrawing_a_date_removes_exactly_its_rows(kg_backend: KGBackend, seeded: KGStore) -> None:  # noqa: F811
+    from karma_dagster.kg import day_order
+
+    store = kg_backend.copy(seeded, "withdraw")
+    _merge_dates(store, [D10], "r")
+    before = kg_dump_any(location_of(store))
+    _merge_dates(store, [D11], "r")
+    with store.connect() as con:
+        assert day_order.merged_dates(con, "local") == [D10, D11]
+        assert day_order.later_merged(con, "local", D10) == [D11]
+        removed = day_order.withdraw(con, "local", [D11])
+        assert day_order.merged_dates(con, "local") == [D10]
+    assert removed["evidence"] == 1 and removed["increments"] == 1 and removed["merged_documents"] == 1
+    assert kg_dump_any(location_of(store)) == before
+
+
+def test_merge_in_order_refuses_a_withdrawal_that_is_not_later() -> None:
+    from karma_dagster.kg import day_order
+
+    with pytest.raises(ValueError, match="not after it"):
+        day_order.merge_in_order([D11], lambda day: [D10])
+
