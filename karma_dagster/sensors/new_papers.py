@@ -17,6 +17,7 @@ from dagster._core.definitions.unresolved_asset_job_definition import Unresolved
 
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.ingest.inbox import scan_inbox
+from karma_dagster.jobs import READING_LANE
 from karma_dagster.params import ControllerParams
 from karma_dagster.partitioning.definitions import add_requests, documents_partitions
 from karma_dagster.resources.params import KarmaParamsResource
@@ -61,7 +62,7 @@ def plan_runs(
             partition_key=key,
             run_key=f"{key}@{content_hash[:16]}",
             job_name=job_name,
-            tags={"karma/document": key, "karma/trigger": "new_papers", **controller_tags.get(key, {})},
+            tags={"karma/document": key, "karma/trigger": "new_papers", **READING_LANE, **controller_tags.get(key, {})},
         )
         for key, content_hash in ordered
     ]
@@ -94,7 +95,8 @@ def plan_date_runs(
             tags["karma/cca_score"] = (f"{scores[0]:.4f}" if scores[0] == scores[-1]
                                        else f"{scores[0]:.4f}..{scores[-1]:.4f}")
         requests.append(dg.RunRequest(partition_key=date, run_key=f"{date}@{digest}", job_name=job_name,
-                                      tags={"karma/documents": str(len(docs)), "karma/trigger": "new_papers", **tags}))
+                                      tags={"karma/documents": str(len(docs)), "karma/trigger": "new_papers",
+                                            **READING_LANE, **tags}))
     return requests
 
 

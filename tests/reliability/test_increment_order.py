@@ -136,3 +136,61 @@ def test_merge_in_order_refuses_a_withdrawal_that_is_not_later() -> None:
     with pytest.raises(ValueError, match="not after it"):
         day_order.merge_in_order([D11], lambda day: [D10])
 
+
+# ---------------------------------------------------------------- the run queue keeps the increments' place
+def test_freshness_refreshes_never_take_the_place_kept_for_the_increments(tmp_path) -> None:
+    """The shipped dagster.yaml: paper runs and freshness refreshes together hold at most 2 of the 3 places, so a
+    KG increment always finds one (Dagster's own dequeue selection decides, as the daemon of `dagster dev` does)."""
+    import logging
+    from pathlib import Path
+
+    from dagster._core.remote_origin import InProcessCodeLocationOrigin, RemoteJobOrigin, RemoteRepositoryOrigin
+    from dagster._core.storage.dagster_run import DagsterRun
+    from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
+    from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
+
+    from karma_dagster.assets.freshness import freshness_sensor
+    from karma_dagster.jobs import INCREMENT_PRIORITY, kg_job_name
+    from karma_dagster.sensors.new_papers import plan_date_runs, plan_runs
+
+    shipped = Path(__file__).resolve().parents[2] / "dagster_home" / "dagster.yaml"
+    (tmp_path / "dagster.yaml").write_text(shipped.read_text())
+    instance = dg.DagsterInstance.from_config(str(tmp_path))
+    queue = QueuedRunCoordinatorDaemon(interval_seconds=5)
+    queue._logger = logging.getLogger("test.run_queue")  # noqa: SLF001 - set by the daemon controller
+
+    def add(run_id: str, status: dg.DagsterRunStatus, tags: dict[str, str], job: str) -> None:
+        code = InProcessCodeLocationOrigin(LoadableTargetOrigin(python_file=__file__), location_name="karma")
+        origin = RemoteJobOrigin(repository_origin=RemoteRepositoryOrigin(code, "__repository__"), job_name=job)
+        if instance.has_run(run_id):
+            instance.delete_run(run_id)
+        instance.add_run(DagsterRun(job_name=job, run_id=run_id, status=status, tags=tags, remote_job_origin=origin))
+
+    def next_up() -> list[str]:
+        return [r.run_id for r in queue._get_runs_to_dequeue(  # noqa: SLF001 - the queue's selection, no launch
+            instance, instance.get_concurrency_config(), fixed_iteration_time=None)]
+
+    # the tags the sensors really put on their runs
+    (paper_request,) = plan_runs([(f"{JAN10}_pmc4736972", "ab" * 32)], "document_chain")
+    (day_request,) = plan_date_runs([(f"{JAN10}_pmc4736972", "ab" * 32)], "document_chain")
+    fresh = dict(freshness_sensor(["local"]).run_tags or {})
+    paper = {**paper_request.tags, "dagster/priority": "100"}
+    kg = {"dagster/priority": str(INCREMENT_PRIORITY), "dagster/partition": JAN10}
+
+    add("paper-0", dg.DagsterRunStatus.STARTED, paper, "document_chain")
+    add("refresh-0", dg.DagsterRunStatus.QUEUED, fresh, "__ASSET_JOB")
+    assert next_up() == ["refresh-0"]  # one paper reading: a refresh may run beside it
+    add("paper-1", dg.DagsterRunStatus.STARTED, paper, "document_chain")
+    assert next_up() == [], "two papers read: the refresh waits, the third place stays free"
+    add("kg-1", dg.DagsterRunStatus.QUEUED, kg, kg_job_name("local"))
+    assert next_up() == ["kg-1"]
+    add("kg-1", dg.DagsterRunStatus.STARTED, kg, kg_job_name("local"))
+    add("paper-1", dg.DagsterRunStatus.SUCCESS, paper, "document_chain")
+    add("refresh-0", dg.DagsterRunStatus.STARTED, fresh, "__ASSET_JOB")
+    add("kg-1", dg.DagsterRunStatus.SUCCESS, kg, kg_job_name("local"))
+    add("refresh-1", dg.DagsterRunStatus.QUEUED, fresh, "__ASSET_JOB")
+    add("kg-2", dg.DagsterRunStatus.QUEUED, kg, kg_job_name("local"))
+    assert next_up() == ["kg-2"], "a paper and a refresh running: the increment, not another refresh"
+    # both sensors' runs carry the lane the queue caps
+    assert fresh and paper_request.tags.items() >= fresh.items() and day_request.tags.items() >= fresh.items()
+
