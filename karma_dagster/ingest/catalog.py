@@ -321,11 +321,12 @@ class Catalog:
                                 (reg.doc_key, reg.content_hash, _now()))
         return RegisterOutcome(registrations=out, skipped_undated=skipped)
 
-    def requests_after(self, seq: int) -> list[tuple[int, str, str]]:
-        """(seq, doc_key, content_hash) of the outbox past `seq`, oldest first."""
+    def requests_after(self, seq: int, limit: int | None = None) -> list[tuple[int, str, str]]:
+        """(seq, doc_key, content_hash) of the outbox past `seq`, oldest first; at most `limit` of them."""
         with self._connect() as con:
             return [tuple(r) for r in con.execute(
-                "SELECT seq, doc_key, content_hash FROM requests WHERE seq > ? ORDER BY seq", (seq,)).fetchall()]
+                "SELECT seq, doc_key, content_hash FROM requests WHERE seq > ? ORDER BY seq LIMIT ?",
+                (seq, -1 if limit is None else limit)).fetchall()]
 
     def _register_one(self, con: sqlite3.Connection, doc: ParsedDocument, member: str, arrival_date: dt.date,
                       file_hash: str | None, undated: UndatedPolicy | None = None

@@ -194,3 +194,45 @@ def test_freshness_refreshes_never_take_the_place_kept_for_the_increments(tmp_pa
     # both sensors' runs carry the lane the queue caps
     assert fresh and paper_request.tags.items() >= fresh.items() and day_request.tags.items() >= fresh.items()
 
+
+# ---------------------------------------------------------------- a new_papers tick is bounded
+def test_a_new_papers_tick_stops_starting_files_at_its_budget_and_the_next_ticks_go_on(make_pipeline, monkeypatch):
+    """However slow the machine (here each file's parse costs 10 s of a clock the scan reads), a tick starts no
+    file after its budget, the next tick goes on after the last file looked at, and every paper is registered and
+    requested once."""
+    from sensor_ticks import tick
+
+    from karma_dagster.ingest import inbox as inbox_module
+    from karma_dagster.ingest.catalog import Catalog
+    from karma_dagster.sensors import new_papers
+
+    p = make_pipeline()
+    for i in range(7):
+        (p.inbox / f"note-{i}.txt").write_text(
+            f"Metformin and thyroid function, reading note {i}\nPublished: 2016-01-{10 + i}\n\n"
+            f"Metformin lowered TSH in {20 + i} patients with hypothyroidism treated with levothyroxine.\n")
+    now = [0.0]
+    parses: list[list[str]] = []
+    real_parse = inbox_module.parse_file
+
+    def slow_parse(path, *args, **kwargs):  # noqa: ANN001, ANN202 - parse_file's own signature
+        parses[-1].append(path.name)
+        now[0] += 10.0
+        return real_parse(path, *args, **kwargs)
+
+    monkeypatch.setattr(inbox_module, "parse_file", slow_parse)
+    monkeypatch.setattr(inbox_module, "monotonic", lambda: now[0], raising=False)  # the clock the scan reads
+    cursor, requested = None, []
+    for _ in range(8):
+        parses.append([])
+        data = tick(p, "new_papers", cursor)
+        cursor = data.cursor
+        requested += [r.partition_key for r in data.run_requests or []]
+        if not parses[-1]:
+            break
+    per_tick = [len(names) for names in parses]
+    assert max(per_tick) * 10 <= 30, per_tick  # no tick spends over 30 s of the scan's clock: well under 60 s
+    assert max(per_tick) <= int(new_papers.SCAN_BUDGET_S // 10) + 1  # the files started before the budget ran out
+    assert sorted(name for names in parses for name in names) == sorted(f"note-{i}.txt" for i in range(7))
+    assert len(Catalog(p.storage.catalog_path()).documents_for_dates(dt.date(2016, 1, 10), dt.date(2016, 1, 16))) == 7
+    assert len(requested) == len(set(requested)) == 7  # a run per paper, or per day: one paper a day here
