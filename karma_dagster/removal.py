@@ -94,7 +94,8 @@ def retire_rekeyed(data: DataPaths) -> list[tuple[str, str]]:
 
 def remove_deleted_citations(data: DataPaths) -> list[RemovalPlan]:
     """Carry out the deletions PubMed files asked for (`<DeleteCitation>`, recorded by the inbox scan, which has
-    no KG or stage store): each document removed exactly as `karma remove` removes it (`remove_document`), then
+    no KG or stage store) that left a document without any source (a paper also held as PDF, JATS, BioC or
+    PubTator keeps it: catalog.record_deletions): each removed exactly as `karma remove` removes it, then
     its deletion marked done, so a crash in between retries at the next scan. Returns what was removed; the
     caller deletes the documents' Dagster partitions (it holds the instance)."""
     catalog = Catalog(data.catalog)

@@ -65,27 +65,39 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def generate(work: Path, folds: int, limit: int | None, cache_dir: Path) -> list[dict]:
-    """Run the cross-fitted chain over the training abstracts; the labelled examples (also kept in `work`)."""
+def training_blocks(limit: int | None) -> dict[str, list[str]]:
     blocks = {name: read_blocks(data_file("corpora", f)) for name, f in CORPORA.items()}
     biored_pmids = {pmid_of(b) for b in blocks["biored"]}
     # an abstract in both corpora is read once, with BioRED's richer gold (every relation type, every entity type)
     blocks["cdr"] = [b for b in blocks["cdr"] if pmid_of(b) not in biored_pmids]
     if limit:
         blocks = {k: v[:limit] for k, v in blocks.items()}
-    corpus_of = {pmid_of(b): name for name, bs in blocks.items() for b in bs}
+    return blocks
+
+
+def workspace(work: Path, blocks: dict[str, list[str]], cache_dir: Path) -> tuple[ChainWorkspace, dict[str, str]]:
+    """The chain's workspace over `work` (the inbox written when new) and each document key's PMID."""
     inbox = work / "inbox"
-    for name, bs in blocks.items():
-        path = work / f"{name}.pubtator"
-        path.write_text("\n\n".join(bs) + "\n", encoding="utf-8")
-        split_corpus(path, inbox)
+    if not inbox.is_dir():
+        for name, bs in blocks.items():
+            path = work / f"{name}.pubtator"
+            path.write_text("\n\n".join(bs) + "\n", encoding="utf-8")
+            split_corpus(path, inbox)
     ws = prepare(work, inbox, [BACKBONE], cache_dir)
     catalog = ws.catalog()
     pmid_of_key = {}
-    for key in ws.keys:
+    for key in ws.keys or catalog.all_keys():
         gold = gold_document(key, inbox, catalog)
         if gold is not None:
             pmid_of_key[key] = gold.pmid
+    return ws, pmid_of_key
+
+
+def generate(work: Path, folds: int, limit: int | None, cache_dir: Path) -> list[dict]:
+    """Run the cross-fitted chain over the training abstracts; the labelled examples (also kept in `work`)."""
+    blocks = training_blocks(limit)
+    corpus_of = {pmid_of(b): name for name, bs in blocks.items() for b in bs}
+    ws, pmid_of_key = workspace(work, blocks, cache_dir)
     print(f"{len(ws.keys)} documents registered, {len(pmid_of_key)} with gold; {folds} folds", flush=True)
     backbone = ws.backbone(BACKBONE)
     for k in range(folds):
@@ -101,7 +113,18 @@ def generate(work: Path, folds: int, limit: int | None, cache_dir: Path) -> list
         keys = [key for key, pmid in pmid_of_key.items() if fold_of(pmid, folds) == k]
         ws.run(BACKBONE, keys, backbone=backbone, upto="resolved")
         print(f"fold {k}: {len(keys)} documents in {time.perf_counter() - t0:.0f} s", flush=True)
-    examples = collect_examples(ws, inbox, pmid_of_key, corpus_of)
+    return write_examples(work, collect_examples(ws, work / "inbox", pmid_of_key, corpus_of))
+
+
+def recollect(work: Path, limit: int | None, cache_dir: Path) -> list[dict]:
+    """The examples again from the chain's tables a previous run left in `work` (new features, same triples)."""
+    blocks = training_blocks(limit)
+    corpus_of = {pmid_of(b): name for name, bs in blocks.items() for b in bs}
+    ws, pmid_of_key = workspace(work, blocks, cache_dir)
+    return write_examples(work, collect_examples(ws, work / "inbox", pmid_of_key, corpus_of))
+
+
+def write_examples(work: Path, examples: list[dict]) -> list[dict]:
     with open(work / "examples.jsonl", "w", encoding="utf-8") as fh:
         for e in examples:
             fh.write(json.dumps(e) + "\n")
@@ -150,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--limit", type=int, help="only the first N abstracts of each corpus (a quick check)")
     ap.add_argument("--refit-only", action="store_true", help="fit from the examples a previous run kept")
+    ap.add_argument("--recollect", action="store_true",
+                    help="rebuild the examples (features) from the chain's tables a previous run kept, then fit")
     ap.add_argument("--out", type=Path, default=None, help="model file (default: data/models/evaluator/model.json)")
     ap.add_argument("--cache-dir", type=Path, default=REPO / ".cache" / "bench-throughput")
     args = ap.parse_args(argv)
@@ -160,6 +185,10 @@ def main(argv: list[str] | None = None) -> int:
         if not path.is_file():
             ap.error(f"--refit-only: no examples at {path} (run without --refit-only first)")
         examples = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    elif args.recollect:
+        if not (work / "inbox").is_dir():
+            ap.error(f"--recollect: no previous run in {work} (run without --recollect first)")
+        examples = recollect(work, args.limit, args.cache_dir.resolve())
     else:
         if work.exists() and any(work.iterdir()):
             ap.error(f"--work {work}: not empty (a run is never overwritten; remove it or use --refit-only)")

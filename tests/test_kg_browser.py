@@ -187,6 +187,12 @@ def test_edge_page_evidence_reinforcement_supersession_and_as_of(client: TestCli
     assert f'<td class="date">{DAY1}</td><td>1 evidence</td><td class="num">0.700</td>' in reinforcement
     assert f'<td class="date">{DAY2}</td><td>1 evidence</td><td class="num">0.850</td>' in reinforcement  # 1-.3*.5
     assert "<svg" in reinforcement
+    # the confidence reads as a probability, with the two papers and the factor each contributes
+    state = html.split('id="asof"')[1].split('id="reinforcement"')[0]
+    assert "<th>Probability it is right</th>" in state and "0.850 <small>(85 %)</small>" in state
+    papers = state.split('<table class="papers">')[1].split("</table>")[0]
+    assert papers.index(DOC1) < papers.index(DOC2)  # strongest first: 0.70, then 0.50
+    assert '<td class="num">0.70</td><td class="num">1</td>' in papers and '<td class="num">0.50</td>' in papers
     up = client.get("/kg/edge", params={"head": TAMOXIFEN, "relation": "upregulates", "tail": ESR1}).text
     history = up.split('id="history"')[1].split("</section>")[0]
     assert f'<td class="date">{DAY2}</td><td>superseded</td>' in history and "downregulates" in history

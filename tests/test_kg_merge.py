@@ -17,7 +17,7 @@ import pytest
 from karma_dagster.browse.queries import edge as browse_edge
 from karma_dagster.browse.queries import entity
 from karma_dagster.kg.merge import TripleValidationError, merge_increment
-from karma_dagster.kg.reinforcement import confidence, paper_scores, reading
+from karma_dagster.kg.reinforcement import PAPER_CEILING, confidence, paper_scores, reading
 from karma_dagster.kg.backends import open_kg_store
 from karma_dagster.kg.seed_import import import_hetionet
 from karma_dagster.kg.store import KGStore, NodeIn
@@ -167,6 +167,18 @@ def test_one_paper_counts_once_at_its_best_reading(base, tmp_path: Path) -> None
         (c1,) = con.execute("SELECT confidence FROM kg_edges('local', as_of := ?) WHERE head_id = ?",
                             [D1, PROBE.id]).fetchall()[0]
     assert c1 == pytest.approx(0.6, abs=1e-12)
+
+
+def test_no_single_paper_makes_an_edge_certain(base, tmp_path: Path) -> None:
+    """An uncalibrated backbone's 1.0 (five agreeing samples, an LLM's "certain") is stored as one paper's ceiling."""
+    store = fresh(base, "kg")
+    certain = [triple("pa", "t1", PROBE.id, GRAVES, 1.0, segment_id="pa#s1")]
+    merge_increment(store, D1, "gpt-4o", {"pa": (certain, [PROBE])}, "r1")
+    e = edge(store, PROBE.id, GRAVES, "gpt-4o")
+    assert e["confidence"] == pytest.approx(PAPER_CEILING, abs=1e-12) and e["confidence"] < 0.99
+    merge_increment(store, D2, "gpt-4o", {"pb": ([{**certain[0], "doc_key": "pb", "segment_id": "pb#s1"}],
+                                                 [PROBE])}, "r2")
+    assert edge(store, PROBE.id, GRAVES, "gpt-4o")["confidence"] == pytest.approx(1 - (1 - PAPER_CEILING) ** 2)
 
 
 def test_the_rule_in_python_by_hand() -> None:

@@ -125,3 +125,13 @@ def test_the_evaluator_admits_at_the_operating_point_and_says_why_the_rest_is_he
     strict = evaluate_triples(rows[:1], {"g": 1.0}, _Calibrated(), KarmaParams(admission_precision=0.98),
                               contexts=contexts[:1])
     assert not strict[0].accepted and strict[0].admission.startswith("below the operating point")
+
+
+def test_a_handful_of_top_triples_does_not_veto_every_threshold_below():
+    """A point of 8 triples above 0.94 with a wide interval must not push the operating point to the cap."""
+    curve = [correctness.OperatingPoint(threshold=t, admitted=n, precision=r / n,
+                                        precision_low=correctness.wilson_low(r, n), recall=r / 1000)
+             for t, n, r in ((0.6, 1200, 960), (0.8, 400, 340), (0.94, 8, 6))]
+    model = MODEL.model_copy(update={"curve": curve})
+    assert model.threshold_for(0.75) == 0.6
+    assert model.threshold_for(0.9) == model.cap  # nothing reaches 0.90 with confidence

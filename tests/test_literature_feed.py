@@ -169,7 +169,7 @@ def test_a_file_is_whole_or_absent_while_the_scanner_looks(srv, tmp_path, monkey
         assert Path(dst).read_bytes() == b"<old/>"
         real_replace(src, dst)
 
-    monkeypatch.setattr(writer.os, "replace", replace_while_looking)
+    monkeypatch.setattr(os, "replace", replace_while_looking)
     assert writer.atomic_write(target, b"<new/>") == "updated"
     assert seen == [["day.xml"]] and target.read_bytes() == b"<new/>"
     assert writer.atomic_write(target, b"<new/>") == "unchanged" and len(seen) == 1  # same bytes: not rewritten
@@ -177,7 +177,7 @@ def test_a_file_is_whole_or_absent_while_the_scanner_looks(srv, tmp_path, monkey
     def failing_replace(src, dst):  # noqa: ANN001
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(writer.os, "replace", failing_replace)
+    monkeypatch.setattr(os, "replace", failing_replace)
     with pytest.raises(OSError):
         writer.atomic_write(target, b"<newer/>")
     assert target.read_bytes() == b"<new/>" and sorted(p.name for p in target.parent.iterdir()) == ["day.xml"]

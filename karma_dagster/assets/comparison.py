@@ -23,6 +23,7 @@ from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.jobs import COMPARE_JOB
 from karma_dagster.metrics import comparison as cmp
 from karma_dagster.metrics.calibration import reliability_png
+from karma_dagster.project.safe_files import replace_file, replace_with
 from karma_dagster.metrics.gold_inbox import compute_gold, judge_accepted
 from karma_dagster.metrics.kg_metrics import compute_kg_metrics
 from karma_dagster.metrics.qa import default_questions
@@ -64,12 +65,12 @@ def build_kg_metrics(ns: str) -> dg.AssetsDefinition:
             storage.stage_store(), storage.kg_store(), ns, judge.get(storage), questions,
             settings=backbones.settings(ns))
         out = cmp.metrics_dir(storage.root(), ns)
-        (out / "kg_metrics.json").write_text(m.model_dump_json(indent=2))
-        verdicts.to_csv(out / "judge_verdicts.csv", index=False)
+        replace_file(out / "kg_metrics.json", m.model_dump_json(indent=2))
+        replace_with(out / "judge_verdicts.csv", lambda fh: verdicts.to_csv(fh, index=False))
         seed_plausible = {a.id: a.plausible for a in seed_answers}
         qa = pd.DataFrame([{**a.model_dump(), "answers": "; ".join(a.answers[:8]),
                             "plausible_seed_only": seed_plausible[a.id]} for a in answers])
-        qa.to_csv(out / "qa_answers.csv", index=False)
+        replace_with(out / "qa_answers.csv", lambda fh: qa.to_csv(fh, index=False))
         meta: dict[str, object] = {k: v for k, v in m.model_dump().items()
                                    if isinstance(v, (int, float, str)) and v is not None}
         meta["ablated"] = ", ".join(m.ablated) or "-"
@@ -112,7 +113,7 @@ def evaluate_gold(storage: KarmaStorageResource, ns: str) -> dg.MaterializeResul
     out = cmp.metrics_dir(storage.root(), ns)
     result = compute_gold(storage.stage_store(), Catalog(storage.catalog_path()), storage.inbox_dir(), ns)
     if result is None:
-        (out / "gold.json").write_text(json.dumps({"backbone": ns, "n_docs": 0}))
+        replace_file(out / "gold.json", json.dumps({"backbone": ns, "n_docs": 0}))
         return dg.MaterializeResult(asset_key=gold_key(ns), metadata={
             "documents_with_gold": 0, "note": "no document of this backbone carries gold annotations"})
     rea, acc, unaligned = result
@@ -126,12 +127,12 @@ def evaluate_gold(storage: KarmaStorageResource, ns: str) -> dg.MaterializeResul
                        "unjudged": judged.unjudged, "ece": None if ece is None else round(ece, 4),
                        "unjudged_reasons": judged.unjudged_reasons(),
                        "reliability": [[u.confidence, bool(u.right)] for u in judged.judged]}
-    (out / "gold.json").write_text(json.dumps({"backbone": ns, "n_docs": rea.n_docs, "unaligned_mentions": unaligned,
-                                               **summary, "id_sources": rea.id_sources, **calibration}, indent=2))
+    replace_file(out / "gold.json", json.dumps({"backbone": ns, "n_docs": rea.n_docs, "unaligned_mentions": unaligned,
+                                                **summary, "id_sources": rea.id_sources, **calibration}, indent=2))
     mapping = pd.DataFrame([m.model_dump() for m in rea.mapping])
     if len(mapping):
         mapping["kg_ids"] = mapping["kg_ids"].map(lambda v: ";".join(v))
-    mapping.to_csv(out / "gold_id_mapping.csv", index=False)
+    replace_with(out / "gold_id_mapping.csv", lambda fh: mapping.to_csv(fh, index=False))
     return dg.MaterializeResult(asset_key=gold_key(ns), metadata={
         "documents_with_gold": rea.n_docs,
         **{k: round(v, 4) for k, v in summary.items()},
@@ -178,7 +179,7 @@ def reliability_chart(out: Path, namespaces: list[str]) -> Path | None:
     if not series:
         return None
     png = out / "reliability.png"
-    png.write_bytes(reliability_png(series, "Accepted triples: stored confidence vs right by gold (pair level)"))
+    replace_file(png, reliability_png(series, "Accepted triples: stored confidence vs right by gold (pair level)"))
     return png
 
 
@@ -241,8 +242,8 @@ def build_backbone_comparison(namespaces: list[str], statuses: list[BackboneStat
         out = cmp.metrics_dir(storage.root())
         rows = cmp.comparison_rows(out, namespaces, statuses, lambda ns: chain_cost(context.instance, ns)[0])
         table = cmp.markdown(rows)
-        (out / "backbone_comparison.md").write_text(table + "\n")
-        (out / "backbone_comparison.csv").write_text(cmp.to_csv(rows))
+        replace_file(out / "backbone_comparison.md", table + "\n")
+        replace_file(out / "backbone_comparison.csv", cmp.to_csv(rows))
         png = cmp.chart(rows, out / "backbone_comparison.png")
         reliability = reliability_chart(out, namespaces)
         context.log.info("\n" + table)

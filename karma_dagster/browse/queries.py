@@ -133,6 +133,16 @@ class Supersession(BaseModel):
     edge: tuple[str, str, str] | None = None  # the acting triple (a day's view; an edge page's is the edge itself)
 
 
+class PaperSupport(BaseModel):
+    """One paper's factor in the edge's probability: its best reading (a review decision stands for its paper)."""
+
+    paper: str
+    probability: float
+    n_readings: int
+    first_date: dt.date
+    decision_only: bool  # no chain reading of the edge from this paper: the factor is a curator's decision
+
+
 class EdgeView(BaseModel):
     head: NodeInfo
     relation: str
@@ -145,6 +155,7 @@ class EdgeView(BaseModel):
     n_evidence_total: int
     reinforcement: list[Reinforcement]
     history: list[Supersession]
+    papers: list[PaperSupport] = []  # the live evidence's papers, strongest first (the rows shown on the page)
 
 
 class DaySummary(BaseModel):
@@ -411,7 +422,21 @@ def edge(store: KGStore, head_id: str, relation: str, tail_id: str, namespace: s
         at, now = _state_of(seed_conf, evidence, replaced, as_of), _state_of(seed_conf, evidence, replaced, None)
     return EdgeView(head=head, relation=relation, tail=tail, metaedge=metaedge, seed_confidence=seed_conf,
                     as_of=at, now=now, evidence=evidence, n_evidence_total=int(n_total),
-                    reinforcement=reinforcement(seed_conf, evidence, replaced), history=history)
+                    reinforcement=reinforcement(seed_conf, evidence, replaced), history=history,
+                    papers=paper_support([e for e in evidence if e.status == "live"]))
+
+
+def paper_support(rows: list[EvidenceRow]) -> list[PaperSupport]:
+    """The papers behind an edge, each with the one factor it contributes (kg/reinforcement.py's rule)."""
+    readings = _readings(rows)
+    factors = kg_reinforcement.paper_scores(readings)
+    out = []
+    for paper, p in factors.items():
+        mine = [(e, r) for e, r in zip(rows, readings, strict=True) if r.paper == paper]
+        out.append(PaperSupport(paper=paper, probability=p, n_readings=len(mine),
+                                first_date=min(e.date for e, _ in mine),
+                                decision_only=all(r.decision for _, r in mine)))
+    return sorted(out, key=lambda s: (-s.probability, s.first_date, s.paper))
 
 
 def _state_of(seed_confidence: float | None, evidence: list[EvidenceRow], superseded_on: list[dt.date],

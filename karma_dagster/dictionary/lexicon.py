@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from karma_dagster.dictionary.variants import split_identifier, variant_id
 from karma_dagster.integrity import PARQUET_WRITE, StoreCorrupt, quarantine, read_parquet_checked
 from karma_dagster.paths import data_file
+from karma_dagster.project.safe_files import replace_with
 
 LEXICON_VERSION = "lexicon.v1"
 
@@ -395,9 +396,7 @@ class Lexicon:
         table = _build_table(kg_rows, vocab_dir, corpora_dir, config)
         if cache is not None:
             cache.parent.mkdir(parents=True, exist_ok=True)
-            tmp = cache.with_suffix(".tmp")
-            table.to_parquet(tmp, index=False, **PARQUET_WRITE)
-            tmp.replace(cache)
+            replace_with(cache, lambda fh: table.to_parquet(fh, index=False, **PARQUET_WRITE))
         return cls(table, fingerprint)
 
 

@@ -25,13 +25,13 @@ from pydantic import BaseModel, ConfigDict
 
 from karma_dagster.ingest.dates import DateSource, DocumentDate, UndatedPolicy, decide_date, undated_reason
 from karma_dagster.ingest.keys import content_hash, document_key
+from karma_dagster.ingest.source_rank import is_full_text, source_rank
 from karma_dagster.integrity import check_sqlite, sqlite_errors
 from karma_dagster.schemas.records import ParsedDocument, SourceFormat
 
 CATALOG_REMEDY = "restore it from a backup (moving it away makes the next `karma run` register the inbox anew)"
-# Which source of a paper is read: full text (JATS) first, then the abstracts (BioC, MEDLINE, PubTator), then PDF
-# and text. Among MEDLINE sources of one paper, the latest revision comes first (`source_versions`).
-SOURCE_PREFERENCE: dict[str, int] = {"jats": 0, "bioc": 1, "pubmed": 2, "pubtator": 3, "pdf": 4, "text": 5}
+# Which source of a paper is read: ingest/source_rank.py (full text before an abstract, whatever arrived first).
+# Among MEDLINE sources of one paper, the latest revision comes first (`source_versions`).
 PMID_MEMBERS = ("pubtator", "pubmed", "bioc")  # formats of many documents per file, each known by its PMID there
 _SAME_TITLE = 0.6  # title similarity (difflib ratio) under which an identifier-less file holds another paper
 
@@ -50,9 +50,11 @@ CREATE TABLE IF NOT EXISTS files (
     path TEXT PRIMARY KEY, file_hash TEXT NOT NULL, status TEXT NOT NULL, error TEXT,
     doc_keys TEXT NOT NULL DEFAULT '', last_seen TEXT NOT NULL);
 -- The outbox of documents to (re)process, written in the registration's own transaction: a sensor that
--- reads it by sequence number never loses a document to a crash between registering and requesting.
+-- reads it by sequence number never loses a document to a crash between registering and requesting. A document
+-- is requested when it is new or when its preferred source's text is not the text last requested for it.
 CREATE TABLE IF NOT EXISTS requests (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, doc_key TEXT NOT NULL, content_hash TEXT NOT NULL, at TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS requests_key ON requests(doc_key, seq);
 -- Where each abstract of a PubTator file lies (bytes of its block), so loading one does not parse the file.
 CREATE TABLE IF NOT EXISTS member_spans (
     source_path TEXT NOT NULL, member TEXT NOT NULL, start INTEGER NOT NULL, end_ INTEGER NOT NULL,
@@ -73,20 +75,24 @@ CREATE TABLE IF NOT EXISTS skipped_undated (
 -- by removal.retire_rekeyed (retired = 1 once done: a crash in between retries at the next scan).
 CREATE TABLE IF NOT EXISTS rekeyed (
     old_key TEXT PRIMARY KEY, new_key TEXT NOT NULL, at TEXT NOT NULL, retired INTEGER NOT NULL DEFAULT 0);
--- The revision of a MEDLINE citation each PubMed file member holds (DateRevised, then the order registered):
--- the latest revision of a paper is its preferred source, and a newer one with other text re-runs it.
+-- The revision of a MEDLINE citation each PubMed file member holds: the latest DateRevised, then the file that
+-- sorts last (MEDLINE numbers its files in order), is the paper's preferred citation whatever order the files
+-- arrived in, and a newer one with other text re-runs it. (`seq`: unused, kept for catalogs made before.)
 CREATE TABLE IF NOT EXISTS source_versions (
     source_path TEXT NOT NULL, member TEXT NOT NULL, revised TEXT NOT NULL, seq INTEGER NOT NULL,
     PRIMARY KEY (source_path, member));
--- PubMed's <DeleteCitation>: a PMID a PubMed file withdraws. 'pending' until removal.remove_deleted_citations has
--- removed its document as `karma remove` does ('done'); 'cancelled' when a later file brought the citation back.
+-- PubMed's <DeleteCitation>: a PMID a PubMed file withdraws. It withdraws the citations of that PMID in files that
+-- sort up to its own, never a later file's citation nor another format's source (a PDF, a JATS). 'pending' when
+-- the document is left without any source, until removal.remove_deleted_citations has removed it as `karma remove`
+-- does ('done'); 'kept' when the document stays on its other sources; 'unknown' when no document has the PMID;
+-- 'cancelled' (catalogs made before) when a later file brought the citation back.
 CREATE TABLE IF NOT EXISTS deletions (
     pmid TEXT NOT NULL, source_path TEXT NOT NULL, status TEXT NOT NULL, doc_key TEXT, at TEXT NOT NULL,
     PRIMARY KEY (pmid, source_path));
 """
 # Columns added after catalogs existed: a catalog made before gets them when it is opened (Catalog.__init__),
 # nullable, so documents registered before read as NULL (the date note is then unknown, not invented).
-ADDED_COLUMNS = (("documents", "date_note", "TEXT"),)
+ADDED_COLUMNS = (("documents", "date_note", "TEXT"), ("sources", "full_text", "INTEGER"))
 
 
 class SourceRef(BaseModel):
@@ -97,6 +103,7 @@ class SourceRef(BaseModel):
     file_hash: str | None
     content_hash: str
     registered: str
+    full_text: bool | None = None  # source_rank.is_full_text when registered (None: registered before it was recorded)
 
 
 class Replacement(BaseModel):
@@ -118,7 +125,7 @@ class DocumentEntry(BaseModel):
     title: str | None
     first_registered: str
     date_note: str | None = None  # where the date came from, or why there is no publication date (dates.py)
-    sources: list[SourceRef]  # best source for reading first (SOURCE_PREFERENCE; latest MEDLINE revision first)
+    sources: list[SourceRef]  # best source for reading first (source_rank; latest MEDLINE revision first)
     replaced: list[Replacement] = []  # files that held this document and now hold another paper
 
     @property
@@ -147,6 +154,15 @@ class Registration(BaseModel):
     content_hash: str
     date_note: str | None = None
     rekeyed_from: str | None = None  # the key it had before its date changed (its old date's results retire)
+    requested: bool = False  # put in the outbox: new, or its preferred source's text is not the one last requested
+
+
+class Withdrawals(BaseModel):
+    """What a PubMed file's `<DeleteCitation>` did: documents left without any source (removed as `karma remove`
+    does by removal.remove_deleted_citations) and documents read again from their next source."""
+
+    removed: list[str] = []
+    rerun: list[str] = []
 
 
 class SkippedUndated(BaseModel):
@@ -177,15 +193,30 @@ def member_of(doc: ParsedDocument, index: int) -> str:
     return doc.pmid if doc.source_format in PMID_MEMBERS and doc.pmid else str(index)
 
 
+def _version(revised: str, source_path: str) -> str:
+    """A MEDLINE citation's order among its revisions: DateRevised, then the file's place in MEDLINE's numbering
+    (the path's order), never the order the files arrived in."""
+    return f"{revised}|{source_path}"
+
+
 LOOKUP_CHUNK = 500  # keys per query of lookup_many (SQLite allows 32,766 parameters)
 
 def _ordered(sources: Sequence[SourceRef], versions: dict[tuple[str, str], str]) -> list[SourceRef]:
-    """Preferred first: by format (SOURCE_PREFERENCE), a MEDLINE citation's latest revision before older ones,
-    then the first registered."""
+    """Preferred first: by source_rank (full text before an abstract, ...), a MEDLINE citation's latest revision
+    (then the later file) before older ones, then the first registered."""
     out = sorted(sources, key=lambda s: (s.registered, s.source_path))
     out.sort(key=lambda s: versions.get((s.source_path, s.member), ""), reverse=True)  # stable: ties keep order
-    out.sort(key=lambda s: SOURCE_PREFERENCE.get(s.source_format, 9))
+    out.sort(key=lambda s: source_rank(s.source_format, s.full_text))
     return out
+
+
+_SOURCE_COLUMNS = "source_path, member, source_format, file_hash, content_hash, registered, full_text"
+
+
+def _source_ref(r: Sequence) -> SourceRef:
+    """A SourceRef from the `_SOURCE_COLUMNS` of a row."""
+    return SourceRef(source_path=r[0], member=r[1], source_format=r[2], file_hash=r[3], content_hash=r[4],
+                     registered=r[5], full_text=None if r[6] is None else bool(r[6]))
 
 
 def _in_chunks(con: sqlite3.Connection, sql: str, values: Iterable[str]) -> list[tuple]:
@@ -300,8 +331,15 @@ class Catalog:
     def register_batch(self, parsed_docs: Sequence[ParsedDocument], arrival_date: dt.date,
                        file_hash: str | None = None, request: Literal["none", "created", "all"] = "none",
                        spans: Sequence[tuple[int, int] | None] | None = None, first_index: int = 0,
-                       undated: UndatedPolicy | None = None) -> RegisterOutcome:
-        """`register`, with the documents `undated: skip` left out (recorded in the same transaction)."""
+                       undated: UndatedPolicy | None = None,
+                       revisions: Sequence[dt.date | None] | None = None) -> RegisterOutcome:
+        """`register`, with the documents `undated: skip` left out (recorded in the same transaction).
+
+        `revisions`: each MEDLINE citation's DateRevised (a PubMed file), recorded with its source before the
+        document's preferred source is decided. A document is requested (`request` "created" or "all") when it is
+        new, or when its preferred source's text is not the text last requested for it; "all" (the file changed)
+        also requests it when this file is its preferred source. A source that ranks below the one read (an
+        abstract beside a full text, an older revision) is recorded and never re-runs the paper."""
         out: list[Registration] = []
         skipped: list[SkippedUndated] = []
         with self._write() as con:
@@ -315,11 +353,50 @@ class Catalog:
                 if span is not None:
                     con.execute("INSERT OR REPLACE INTO member_spans VALUES (?,?,?,?)",
                                 (doc.source_path, member, span[0], span[1]))
+                if revisions is not None:
+                    when = revisions[index - first_index]
+                    con.execute("INSERT OR REPLACE INTO source_versions VALUES (?,?,?,0)",
+                                (doc.source_path, member, when.isoformat() if when else "0000-00-00"))
+                if request != "none":
+                    reg = reg.model_copy(update={"requested": self._request_if_preferred(con, reg, request)})
                 out.append(reg)
-                if request == "all" or (request == "created" and reg.created) or reg.rekeyed_from:
-                    con.execute("INSERT INTO requests (doc_key, content_hash, at) VALUES (?,?,?)",
-                                (reg.doc_key, reg.content_hash, _now()))
         return RegisterOutcome(registrations=out, skipped_undated=skipped)
+
+    def _request_if_preferred(self, con: sqlite3.Connection, reg: Registration,
+                              request: Literal["created", "all"]) -> bool:
+        """Put `reg`'s document in the outbox when it is new (or moved to another date), when its changed file is
+        its preferred source, or when its preferred source's text is not the one last requested."""
+        if reg.created:
+            self._enqueue(con, reg.doc_key, reg.content_hash)
+            return True
+        best = self._best_source(con, reg.doc_key)
+        if best is None:
+            return False
+        mine = (best.source_path, best.member) == (reg.source_path, reg.member)
+        if reg.rekeyed_from or (request == "all" and mine):
+            self._enqueue(con, reg.doc_key, best.content_hash)
+            return True
+        return self._request_if_changed(con, reg.doc_key, best)
+
+    def _best_source(self, con: sqlite3.Connection, doc_key: str) -> SourceRef | None:
+        srcs = [_source_ref(r) for r in con.execute(f"SELECT {_SOURCE_COLUMNS} FROM sources WHERE doc_key=?",
+                                                   (doc_key,)).fetchall()]
+        return _ordered(srcs, self._versions(con, doc_key))[0] if srcs else None
+
+    def _request_if_changed(self, con: sqlite3.Connection, doc_key: str, best: SourceRef | None) -> bool:
+        """Request `doc_key` when its preferred source `best` holds other text than the last request named."""
+        if best is None:
+            return False
+        last = con.execute("SELECT content_hash FROM requests WHERE doc_key=? ORDER BY seq DESC LIMIT 1",
+                           (doc_key,)).fetchone()
+        if last is not None and last[0] == best.content_hash:
+            return False
+        self._enqueue(con, doc_key, best.content_hash)
+        return True
+
+    @staticmethod
+    def _enqueue(con: sqlite3.Connection, doc_key: str, chash: str) -> None:
+        con.execute("INSERT INTO requests (doc_key, content_hash, at) VALUES (?,?,?)", (doc_key, chash, _now()))
 
     def requests_after(self, seq: int, limit: int | None = None) -> list[tuple[int, str, str]]:
         """(seq, doc_key, content_hash) of the outbox past `seq`, oldest first; at most `limit` of them."""
@@ -383,10 +460,14 @@ class Catalog:
         con.execute("DELETE FROM replaced_sources WHERE doc_key=? AND source_path=? AND member=?",
                     (key, doc.source_path, member))
         con.execute(
-            "INSERT INTO sources VALUES (?,?,?,?,?,?,?) ON CONFLICT(source_path, member) DO UPDATE SET "
+            "INSERT INTO sources (source_path, member, doc_key, source_format, file_hash, content_hash, registered, "
+            "full_text) VALUES (?,?,?,?,?,?,?,?) ON CONFLICT(source_path, member) DO UPDATE SET "
             "doc_key=excluded.doc_key, source_format=excluded.source_format, file_hash=excluded.file_hash, "
-            "content_hash=excluded.content_hash",
-            (doc.source_path, member, key, doc.source_format, file_hash, chash, now))
+            "content_hash=excluded.content_hash, full_text=excluded.full_text",
+            (doc.source_path, member, key, doc.source_format, file_hash, chash, now, int(is_full_text(doc))))
+        # a source again: a removal pending for the document's PMID (a <DeleteCitation> left it none) is moot
+        con.execute("UPDATE deletions SET status='kept' WHERE status='pending' AND pmid IN (SELECT pmid FROM "
+                    "documents WHERE doc_key=? UNION SELECT ?)", (key, doc.pmid))
         con.execute("DELETE FROM skipped_undated WHERE source_path=? AND member=?", (doc.source_path, member))
         date_s, date_source_s, note = con.execute("SELECT date, date_source, date_note FROM documents WHERE "
                                                   "doc_key=?", (key,)).fetchone()
@@ -475,19 +556,18 @@ class Catalog:
                 rows = con.execute("SELECT doc_key, date, date_source, pmid, pmcid, doi, title, first_registered, "
                                    f"date_note FROM documents WHERE doc_key IN ({marks})", chunk).fetchall()
                 srcs: dict[str, list[SourceRef]] = {}
-                for r in con.execute("SELECT doc_key, source_path, member, source_format, file_hash, content_hash, "
-                                     f"registered FROM sources WHERE doc_key IN ({marks})", chunk):
-                    srcs.setdefault(r[0], []).append(SourceRef(source_path=r[1], member=r[2], source_format=r[3],
-                                                               file_hash=r[4], content_hash=r[5], registered=r[6]))
+                for r in con.execute(f"SELECT doc_key, {_SOURCE_COLUMNS} FROM sources WHERE doc_key IN ({marks})",
+                                     chunk):
+                    srcs.setdefault(r[0], []).append(_source_ref(r[1:]))
                 gone: dict[str, list[Replacement]] = {}
                 for g in con.execute("SELECT doc_key, source_path, member, by_doc_key, at FROM replaced_sources "
                                      f"WHERE doc_key IN ({marks}) ORDER BY at, source_path, member", chunk):
                     gone.setdefault(g[0], []).append(Replacement(source_path=g[1], member=g[2], by_doc_key=g[3], at=g[4]))
                 versions: dict[str, dict[tuple[str, str], str]] = {}
-                for v in con.execute("SELECT s.doc_key, v.source_path, v.member, v.revised, v.seq FROM source_versions v "
+                for v in con.execute("SELECT s.doc_key, v.source_path, v.member, v.revised FROM source_versions v "
                                      "JOIN sources s ON s.source_path = v.source_path AND s.member = v.member "
                                      f"WHERE s.doc_key IN ({marks})", chunk):
-                    versions.setdefault(v[0], {})[(v[1], v[2])] = f"{v[3]}|{int(v[4]):012d}"
+                    versions.setdefault(v[0], {})[(v[1], v[2])] = _version(v[3], v[1])
                 for row in rows:
                     key = row[0]
                     found[key] = DocumentEntry(
@@ -543,86 +623,68 @@ class Catalog:
     # ------------------------------------------------------------ MEDLINE revisions and deletions (PubMed files)
     @staticmethod
     def _versions(con: sqlite3.Connection, doc_key: str) -> dict[tuple[str, str], str]:
-        rows = con.execute("SELECT v.source_path, v.member, v.revised, v.seq FROM source_versions v JOIN sources s "
+        rows = con.execute("SELECT v.source_path, v.member, v.revised FROM source_versions v JOIN sources s "
                            "ON s.source_path = v.source_path AND s.member = v.member WHERE s.doc_key=?",
                            (doc_key,)).fetchall()
-        return {(r[0], r[1]): f"{r[2]}|{int(r[3]):012d}" for r in rows}
+        return {(r[0], r[1]): _version(r[2], r[0]) for r in rows}
 
-    def record_revisions(self, source_path: str, revisions: Sequence[tuple[str, dt.date | None]]) -> list[str]:
-        """The MEDLINE revision (DateRevised) of each citation (member) of a PubMed file just registered; returns
-        the keys this revises: their preferred source is now one of these citations and its text is not the
-        text last requested for them (a newer citation of the PMID with new content), each requested again.
-        Derived from the catalog's state, so a crash between registering and this call is mended by the next
-        scan. A citation without DateRevised counts as the oldest revision."""
-        revised: list[str] = []
-        with self._write() as con:
-            seq = con.execute("SELECT COALESCE(MAX(seq), 0) FROM source_versions").fetchone()[0]
-            keys: dict[str, None] = {}
-            for member, when in revisions:
-                row = con.execute("SELECT doc_key FROM sources WHERE source_path=? AND member=?",
-                                  (source_path, member)).fetchone()
-                if row is None:
-                    continue
-                old = con.execute("SELECT revised FROM source_versions WHERE source_path=? AND member=?",
-                                  (source_path, member)).fetchone()
-                stamp = when.isoformat() if when else "0000-00-00"
-                if old is None or old[0] != stamp:
-                    seq += 1
-                    con.execute("INSERT OR REPLACE INTO source_versions VALUES (?,?,?,?)",
-                                (source_path, member, stamp, seq))
-                keys[row[0]] = None
-            for key in keys:
-                srcs = [SourceRef(source_path=r[0], member=r[1], source_format=r[2], file_hash=r[3],
-                                  content_hash=r[4], registered=r[5]) for r in con.execute(
-                    "SELECT source_path, member, source_format, file_hash, content_hash, registered FROM sources "
-                    "WHERE doc_key=?", (key,)).fetchall()]
-                best = _ordered(srcs, self._versions(con, key))[0]
-                if best.source_path != source_path:
-                    continue
-                last = con.execute("SELECT content_hash FROM requests WHERE doc_key=? ORDER BY seq DESC LIMIT 1",
-                                   (key,)).fetchone()
-                if last is not None and last[0] != best.content_hash:
-                    con.execute("INSERT INTO requests (doc_key, content_hash, at) VALUES (?,?,?)",
-                                (key, best.content_hash, _now()))
-                    revised.append(key)
-        return revised
-
-    def record_deletions(self, source_path: str, pmids: Sequence[str]) -> list[str]:
-        """Record the PMIDs a PubMed file's `<DeleteCitation>` withdraws (once per file); returns the keys of the
-        known documents among them, now pending removal (removal.remove_deleted_citations carries it out)."""
-        pending: list[str] = []
+    def record_deletions(self, source_path: str, pmids: Sequence[str]) -> Withdrawals:
+        """Carry out, in the catalog, the `<DeleteCitation>` of a PubMed file (once per file and PMID): the PMID's
+        MEDLINE citations in files that sort up to this one are withdrawn (MEDLINE numbers its files in order; an
+        update file lists its deletions after its citations). A later file's citation, and every other format's
+        source (a PDF, a JATS, a PubTator abstract), stay. A document left without any source is pending removal
+        (`removed`; removal.remove_deleted_citations carries it out); one whose preferred source was withdrawn is
+        requested again from its next source (`rerun`)."""
+        out = Withdrawals()
         with self._write() as con:
             for pmid in dict.fromkeys(pmids):
                 if con.execute("SELECT 1 FROM deletions WHERE pmid=? AND source_path=?",
                                (pmid, source_path)).fetchone():
                     continue
                 row = con.execute("SELECT doc_key FROM identifiers WHERE kind='pmid' AND value=?", (pmid,)).fetchone()
-                con.execute("INSERT INTO deletions VALUES (?,?,?,?,?)",
-                            (pmid, source_path, "pending" if row else "unknown", row[0] if row else None, _now()))
-                if row:
-                    pending.append(row[0])
-        return pending
+                key = row[0] if row else None
+                status = "unknown" if key is None else "kept"
+                if key is not None and self._withdraw_citations(con, pmid, source_path):
+                    best = self._best_source(con, key)
+                    if best is None:
+                        status = "pending"
+                        out.removed.append(key)
+                    elif self._request_if_changed(con, key, best):
+                        out.rerun.append(key)
+                con.execute("INSERT INTO deletions VALUES (?,?,?,?,?)", (pmid, source_path, status, key, _now()))
+        return out
 
-    def deleted_by_later_files(self, source_path: str) -> set[str]:
-        """PMIDs withdrawn by a PubMed file whose path sorts after `source_path` (MEDLINE numbers its files in
-        order): a citation of `source_path` with one of them is not registered again."""
+    @staticmethod
+    def _withdraw_citations(con: sqlite3.Connection, pmid: str, upto: str) -> list[tuple[str, str]]:
+        """Forget the MEDLINE citations of `pmid` in files sorting up to `upto` (their source rows, spans and
+        revisions; a file that no longer gives its document anything stops listing it); returns them."""
+        rows = con.execute("SELECT source_path, member, doc_key FROM sources WHERE source_format='pubmed' AND "
+                           "member=? AND source_path <= ?", (pmid, upto)).fetchall()
+        for path, member, key in rows:
+            for table in ("sources", "member_spans", "source_versions"):
+                con.execute(f"DELETE FROM {table} WHERE source_path=? AND member=?",  # noqa: S608 - fixed names
+                            (path, member))
+            if con.execute("SELECT 1 FROM sources WHERE source_path=? AND doc_key=?", (path, key)).fetchone() is None:
+                listed = con.execute("SELECT doc_keys FROM files WHERE path=?", (path,)).fetchone()
+                if listed is not None:
+                    con.execute("UPDATE files SET doc_keys=? WHERE path=?",
+                                (" ".join(k for k in listed[0].split() if k != key), path))
+        return [(r[0], r[1]) for r in rows]
+
+    def withdrawn_pmids(self, source_path: str) -> set[str]:
+        """PMIDs a PubMed file sorting at or after `source_path` deleted: a citation of `source_path` with one of
+        them is not registered (an older file arriving late never brings back what a later one withdrew)."""
         with self._connect() as con:
-            rows = con.execute("SELECT pmid FROM deletions WHERE source_path > ? AND status != 'cancelled'",
-                               (source_path,)).fetchall()
+            rows = con.execute("SELECT pmid FROM deletions WHERE source_path >= ?", (source_path,)).fetchall()
         return {r[0] for r in rows}
 
-    def cancel_deletions(self, source_path: str, pmids: Sequence[str]) -> None:
-        """A file sorting after a deleting one holds these PMIDs again: their pending deletions are dropped."""
-        with self._write() as con:
-            for pmid in pmids:
-                con.execute("UPDATE deletions SET status='cancelled' WHERE pmid=? AND source_path < ? AND "
-                            "status='pending'", (pmid, source_path))
-
     def pending_deletions(self) -> list[tuple[str, str]]:
-        """(doc_key, pmid) of the recorded deletions not yet carried out, each document's current key."""
+        """(doc_key, pmid) of the recorded deletions not yet carried out, each document's current key (a document
+        that got a source again since is not among them)."""
         with self._connect() as con:
             rows = con.execute("SELECT DISTINCT d.pmid, i.doc_key FROM deletions d LEFT JOIN identifiers i ON "
-                               "i.kind='pmid' AND i.value=d.pmid WHERE d.status='pending' ORDER BY d.pmid").fetchall()
+                               "i.kind='pmid' AND i.value=d.pmid WHERE d.status='pending' AND NOT EXISTS "
+                               "(SELECT 1 FROM sources s WHERE s.doc_key = i.doc_key) ORDER BY d.pmid").fetchall()
         return [(r[1] or "", r[0]) for r in rows]
 
     def finish_deletion(self, pmid: str, doc_key: str) -> None:

@@ -49,8 +49,8 @@ class FailedFile(BaseModel):
 
 class ScanResult(BaseModel):
     new_keys: list[str] = []  # keys minted in this scan
-    changed_keys: list[str] = []  # existing keys whose source file changed: re-request their runs
-    attached_keys: list[str] = []  # existing keys that got one more source file (a copy, the JATS of a PDF)
+    changed_keys: list[str] = []  # existing keys whose preferred source now holds other text: re-request their runs
+    attached_keys: list[str] = []  # existing keys that got one more source file read after the one they have
     registrations: list[Registration] = []
     new_files: list[str] = []
     changed_files: list[str] = []
@@ -59,8 +59,10 @@ class ScanResult(BaseModel):
     skipped: list[str] = []  # files no parser reads (sidecars, notes, dates files)
     skipped_undated: list[SkippedUndated] = []  # documents without a publication date `undated: skip` left out
     rekeyed: dict[str, str] = {}  # old key -> new key of documents whose date changed (their old results retire)
-    # documents a PubMed file's <DeleteCitation> withdraws: pending in the catalog until the runner or the sensor
-    # removes them as `karma remove` does (removal.remove_deleted_citations: the scan has no KG or stage store)
+    # documents a PubMed file's <DeleteCitation> left without any source: pending in the catalog until the runner
+    # or the sensor removes them as `karma remove` does (removal.remove_deleted_citations: the scan has no KG or
+    # stage store); a document it withdrew only a citation of, read from another source, stays (in changed_keys
+    # when that citation was the source it was read from)
     deleted_keys: list[str] = []
     # a scan stopped by its time budget (scan_inbox `budget_s`): the last file it looked at, where the next scan
     # goes on, and how many files it left for then (None / 0: every file was looked at)
@@ -223,12 +225,11 @@ def _scan_file(path: Path, rel: str, inbox: Path, catalog: Catalog, arrival_date
     skipped: list[SkippedUndated] = []
     try:
         fmt = source_format_of(path)
-        revised: list[str] = []
         if fmt == "pubtator":
             regs = _register_pubtator(path, inbox, catalog, arrival_date, digest, request, limits, undated, skipped)
         elif fmt == "pubmed":
-            regs, revised = _register_pubmed(path, inbox, catalog, arrival_date, digest, request, limits, undated,
-                                             skipped, result)
+            regs = _register_pubmed(path, inbox, catalog, arrival_date, digest, request, limits, undated, skipped,
+                                    result)
         else:
             docs = parse_file(path, inbox, max_pdf_pages=max_pdf_pages, limits=limits)
             catalog.clear_skipped(rel)
@@ -242,10 +243,10 @@ def _scan_file(path: Path, rel: str, inbox: Path, catalog: Catalog, arrival_date
     result.registrations.extend(regs)
     result.skipped_undated.extend(skipped)
     (result.changed_files if request == "all" else result.new_files).append(rel)
-    for reg in regs:
+    for reg in regs:  # the catalog decided what is requested (catalog.register_batch: the preferred source's text)
         if reg.created or reg.rekeyed_from:
             result.new_keys.append(reg.doc_key)
-        elif request == "all" or reg.doc_key in revised:
+        elif reg.requested:
             result.changed_keys.append(reg.doc_key)
         else:
             result.attached_keys.append(reg.doc_key)
@@ -284,34 +285,30 @@ def _register_pubtator(path: Path, inbox: Path, catalog: Catalog, arrival_date: 
 
 def _register_pubmed(path: Path, inbox: Path, catalog: Catalog, arrival_date: dt.date, digest: str,
                      request: Literal["created", "all"], limits: InputLimits, undated: UndatedPolicy | None,
-                     skipped: list[SkippedUndated], result: ScanResult) -> tuple[list[Registration], list[str]]:
+                     skipped: list[SkippedUndated], result: ScanResult) -> list[Registration]:
     """A PubMed file like a PubTator one: streamed once to check every citation (a malformed one fails the file
     before anything is registered), then registered `PUBTATOR_BATCH` citations per transaction with their byte
     spans and MEDLINE revisions; memory stays bounded by one batch. A newer revision of a known citation becomes
-    its preferred source and re-runs it when its text changed (returned: the revised keys). `<DeleteCitation>`
-    PMIDs are recorded for removal (`result.deleted_keys`); a citation withdrawn by a file that sorts after this
-    one (MEDLINE numbers its files in order) is not registered again, and this file brings back a PMID an
-    earlier file withdrew (its pending deletion is cancelled)."""
+    its preferred citation, read when no full text holds the paper (catalog.register_batch). `<DeleteCitation>`
+    withdraws the PMID's citations of this file and of files sorting before it (catalog.record_deletions); a
+    citation that a file sorting at or after this one deleted is not registered (MEDLINE numbers its files in
+    order: what the files say is decided by that order, not by the order they arrive in)."""
     rel = relative_name(path, inbox)
     deleted: list[str] = []
     for item in stream_pubmed(path, inbox, limits):
         if not isinstance(item, PubMedCitation):
             deleted += item.pmids
-    withdrawn = catalog.deleted_by_later_files(rel)
+    withdrawn = catalog.withdrawn_pmids(rel)
     regs: list[Registration] = []
-    revised: list[str] = []
     batch: list[PubMedCitation] = []
     catalog.clear_skipped(rel)
 
     def register() -> None:
         outcome = catalog.register_batch([c.document for c in batch], arrival_date, file_hash=digest,
-                                         request=request, spans=[(c.start, c.end) for c in batch], undated=undated)
+                                         request=request, spans=[(c.start, c.end) for c in batch], undated=undated,
+                                         revisions=[c.revised for c in batch])
         regs.extend(outcome.registrations)
         skipped.extend(outcome.skipped_undated)
-        registered = {r.member for r in outcome.registrations}
-        revisions = [(c.document.pmid or "", c.revised) for c in batch if c.document.pmid in registered]
-        catalog.cancel_deletions(rel, [m for m, _ in revisions])
-        revised.extend(catalog.record_revisions(rel, revisions))
 
     for item in stream_pubmed(path, inbox, limits):
         if isinstance(item, PubMedCitation) and item.document.pmid not in withdrawn:
@@ -321,8 +318,10 @@ def _register_pubmed(path: Path, inbox: Path, catalog: Catalog, arrival_date: dt
                 batch = []
     if batch:
         register()
-    result.deleted_keys += catalog.record_deletions(rel, deleted)
-    return regs, revised
+    withdrawals = catalog.record_deletions(rel, deleted)
+    result.deleted_keys += withdrawals.removed
+    result.changed_keys += withdrawals.rerun
+    return regs
 
 
 def recorded_limits(catalog: Catalog) -> InputLimits:
@@ -333,8 +332,8 @@ def recorded_limits(catalog: Catalog) -> InputLimits:
 
 def load_document(doc_key: str, inbox: Path, catalog: Catalog, *, max_pdf_pages: int = 300,
                   limits: InputLimits | None = None) -> ParsedDocument:
-    """Read the key's preferred source again (catalog.SOURCE_PREFERENCE: JATS, BioC, PubMed, PubTator, PDF, text)
-    and pick its member.
+    """Read the key's preferred source again (ingest/source_rank.py: full text, then abstracts, then text) and pick
+    its member.
 
     When the preferred file is gone or unreadable, the next source is tried; the error names every attempt.
     A PubTator abstract or PubMed citation is read from its recorded byte span, not by parsing the whole file.

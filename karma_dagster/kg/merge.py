@@ -179,7 +179,7 @@ def validate_triple(
         "relation": relation,
         "tail_id": r["tail_id"],
         "metaedge": metaedge,
-        "score": float(score),
+        "score": min(float(score), reinforcement.PAPER_CEILING),  # one reading is never certain
         "segment_id": r["segment_id"],
         "evidence": kg_names.clean_text(r["evidence"]),  # a sentence: cleaned (escapes, control chars), not refused
         "prompt_version": str(r.get("prompt_version") or prompt_version),

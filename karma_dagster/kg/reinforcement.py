@@ -19,6 +19,12 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 
+# What one reading may stand for when it enters the KG: the calibrated evaluator's own cap (its probabilities stop
+# there, backbones/local/correctness.py). An uncalibrated backbone's 1.0 (five agreeing samples, an LLM's "certain")
+# is stored as this, so no single paper sets an edge to certainty; papers that repeat it still raise it.
+PAPER_CEILING = 0.95
+
+
 class Reading(NamedTuple):
     """One evidence row as the rule sees it."""
 

@@ -24,6 +24,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from karma_dagster.kg.store import KGStore
+from karma_dagster.project.safe_files import open_new
 
 IfGrown = Literal["refuse", "replace", "add"]
 IF_GROWN: tuple[str, ...] = ("refuse", "replace", "add")
@@ -113,7 +114,11 @@ def keep_aside(store: KGStore, con: Any, now: dt.datetime | None = None) -> Kept
     copy = path.with_name(f"{path.name}.before-import-{stamp}")
     con.execute("CHECKPOINT")  # the file holds every committed row (no WAL needed to read the copy)
     try:
-        shutil.copy2(path, copy)
+        with path.open("rb") as src, open_new(copy) as dst:  # a new file: never through a link at its name
+            shutil.copyfileobj(src, dst, 1 << 20)
+        shutil.copystat(path, copy)
+    except FileExistsError:
+        raise
     except BaseException:
         copy.unlink(missing_ok=True)
         raise

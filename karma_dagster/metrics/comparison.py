@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 from pydantic import BaseModel
 
+from karma_dagster.project.safe_files import replace_with
+
 if TYPE_CHECKING:
     from karma_dagster.config import BackboneStatus
 
@@ -244,6 +246,6 @@ def chart(rows: list[ComparisonRow], path: Path) -> Path:
         ax.legend(loc="upper right", fontsize="small")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format="png")
+    replace_with(path, lambda fh: fig.savefig(fh, format="png"))  # a link at the name is replaced, not followed
     plt.close(fig)
     return path

@@ -1,7 +1,8 @@
 """`karma init DIR`: write a starter project folder (discover.py's layout) from the package's shipped files.
 
-Never overwrites: every file is created exclusively (mode "x"), and when any of them exists already nothing
-is written and the error names each one. `keep_existing` writes only the missing ones instead (a project
+Never overwrites: every file is created exclusively, never through a link planted at its name or in place of
+one of its folders (safe_files.py), and when any of them exists already nothing is written and the error names
+each one. `keep_existing` writes only the missing ones instead (a project
 whose workspace.yaml was deleted, a folder of papers becoming a project); there is no overwriting mode, so
 an edited backbones.yaml or a run's data cannot be lost to `init`. Dagster-free.
 """
@@ -16,6 +17,7 @@ from pydantic import BaseModel
 
 from karma_dagster import paths
 from karma_dagster.project import discover
+from karma_dagster.project.safe_files import create_new, make_dirs
 
 MARKER_TEXT = f"""\
 # A karma-dagster project folder (written by `karma init`). `karma` and `dagster dev` use this folder when they
@@ -143,6 +145,11 @@ def init_project(folder: Path, *, keep_existing: bool = False, prompts: bool = F
     texts: dict[str, str | Path] = dict(starter_files())
     if prompts:
         texts.update(_prompt_files())
+    linked = sorted({d.relative_to(folder).as_posix() for rel in texts for d in (folder / rel).parents
+                     if d.is_relative_to(folder) and d != folder and d.is_symlink()})
+    if linked:
+        raise InitError(f"{folder}: {', '.join(linked)}: a symbolic link stands where `karma init` makes a folder; "
+                        "nothing was written (files are never written through a link: remove it if it is yours)")
     existing = [rel for rel in texts if (folder / rel).exists() or (folder / rel).is_symlink()]
     if existing and not keep_existing:
         shown = ", ".join(existing[:8]) + (f" and {len(existing) - 8} more" if len(existing) > 8 else "")
@@ -153,21 +160,23 @@ def init_project(folder: Path, *, keep_existing: bool = False, prompts: bool = F
         if rel in existing:
             continue
         data = content.read_bytes() if isinstance(content, Path) else content.encode("utf-8")
-        if _create(folder / rel, data):
+        if _create(folder / rel, data, folder):
             done.written.append(rel)
         else:  # appeared since the check: still never overwritten
             done.kept.append(rel)
     return done
 
 
-def _create(target: Path, data: bytes) -> bool:
-    """Create `target` holding `data` whole, or not at all: written beside it, then hard-linked into place
-    (a link never replaces an existing file). False when `target` exists."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.karma-init-{os.getpid()}")
+def _create(target: Path, data: bytes, folder: Path) -> bool:
+    """Create `target` holding `data` whole, or not at all: written to a new file beside it (a random name,
+    created exclusively), then hard-linked into place (a link never replaces an existing file nor follows a
+    symbolic link at the name). False when anything is at `target`; PlantedLink when a folder on the way inside
+    `folder` is a symbolic link."""
+    make_dirs(target.parent, folder)
+    tmp = target.with_name(f".{target.name}.karma-init-{os.getpid()}-{os.urandom(6).hex()}")
     try:
-        tmp.write_bytes(data)
-        os.link(tmp, target)
+        create_new(tmp, data)
+        os.link(tmp, target, follow_symlinks=False)
     except FileExistsError:
         return False
     finally:

@@ -24,6 +24,8 @@ from types import TracebackType
 
 from pydantic import BaseModel, Field
 
+from karma_dagster.project.safe_files import open_fresh
+
 SMOLLM2 = "smollm2"
 _SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_PORT = 8088  # backbones.yaml's smollm2 entry points at it
@@ -116,7 +118,7 @@ class LocalLLMServer:
         with socket.socket() as s:
             if s.connect_ex(("127.0.0.1", self.port)) == 0:
                 raise LLMServerError(f"port {self.port}: something already listens there (choose --port, or 0)")
-        log = self.log_path.open("wb")  # this server's requests only (answered())
+        log = open_fresh(self.log_path)  # this server's requests only (answered()); a planted link is not followed
         self._proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                       start_new_session=True)
         log.close()

@@ -89,13 +89,16 @@ class CorrectnessModel(BaseModel):
         for p in sorted(self.curve, key=lambda q: -q.threshold):
             if p.precision_low >= precision:
                 chosen = p.threshold
-            else:
+            elif p.admitted >= MIN_POINT:  # a point of a handful of triples is noise, not a fall
                 break
         return chosen
 
     def point_at(self, threshold: float) -> OperatingPoint | None:
         above = [p for p in self.curve if p.threshold >= threshold - 1e-9]
         return min(above, key=lambda p: p.threshold) if above else None
+
+
+MIN_POINT = 50  # triples above a threshold before its precision can veto the thresholds below it
 
 
 def default_path() -> Path:

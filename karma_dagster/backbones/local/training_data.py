@@ -22,6 +22,7 @@ from pydantic import BaseModel
 
 from karma_dagster.ingest.pubtator import read_pubtator
 from karma_dagster.paths import data_file
+from karma_dagster.project.safe_files import replace_file
 
 TRAINING_CORPORA: tuple[str, ...] = (
     "biored-train.pubtator.gz", "bc5cdr-train.pubtator.gz", "ncbi-disease-train.pubtator.gz",
@@ -90,15 +91,12 @@ def filter_corpus(path: Path, excluded: set[str]) -> list[str]:
     if not removed:
         return []
     data = "".join(kept).encode("utf-8")
-    tmp = path.with_name(path.name + ".tmp")
     if path.suffix == ".gz":
         buf = io.BytesIO()
         with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0) as gz:  # mtime 0: reproducible bytes
             gz.write(data)
-        tmp.write_bytes(buf.getvalue())
-    else:
-        tmp.write_bytes(data)
-    tmp.replace(path)
+        data = buf.getvalue()
+    replace_file(path, data)  # a fresh temporary file renamed over it: no planted link followed
     return removed
 
 
@@ -133,9 +131,7 @@ def clean_corpora(shared_dir: Path, corpora_dir: Path | None = None, exclusions:
             new.append(Exclusion(pmid=pmid, training_corpus=name, dev_split=",".join(splits)))
     rows = sorted({(e.pmid, e.training_corpus, e.dev_split) for e in [*previous, *new]},
                   key=lambda r: (r[1], int(r[0]) if r[0].isdigit() else 0, r[0]))
-    tmp = exclusions.with_name(exclusions.name + ".tmp")
-    tmp.write_text("\n".join([HEADER, *("\t".join(r) for r in rows)]) + "\n", encoding="utf-8")
-    tmp.replace(exclusions)
+    replace_file(exclusions, "\n".join([HEADER, *("\t".join(r) for r in rows)]) + "\n")
     return new
 
 

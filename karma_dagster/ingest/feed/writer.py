@@ -17,9 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import html
 import json
-import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
@@ -27,6 +25,7 @@ from pydantic import BaseModel
 
 from karma_dagster.ingest.feed.settings import ResolvedFeed
 from karma_dagster.ingest.keys import slug
+from karma_dagster.project.safe_files import make_dirs, replace_file
 
 FEED_DIR = "feed"
 
@@ -36,27 +35,20 @@ class Written(BaseModel):
     status: Literal["new", "updated", "unchanged"]
 
 
-def atomic_write(path: Path, data: bytes) -> Literal["new", "updated", "unchanged"]:
-    """`data` at `path` through a hidden temporary file and a rename; nothing written when `path` holds it already."""
-    existed = path.is_file()
+def atomic_write(path: Path, data: bytes, root: Path | None = None) -> Literal["new", "updated", "unchanged"]:
+    """`data` at `path` through a hidden temporary file and a rename; nothing written when `path` holds it already.
+    A link at `path` is replaced, never written through, and with `root` (the inbox) a folder between `root` and
+    `path` that is a link is refused (project/safe_files.py)."""
+    existed = path.is_file() and not path.is_symlink()
     if existed and path.stat().st_size == len(data) and path.read_bytes() == data:
         return "unchanged"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    make_dirs(path.parent, root)
+    replace_file(path, data)
     return "updated" if existed else "new"
 
 
 def _written(path: Path, inbox: Path, data: bytes) -> Written:
-    return Written(path=path.relative_to(inbox).as_posix(), status=atomic_write(path, data))
+    return Written(path=path.relative_to(inbox).as_posix(), status=atomic_write(path, data, inbox))
 
 
 def query_folder(inbox: Path, feed: ResolvedFeed) -> Path:
