@@ -20,6 +20,11 @@ KG_WRITER_POOL_LIMIT = 1  # DuckDB allows one writing process; the store's file 
 # The run queue starts higher priorities first (dagster/priority): a KG increment before any paper run, whose
 # priority is the Central Controller's score x 100 (scheduling/controller.py), so the KG grows while the inbox is read.
 INCREMENT_PRIORITY = 1_000_000
+# The runs that read papers (the new_papers sensor's) and the freshness refreshes (karma_report, kg_metrics) share
+# one lane of the run queue, which dagster_home/dagster.yaml caps below max_concurrent_runs: whatever else waits,
+# one place stays free for a KG increment.
+LANE_TAG = "karma/lane"
+READING_LANE = {LANE_TAG: "reading"}
 
 
 def llm_pool(ns: str) -> str:

@@ -237,7 +237,7 @@ def test_new_papers_tags_carry_eq4_and_which_utility(make_pipeline):
     assert len(result.run_requests) == 2
     for r in result.run_requests:
         assert {t for t in r.tags if t.startswith("karma/")} == {
-            "karma/documents" if BY_DATE else "karma/document", "karma/trigger", "karma/cca_score"}
+            "karma/documents" if BY_DATE else "karma/document", "karma/trigger", "karma/cca_score", "karma/lane"}
         assert "dagster/priority" in r.tags
     lines = [m for m in logged.messages if m.startswith("controller: ")]  # the figures: the tick's log
     assert len(lines) == 2

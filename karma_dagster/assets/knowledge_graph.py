@@ -1,6 +1,7 @@
 """The date-partitioned KG increment: the accepted triples of one day's documents, merged with provenance."""
 
 import datetime as dt
+from collections.abc import Iterable
 from typing import Any
 
 import dagster as dg
@@ -11,7 +12,7 @@ from karma_dagster.document_states import evaluated_not_recorded, states_in_stor
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.ingest.keys import date_of_document_key
 from karma_dagster.jobs import KG_WRITER_POOL
-from karma_dagster.kg import invariants, merge
+from karma_dagster.kg import day_order, invariants, merge
 from karma_dagster.kg.merge import IncrementStats, TripleValidationError
 from karma_dagster.partitioning.definitions import kg_dates_partitions
 from karma_dagster.partitioning.mode import PartitionMode
@@ -19,6 +20,7 @@ from karma_dagster.paths import DataPaths
 from karma_dagster.resources.backbones import BackbonesResource
 from karma_dagster.resources.params import KarmaParamsResource
 from karma_dagster.resources.storage import KarmaStorageResource
+from karma_dagster.review.merge_inputs import DOC_PREFIX as REVIEW_PREFIX
 from karma_dagster.review.merge_inputs import record_merged, review_docs
 from karma_dagster.review.queue import ReviewQueue
 from karma_dagster.stage_store import StageStore
@@ -33,18 +35,22 @@ DESCRIPTION = (
     "a triple that won against an older edge supersedes it from this day on (the edge stays in history). "
     "Partitions are the dates that have papers (`kg_dates`, added as papers are registered), so selecting this "
     "asset never fans out to empty days; the days of one run merge in date order, and a late paper dated earlier "
-    "merges when it arrives. Re-materializing a day replaces that day's contribution (no double counting). "
+    "merges when it arrives. The KG always equals the merge of its dates in ascending order: a date that merges "
+    "after later dates were merged withdraws them and merges them again after itself (`merged_dates`). "
+    "Re-materializing a day replaces that day's contribution (no double counting). "
     "Review decisions accepted that day (`karma review`) enter with it: provenance 'reviewed by <name> via <source>'."
 )
 
 
 def _collect(
-    ns: str, day: dt.date, catalog: Catalog, stages: StageStore, prompt_version: str
+    ns: str, day: dt.date, catalog: Catalog, stages: StageStore, prompt_version: str, also: Iterable[str] = ()
 ) -> tuple[dict, dict[str, str]]:
-    """The day's documents that finished their chain (doc -> (triples, new nodes)), and why others did not."""
+    """The day's documents that finished their chain (doc -> (triples, new nodes)), and why others did not.
+    `also`: documents the KG held for the day when it was withdrawn (tool-staged ones have no catalog entry)."""
     tables: dict = {}
     skipped: dict[str, str] = {}
-    for doc_key in catalog.documents_for_dates(day, day):
+    keys = [*catalog.documents_for_dates(day, day), *(k for k in also if not k.startswith(REVIEW_PREFIX))]
+    for doc_key in dict.fromkeys(keys):
         if not stages.exists(ns, FINAL_STAGE, doc_key):
             skipped[doc_key] = NOT_YET
             continue
@@ -214,25 +220,65 @@ def build(ns: str, mode: PartitionMode = "document") -> dg.AssetsDefinition:
         queue = ReviewQueue.for_data(storage.paths())  # accepted review items enter with their decision's date
         merged: list[tuple[IncrementStats, dict[str, str]]] = []
         undated: dict[str, str] = {}  # merged documents whose date is not a publication date -> its source
-        for date in sorted(context.partition_keys):  # a single-run backfill carries many days: merge in date order
-            day = dt.date.fromisoformat(date)
-            docs, skipped = _collect(ns, day, catalog, stages, prompt_version)
+        requested = {dt.date.fromisoformat(d) for d in context.partition_keys}
+        waiting: set[dt.date] = set()  # withdrawn, not merged again yet
+        held: dict[dt.date, list[str]] = {}  # the documents the KG held for each withdrawn date
+
+        def may_withdraw(day: dt.date) -> bool:
+            """Whether the later dates already merged can be merged again after `day`: every document they hold
+            has its table (else they stay, out of order, with a warning: nothing the KG holds is lost)."""
+            with kg.connect(read_only=True) as con:
+                later = day_order.held_documents(con, ns, day_order.later_merged(con, ns, day))
+            lost = sorted(k for keys in later.values() for k in keys
+                          if not k.startswith(REVIEW_PREFIX) and not stages.exists(ns, FINAL_STAGE, k))
+            if lost:
+                context.log.warning(f"{day} merged after later dates of {ns} it cannot merge again (no evaluated "
+                                    f"table for {', '.join(lost[:5])}{' ...' if len(lost) > 5 else ''}): "
+                                    "they stay as they are, out of date order")
+                return False
+            held.update(later)
+            return True
+
+        def merge_one(day: dt.date) -> list[dt.date]:
+            """Merge one date; the later dates already merged are withdrawn first and returned (merged again)."""
+            date = day.isoformat()
+            docs, skipped = _collect(ns, day, catalog, stages, prompt_version, held.pop(day, []))
             _log_skipped(context, date, skipped)
             docs.update(review_docs(queue, kg, ns, day))  # merged before or not: a re-merge keeps them
             try:
                 date_sources = catalog.date_sources(list(docs))
                 undated.update({k: v for k, v in date_sources.items() if v != "publication"})
                 stats = merge.merge_increment(kg, day, ns, docs, run_id=context.run_id, prompt_version=prompt_version,
-                                              params=params, date_sources=date_sources)
+                                              params=params, date_sources=date_sources,
+                                              withdraw_later=may_withdraw(day))
             except TripleValidationError as exc:
-                raise dg.Failure(description=f"KG increment {date} ({ns}) rejected, KG unchanged: {exc}") from exc
+                later = (f"; later dates withdrawn before it and not merged again yet (the kg_increments sensor or "
+                         f"`karma run` merges them): {', '.join(str(d) for d in sorted(waiting))}" if waiting else "")
+                raise dg.Failure(description=f"KG increment {date} ({ns}) rejected, "
+                                             f"{'this date' if waiting else 'KG'} unchanged: {exc}"
+                                 + later) from exc
+            waiting.discard(day)
+            waiting.update(stats.withdrawn)
             record_merged(queue, docs, day)
             merged.append((stats, skipped))
+            if stats.withdrawn:
+                context.log.info(f"{date} merged after {len(stats.withdrawn)} later date(s) of {ns}: "
+                                 + ", ".join(str(d) for d in stats.withdrawn[:5])
+                                 + (" ..." if len(stats.withdrawn) > 5 else "")
+                                 + " withdrawn, merged again after it (the KG keeps its dates in order)")
+            return stats.withdrawn
+
+        # a single-run backfill carries many days, and a later date may have merged first: earliest first
+        order = day_order.merge_in_order(requested, merge_one)
         days = {s.date for s, _ in merged}
         adjudications = [a for a in kg.merge_adjudications(ns) if a["date"] in days]
         return dg.MaterializeResult(
             # dates never invented silently: the merged documents dated by arrival or the `undated` setting
             metadata={**_metadata(ns, prompt_version, merged, adjudications),
+                      # the dates this run merged, in merge order: the partitions asked, then each later date
+                      # already merged that an earlier one withdrew (merged again after it)
+                      "merged_dates": dg.MetadataValue.json([d.isoformat() for d in order]),
+                      "remerged_dates": dg.MetadataValue.json([d.isoformat() for d in order if d not in requested]),
                       "documents_undated": dg.MetadataValue.json(dict(sorted(undated.items())[:50])),
                       "documents_undated_count": len(undated)},
             check_results=[merged_check(ns, storage.paths(), catalog, days), admission_check(ns, kg)],

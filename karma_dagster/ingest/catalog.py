@@ -398,11 +398,12 @@ class Catalog:
     def _enqueue(con: sqlite3.Connection, doc_key: str, chash: str) -> None:
         con.execute("INSERT INTO requests (doc_key, content_hash, at) VALUES (?,?,?)", (doc_key, chash, _now()))
 
-    def requests_after(self, seq: int) -> list[tuple[int, str, str]]:
-        """(seq, doc_key, content_hash) of the outbox past `seq`, oldest first."""
+    def requests_after(self, seq: int, limit: int | None = None) -> list[tuple[int, str, str]]:
+        """(seq, doc_key, content_hash) of the outbox past `seq`, oldest first; at most `limit` of them."""
         with self._connect() as con:
             return [tuple(r) for r in con.execute(
-                "SELECT seq, doc_key, content_hash FROM requests WHERE seq > ? ORDER BY seq", (seq,)).fetchall()]
+                "SELECT seq, doc_key, content_hash FROM requests WHERE seq > ? ORDER BY seq LIMIT ?",
+                (seq, -1 if limit is None else limit)).fetchall()]
 
     def _register_one(self, con: sqlite3.Connection, doc: ParsedDocument, member: str, arrival_date: dt.date,
                       file_hash: str | None, undated: UndatedPolicy | None = None

@@ -13,6 +13,7 @@ import hashlib
 import logging
 import os
 from pathlib import Path
+from time import monotonic
 from typing import Literal
 
 from pydantic import BaseModel
@@ -63,6 +64,10 @@ class ScanResult(BaseModel):
     # stage store); a document it withdrew only a citation of, read from another source, stays (in changed_keys
     # when that citation was the source it was read from)
     deleted_keys: list[str] = []
+    # a scan stopped by its time budget (scan_inbox `budget_s`): the last file it looked at, where the next scan
+    # goes on, and how many files it left for then (None / 0: every file was looked at)
+    resume_after: str | None = None
+    deferred_files: int = 0
 
     @property
     def keys_to_run(self) -> list[str]:
@@ -140,13 +145,18 @@ _WARNED: set[tuple[str, str]] = set()  # (file, error) whose traceback this proc
 
 
 def scan_inbox(inbox: Path, catalog: Catalog, arrival_date: dt.date, *, max_pdf_pages: int = 300,
-               limits: InputLimits | None = None, undated: UndatedPolicy | None = None) -> ScanResult:
+               limits: InputLimits | None = None, undated: UndatedPolicy | None = None,
+               budget_s: float | None = None, resume_after: str | None = None) -> ScanResult:
     """Register what is new or changed in the inbox. Whatever goes wrong with one file (any exception, not
     only the anticipated IngestError) is reported for that file in `failed`, and the scan goes on. A file over
     the input `limits` is refused from its size before it is read; the limits are remembered in the catalog
     for the loads of what this scan registers, and when they changed, files that failed before are tried again
     (a raised limit admits what it refused). `undated` (ingest/dates.py) is what a new document without a
-    publication date does; when it changed since the last scan, files with documents it skipped are read again."""
+    publication date does; when it changed since the last scan, files with documents it skipped are read again.
+    `budget_s`: stop starting files once that many seconds have passed (a sensor tick must end well within
+    Dagster's limit, however many files arrive or however loaded the machine): the result says where the next
+    scan goes on (`resume_after`, given back here: the files after it come first, then the scan wraps round), so
+    every file is reached within a few ticks. A file is registered whole or not at all."""
     limits = limits or InputLimits()
     undated = undated or UndatedPolicy()
     retry_failed = catalog.set_setting(LIMITS_SETTING, limits.model_dump_json())
@@ -155,8 +165,14 @@ def scan_inbox(inbox: Path, catalog: Catalog, arrival_date: dt.date, *, max_pdf_
     listing = list_inbox(inbox)
     result.skipped = [relative_name(p, inbox) for p in listing.skipped]
     result.failed.extend(listing.refused)
-    for path in listing.sources:
-        rel = relative_name(path, inbox)
+    sources = [(relative_name(p, inbox), p) for p in listing.sources]
+    if resume_after is not None:  # go on after the file the last scan stopped at, then wrap round
+        sources = [s for s in sources if s[0] > resume_after] + [s for s in sources if s[0] <= resume_after]
+    started = monotonic()
+    for i, (rel, path) in enumerate(sources):
+        if budget_s is not None and i and monotonic() - started >= budget_s:
+            result.resume_after, result.deferred_files = sources[i - 1][0], len(sources) - i
+            break
         try:
             _scan_file(path, rel, inbox, catalog, arrival_date, max_pdf_pages, limits, result, retry_failed,
                        undated, retry_skipped)

@@ -36,6 +36,7 @@ from pydantic import BaseModel
 
 from karma_dagster.kg import adjudication as adj
 from karma_dagster.kg import admission_rules as rules
+from karma_dagster.kg import day_order
 from karma_dagster.kg import keyed
 from karma_dagster.kg import names as kg_names
 from karma_dagster.kg import reinforcement
@@ -77,6 +78,7 @@ class IncrementStats(BaseModel):
     n_review: int = 0  # same-day contradictions sent to review (kept out of the KG)
     n_superseded: int = 0  # older edges replaced by this date's triples (kept in history)
     n_refused: int = 0  # triples an admission rule kept out (kg/admission_rules.py), stored for review
+    withdrawn: list[dt.date] = []  # later dates withdrawn before this one merged (withdraw_later): merge them again
 
 
 TripleLike = Mapping[str, Any] | BaseModel
@@ -247,6 +249,7 @@ def merge_increment(
     params: KarmaParams | None = None,
     schema: KGSchema | None = None,
     date_sources: Mapping[str, str] | None = None,
+    withdraw_later: bool = False,
 ) -> IncrementStats:
     """Merge one date's documents (doc_key -> (accepted triples, new entities)) in one transaction.
 
@@ -256,6 +259,9 @@ def merge_increment(
     ~1000 rows; progress reporting, and the crash test's hook). `params` (adjudication thresholds) and `schema`
     (which relations contradict) default to KarmaParams() and the packaged schema. `date_sources` (doc_key ->
     the catalog's date source) goes on each evidence row: whether its date is the paper's publication date.
+    `withdraw_later`: the namespace's dates after `date` already merged are withdrawn first, in this transaction,
+    and listed in the stats' `withdrawn`: the caller merges them again after this date (kg/day_order.py), so the
+    KG stays the merge of its dates in ascending order.
     """
     t0 = time.perf_counter()
     if not backbone or not run_id:
@@ -265,6 +271,8 @@ def merge_increment(
     stamp = _Stamp(namespace or backbone, date, backbone, run_id, dt.datetime.now(dt.UTC).replace(tzinfo=None),
                    dict(date_sources or {}))
     with store.connect() as con, transaction(con):
+        withdrawn = day_order.later_merged(con, stamp.ns, date) if withdraw_later else []
+        day_order.withdraw(con, stamp.ns, withdrawn)
         # sizes from the edges this merge can change (kg/sizes.py): no count of the whole graph
         edges_start = kg_sizes.edge_count(con, stamp.ns)
         dropped = _previous_edges(con, stamp, list(prepared))
@@ -300,6 +308,7 @@ def merge_increment(
             seconds=0.0, n_discarded=actions.count("discard"), n_review=actions.count("review"),
             n_superseded=len({(r["against_head_id"], r["against_relation"], r["against_tail_id"])
                               for r in judged.rows if r["action"] == "replace"}), n_refused=len(refused),
+            withdrawn=withdrawn,
         )
         _record_increment(con, stats, stamp)
         _record_documents(con, fingerprints, stamp)

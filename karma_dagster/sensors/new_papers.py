@@ -17,6 +17,7 @@ from dagster._core.definitions.unresolved_asset_job_definition import Unresolved
 
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.ingest.inbox import scan_inbox
+from karma_dagster.jobs import READING_LANE
 from karma_dagster.params import ControllerParams
 from karma_dagster.partitioning.definitions import add_requests, documents_partitions
 from karma_dagster.resources.params import KarmaParamsResource
@@ -26,14 +27,23 @@ from karma_dagster.stage_store import StageStore
 from karma_dagster.stages import FINAL_STAGE
 
 
+# A tick's bounds (Dagster fails a sensor tick after 60 s): the inbox scan starts no file after SCAN_BUDGET_S (the
+# next tick goes on from there, ingest/inbox.py), and a tick requests at most REQUESTS_PER_TICK documents of the
+# outbox (the next tick the rest). A file is registered whole: one file's parse (PDFs read at most max_pdf_pages,
+# a 20,000-abstract PubTator file ~10 s) may run past the budget, so the budget leaves it the rest of the minute.
+SCAN_BUDGET_S = 15.0
+REQUESTS_PER_TICK = 1000
+
+
 def requested_documents(
-    catalog: Catalog, after_seq: int, namespaces: list[str], stages: StageStore
+    catalog: Catalog, after_seq: int, namespaces: list[str], stages: StageStore, limit: int | None = None
 ) -> tuple[list[tuple[str, str]], int]:
-    """(document key, content hash) from the outbox past `after_seq`, and the new cursor position.
+    """(document key, content hash) from the outbox past `after_seq` (at most `limit` entries), and the new cursor
+    position.
 
     Documents whose every backbone already evaluated this very content (e.g. processed by `karma run`) are
     not requested again."""
-    outbox = catalog.requests_after(after_seq)
+    outbox = catalog.requests_after(after_seq, limit)
     last = max((seq for seq, _, _ in outbox), default=after_seq)
     wanted = list(dict.fromkeys((key, chash) for _, key, chash in outbox))
     return [(key, chash) for key, chash in wanted if not _done(key, chash, namespaces, stages)], last
@@ -61,7 +71,7 @@ def plan_runs(
             partition_key=key,
             run_key=f"{key}@{content_hash[:16]}",
             job_name=job_name,
-            tags={"karma/document": key, "karma/trigger": "new_papers", **controller_tags.get(key, {})},
+            tags={"karma/document": key, "karma/trigger": "new_papers", **READING_LANE, **controller_tags.get(key, {})},
         )
         for key, content_hash in ordered
     ]
@@ -94,7 +104,8 @@ def plan_date_runs(
             tags["karma/cca_score"] = (f"{scores[0]:.4f}" if scores[0] == scores[-1]
                                        else f"{scores[0]:.4f}..{scores[-1]:.4f}")
         requests.append(dg.RunRequest(partition_key=date, run_key=f"{date}@{digest}", job_name=job_name,
-                                      tags={"karma/documents": str(len(docs)), "karma/trigger": "new_papers", **tags}))
+                                      tags={"karma/documents": str(len(docs)), "karma/trigger": "new_papers",
+                                            **READING_LANE, **tags}))
     return requests
 
 
@@ -137,8 +148,16 @@ def build_new_papers_sensor(
         previous = json.loads(context.cursor) if context.cursor else {}
         after = previous.get("last_request_seq", 0)
         result = scan_inbox(storage.inbox_dir(), catalog, arrival_date=dt.date.today(), limits=storage.input_limits(),
-                            undated=storage.undated_policy())
+                            undated=storage.undated_policy(), budget_s=SCAN_BUDGET_S,
+                            resume_after=previous.get("resume_after"))
         still_failing = set(previous.get("failed", []))  # the last tick's unreadable files (the cursor keeps them)
+        if result.deferred_files:  # the tick's time bound: the next tick goes on from there
+            context.log.info(f"inbox scan: {result.deferred_files} file(s) left for the next tick (a tick scans for "
+                             f"{SCAN_BUDGET_S:.0f} s at most), going on after {result.resume_after}")
+        looked_at = {*result.new_files, *result.changed_files, *result.unchanged_files,
+                     *(f.path for f in result.failed)}
+        failing = [f.path for f in result.failed] + sorted(p for p in still_failing - looked_at
+                                                           if result.deferred_files)
         for failure in result.failed:  # said on the tick a file starts failing, not every 15 s while it stays there
             if failure.path not in still_failing:
                 context.log.warning(f"skipped unreadable file: {failure.error}")
@@ -150,10 +169,11 @@ def build_new_papers_sensor(
             retired.append(plan.doc_key)
         for old, new in result.rekeyed.items():
             context.log.info(f"{old} moved to {new} (its publication date is now known)")
-        requested, last_seq = requested_documents(catalog, after, namespaces, storage.stage_store())
+        requested, last_seq = requested_documents(catalog, after, namespaces, storage.stage_store(),
+                                                  limit=REQUESTS_PER_TICK)
         cursor = json.dumps({
             "last_request_seq": last_seq, "new_files": result.new_files, "changed_files": result.changed_files,
-            "failed": [f.path for f in result.failed],
+            "failed": failing, "resume_after": result.resume_after,
         })
         gone = [k for k in retired if storage.partition_mode() == "document"
                 and context.instance.has_dynamic_partition(documents_partitions.name, k)]
