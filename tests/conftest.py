@@ -17,8 +17,10 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from pg_server import pg_server  # noqa: E402,F401 - one throwaway PostgreSQL per session (tests/pg_server.py)
 from pipelines import Pipeline, PipelineFactory  # noqa: E402,F401 - importable by name (two conftest modules)
+from suite_order import FileSeconds, slow_files_first  # noqa: E402 - the suite's file order and per-file times
 
 REPO = Path(__file__).resolve().parent.parent
+
 
 
 @pytest.fixture(scope="session")
@@ -82,3 +84,24 @@ def rendered():
               "tail_name": "hypertension", "tail_type": "Disease", "evidence": "Lisinopril lowered blood pressure."}
     return PromptStore(default_prompt_root()).render("schema_alignment", domain="general biomedicine",
                                                      triple=triple, candidates=["treats", "causes"])
+
+
+@pytest.hookimpl(trylast=True)  # after any plugin that reorders (pytest-randomly), so the slow files still lead
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    items[:] = slow_files_first(items)
+
+
+_FILE_SECONDS = FileSeconds()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _FILE_SECONDS.add(report.nodeid, report.duration)  # in the controller too, with xdist
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:  # noqa: ANN001
+    """The 15 slowest files (what suite_order.SLOW_FILES should list), beside --durations' slowest tests."""
+    lines = _FILE_SECONDS.slowest(15)
+    if len(lines) > 1:
+        terminalreporter.section("slowest files (set-up + call + tear-down, summed)")
+        for line in lines:
+            terminalreporter.write_line(line)

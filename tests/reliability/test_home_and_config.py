@@ -79,8 +79,15 @@ def test_two_processes_on_a_fresh_home_both_open_it_and_it_stays_usable(tmp_path
         assert set(inst.get_dynamic_partitions("documents")) == {"doc0", "doc1"}  # what the children added
 
 
+# A second short paper beside the shipped reading note: two documents whose chains take seconds, not minutes (what
+# the home does with an unfinished document does not depend on the document's size or format).
+SECOND_NOTE = ("Levofloxacin and tendon rupture in the elderly\n\nRESULTS\n\n"
+               "Levofloxacin caused tendinopathy and Achilles tendon rupture in two elderly patients.\n")
+
+
 def test_a_new_home_over_an_existing_data_dir_runs_the_unfinished_documents(make_pipeline, tmp_path: Path) -> None:
-    p = make_pipeline(inbox_files=("PMC4686705.xml", "PMC4737013.pdf"))
+    p = make_pipeline(inbox_files=("visfatin-hypothyroidism-note.txt",))
+    (p.inbox / "levofloxacin-note.txt").write_text(SECOND_NOTE, encoding="utf-8")
     keys, _ = runner.register_inbox(p.defs, p.instance)
     assert len(keys) == 2
     assert runner.run_documents(p.defs, p.instance, keys[:1], log=lambda _: None) == {}  # the other stays unfinished
