@@ -236,3 +236,41 @@ def test_a_new_papers_tick_stops_starting_files_at_its_budget_and_the_next_ticks
     assert sorted(name for names in parses for name in names) == sorted(f"note-{i}.txt" for i in range(7))
     assert len(Catalog(p.storage.catalog_path()).documents_for_dates(dt.date(2016, 1, 10), dt.date(2016, 1, 16))) == 7
     assert len(requested) == len(set(requested)) == 7  # a run per paper, or per day: one paper a day here
+
+
+def test_a_cold_controller_never_holds_a_new_papers_tick(make_pipeline, monkeypatch):
+    """The controller's first decision in a data folder builds its title lexicon (835 s at load 20 on a dev check):
+    the tick waits its budget at most, requests every paper at the default priority, and says why; the decision
+    goes on in the background and a later tick gets it."""
+    import threading
+
+    from sensor_ticks import tick
+
+    from karma_dagster.scheduling import plan
+    from karma_dagster.sensors import new_papers
+
+    p = make_pipeline()
+    (p.inbox / "note.txt").write_text("Metformin and thyroid function\nPublished: 2016-01-10\n\n"
+                                      "Metformin lowered TSH in 20 patients with hypothyroidism.\n")
+    release = threading.Event()
+    real_decide = plan.decide
+
+    def cold_decide(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - decide's own signature
+        release.wait(30)  # a lexicon still being built
+        return real_decide(*args, **kwargs)
+
+    monkeypatch.setattr(plan, "decide", cold_decide)
+    monkeypatch.setattr(new_papers, "CONTROLLER_BUDGET_S", 0.5)
+    try:
+        data = tick(p, "new_papers")
+    finally:
+        release.set()
+    assert [r.partition_key[:10] for r in data.run_requests] == ["2016-01-10"]
+    assert "dagster/priority" not in data.run_requests[0].tags  # the default priority: no decision in time
+    lines: list[str] = []
+    release.clear()
+    try:
+        tags = new_papers.controller_tags(p.storage, ["2016-01-10_note"], log=lines.append, budget_s=0.2)
+    finally:
+        release.set()
+    assert tags == {} and lines and "no decision within" in lines[0] and "default priority" in lines[0]
