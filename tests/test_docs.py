@@ -108,7 +108,8 @@ def test_the_link_checker_finds_a_broken_link_a_missing_anchor_and_an_issue_numb
     """The checks above can fail: a page with a missing file, a wrong anchor and an issue number is caught."""
     monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
     (tmp_path / "docs").mkdir()
-    (tmp_path / "docs" / "a.md").write_text("# The `local` backbone: what it is, and how right it is\n## Twice\n## Twice\n")
+    heading = "# The `local` backbone: what it is, and how right it is\n## Twice\n## Twice\n"
+    (tmp_path / "docs" / "a.md").write_text(heading)
     page = tmp_path / "README.md"
     page.write_text("[ok](docs/a.md#the-local-backbone-what-it-is-and-how-right-it-is) [ok](docs/a.md#twice-1)\n"
                     "[gone](docs/b.md) [bad anchor](docs/a.md#twice-2) [out](../x.md) `[code](nope.md)`\n"
