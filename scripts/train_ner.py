@@ -1,6 +1,6 @@
 """Train the learned NER the local backbone unions with its dictionary, and write it with its provenance.
 
-    python scripts/train_ner.py                 # the shipped model: data/models/ner (see the README for its time)
+    python scripts/train_ner.py                 # the shipped model: data/models/ner (its time: docs/benchmarks.md)
     python scripts/train_ner.py --out /tmp/ner --limit 20 --max-epochs 2   # a quick run
 
 Same corpora, seed and versions give the same model: the corpora's sha256 and every setting are written to

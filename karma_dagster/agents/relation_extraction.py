@@ -16,8 +16,8 @@ and a pair gets at most one of two opposite readings (OPPOSITE_LABELS): BioRED a
 paper's "raises" and "lowers" of one pair are the model's close call, not a contradiction in the literature for
 the CRA to send to review (issue 32: on BC5CDR train 420 of 424 conflicts were such same-paper pairs, and on BC5CDR
 dev the chain scored 0.007 below its no-conflict-resolution ablation). The better supported stays: on the training
-splits it scores as well as keeping both, a raised-first rule or any margin between them (README, "The whole chain
-on the dev splits").
+splits it scores as well as keeping both, a raised-first rule or any margin between them
+(docs/local-backbone.md, "The whole chain on the dev splits").
 """
 
 from __future__ import annotations

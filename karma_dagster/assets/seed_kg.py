@@ -18,7 +18,8 @@ class SeedKGConfig(dg.Config):
     nodes: str = Field("", description="node table; empty = the shipped demo subset data/seed_kg/nodes.tsv")
     edges: str = Field("", description="edge table; empty = data/seed_kg/edges.sif.gz")
     format: str = Field("hetionet", description="'hetionet' (id/name/kind + sif), 'generic' or 'kgx' (KGX TSV "
-                                                "nodes/edges with Biolink categories and predicates; see README)")
+                                                "nodes/edges with Biolink categories and predicates); "
+                                                "see docs/kg-formats.md")
     reimport: bool = Field(False, description="import again even when the KG already holds this very seed")
     if_grown: str = Field("refuse", description="a KG that already grew (evidence, extracted nodes): 'refuse' (the "
                                                 "run fails, nothing changed), 'replace' (the KG kept aside, restorable;"

@@ -15,7 +15,7 @@ Run by the EEA over all of a document's screened mentions before they are linked
   liver injury), as the corpora annotate it (`mesh_head_id`).
 - one id per mention cluster: the mentions of one name (same type, same normalized name) share the id most of
   them carry, so a name is not two entities within one abstract.
-Each step can be switched off (`NormalizationConfig`) for the ablation the README reports.
+Each step can be switched off (`NormalizationConfig`) for the ablation docs/benchmarks.md reports.
 """
 
 from __future__ import annotations

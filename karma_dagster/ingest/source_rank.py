@@ -8,7 +8,7 @@ a PubTator abstract. The catalog reads the best of them, and re-runs the paper o
   tier 2, your text:  a text file (it may hold a whole paper or three lines: it is read when nothing else holds it)
 
 A BioC document counts as full text from what it holds (a passage of the article's body), not from its format:
-PubTator3 exports abstracts and full texts alike. The README's source table states the same rule for users.
+PubTator3 exports abstracts and full texts alike. docs/project.md's source table states the same rule for users.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Which axis a stage asset is partitioned on: a document each, or a date each (the `partitions` setting).
 
 `document` (the default): a dynamic partition per paper. Every paper's runs, metadata, staleness and failures are
-its own in the UI. Measured (bench/scale.py, README): it holds a million papers with the UI's partition query
-at ~3.5-7 s, and every run over a range of them costs Dagster a listing of all document partitions per asset
+its own in the UI. Measured (bench/scale.py, docs/benchmarks.md): it holds a million papers with the UI's partition
+query at ~3.5-7 s, and every run over a range of them costs Dagster a listing of all document partitions per asset
 when the run is created (DagsterRun.get_resolved_partitions_subset_for_events): ~29 s a run at 1M, so a
 backfill there creates ~2 runs a minute. Both grow with the corpus.
 `date`: a partition per day that has papers (the `kg_dates` partitions the KG increment already has: ~19,000

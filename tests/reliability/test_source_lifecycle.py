@@ -1,5 +1,5 @@
 """A paper's sources over time: a newer or richer source never loses to an older or poorer one, whatever order the
-files arrive in (the README's table "One paper, several files").
+files arrive in (docs/project.md's table "One paper, several files").
 
 Every pair is tried in both arrival orders: a MEDLINE citation against the paper's PDF (with its sidecar), its JATS
 and a BioC export with body passages; a `<DeleteCitation>` against each of them; MEDLINE update files against each
