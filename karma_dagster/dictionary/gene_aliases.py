@@ -100,16 +100,17 @@ def _load(vocab_dir: str) -> GeneAliases:
     path = Path(vocab_dir) / HGNC_FILE
     if not path.exists():
         return GeneAliases()
-    owners: dict[str, dict[str, Candidate]] = defaultdict(dict)
+    owners: dict[str, set[str]] = defaultdict(set)  # alias key -> gene ids
+    genes: dict[str, tuple[str, str]] = {}  # gene id -> (symbol, name)
     by_first: dict[str, list[tuple[str, str, str]]] = defaultdict(list)  # first word -> (middle, number, id)
     symbols: set[str] = set()
     for entrez, symbol, name, aliases, previous in read_tsv_gz(path, 5):
         vid = f"NCBIGene:{entrez}"
-        cand = Candidate(vid, symbol, frozenset(_stems(name)))
+        genes[vid] = (symbol, name)
         symbols.add(alias_key(symbol))
-        for a in {*aliases.split("|"), *previous.split("|")}:
+        for a in f"{aliases}|{previous}".split("|"):
             if a:
-                owners[alias_key(a)][vid] = cand
+                owners[alias_key(a)].add(vid)
         first = name.lower().split(" ", 1)[0]
         m = _SPOKEN.match(name.lower())
         by_first[first].append((m.group(2), m.group(3), vid) if m and "," not in name else ("", "", ""))
@@ -121,5 +122,6 @@ def _load(vocab_dir: str) -> GeneAliases:
             for _middle, number, vid in forms:
                 spoken[first + number].add(vid)
     return GeneAliases(
-        {k: tuple(sorted(v.values(), key=lambda c: c.vocab_id)) for k, v in owners.items() if len(v) > 1},
+        {k: tuple(Candidate(v, genes[v][0], frozenset(_stems(genes[v][1]))) for v in sorted(ids))
+         for k, ids in owners.items() if len(ids) > 1},
         {k: next(iter(v)) for k, v in spoken.items() if len(v) == 1 and k not in symbols and k not in owners})

@@ -37,7 +37,7 @@ from karma_dagster.dictionary.variants import (PROSE_VARIANT, is_amino_acid_in_c
                                                variant_id)
 from karma_dagster.schemas.records import MentionSpan
 
-NER_VERSION = "local-ner.v1"
+NER_VERSION = "local-ner.v2"  # v2: a shared gene alias decided by its document (gene_aliases.py)
 
 _AA1 = "ACDEFGHIKLMNPQRSTVWY"
 _AA3 = "Ala|Arg|Asn|Asp|Cys|Gln|Glu|Gly|His|Ile|Leu|Lys|Met|Phe|Pro|Ser|Thr|Trp|Tyr|Val|Ter|Sec"

@@ -16,6 +16,7 @@ entry term names that descriptor too. The rules, each kept only where it names o
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -27,15 +28,28 @@ MESH_FILE = "mesh-current.tsv.gz"
 SUPPLEMENTARY_FILE = "mesh-supplementary-drugs.tsv.gz"
 _BRANCH_OF_KIND = {"Compound": "chemical", "Disease": "disease", "Side Effect": "disease"}
 _LEVO = "levo"
+_NOT_ALNUM = re.compile(r"[\W_]+")
 
 
 def _key(name: str) -> str:
     return normalize_name(name).strip()
 
 
-def mesh_terms(base: Path) -> dict[str, dict[str, set[str]]]:
-    """branch ("chemical" or "disease") -> name key -> the MeSH ids (MESH:...) that name or entry term is of."""
+def _cheap(name: str) -> str:
+    """A loose key that every spelling `_key` makes one also shares: it picks the few MeSH terms worth normalizing
+    (a quarter million of them, a few thousand node names)."""
+    return _NOT_ALNUM.sub("", name.lower())
+
+
+def mesh_terms(base: Path, wanted: set[str] | None = None) -> dict[str, dict[str, set[str]]]:
+    """branch ("chemical" or "disease") -> name key -> the MeSH ids (MESH:...) that name or entry term is of; only
+    terms whose `_cheap` key is `wanted`, when given."""
     terms: dict[str, dict[str, set[str]]] = {"chemical": defaultdict(set), "disease": defaultdict(set)}
+
+    def note(branch: str, term: str, mesh_id: str) -> None:
+        if term and (wanted is None or _cheap(term) in wanted):
+            terms[branch][_key(term)].add(f"MESH:{mesh_id}")
+
     if (base / MESH_FILE).exists():
         for mesh_id, name, entry_terms, trees in read_tsv_gz(base / MESH_FILE, 4):
             tns = trees.split("|")
@@ -43,13 +57,11 @@ def mesh_terms(base: Path) -> dict[str, dict[str, set[str]]]:
                       else "chemical" if any(t.startswith("D") for t in tns) else None)
             if branch:
                 for term in (name, *entry_terms.split("|")):
-                    if term:
-                        terms[branch][_key(term)].add(f"MESH:{mesh_id}")
+                    note(branch, term, mesh_id)
     if (base / SUPPLEMENTARY_FILE).exists():
         for mesh_id, name, synonyms, _mapped in read_tsv_gz(base / SUPPLEMENTARY_FILE, 4):
             for term in (name, *synonyms.split("|")):
-                if term:
-                    terms["chemical"][_key(term)].add(f"MESH:{mesh_id}")
+                note("chemical", term, mesh_id)
     return terms
 
 
@@ -58,12 +70,12 @@ def name_xrefs(base: Path, known: dict[str, set[str]]) -> dict[str, set[str]]:
     give it, and only ids that then name one node of its kind)."""
     if not (base / NODES_FILE).exists():
         return {}
-    terms = mesh_terms(base)
+    nodes = [(i, name, kind) for i, name, kind in read_tsv_gz(base / NODES_FILE, 3) if kind in _BRANCH_OF_KIND and name]
+    wanted = {_cheap(n) for _i, n, _k in nodes} | {_cheap(n)[len(_LEVO):] for _i, n, k in nodes if k == "Compound"}
+    terms = mesh_terms(base, wanted)
     found: dict[str, tuple[str, str]] = {}  # node id -> (kind, MeSH id)
-    for node_id, name, kind in read_tsv_gz(base / NODES_FILE, 3):
-        branch = _BRANCH_OF_KIND.get(kind)
-        if branch is None or not name:
-            continue
+    for node_id, name, kind in nodes:
+        branch = _BRANCH_OF_KIND[kind]
         key = _key(name)
         ids = terms[branch].get(key, set())
         if not ids and kind == "Compound" and key.startswith(_LEVO) and len(key) > len(_LEVO) + 3:
