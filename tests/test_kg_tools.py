@@ -83,6 +83,19 @@ def test_search_instance_goes_through_the_index_with_ids_types_and_comments(tool
     assert far.ok and "search under another name" in far.message
 
 
+def test_search_instance_finds_what_create_instance_refuses(tools: KGTools):
+    """Search and create share one identity lookup: "paracetamol" (a MeSH entry term of acetaminophen) is found
+    as the seed's Acetaminophen, the instance create_instance names when it refuses to create it."""
+    found = tools.search_instance("paracetamol")
+    top = found.data["results"][0]
+    assert (top["id"], top["label"], top["distance"]) == ("Compound::DB00316", "Acetaminophen", 0.0)
+    assert "1 likely match" in found.message and "Compound::DB00316" in found.message
+    refused = tools.create_instance("paracetamol", "the analgesic", "Compound")
+    assert not refused.ok and top["id"] in refused.message
+    typed = tools.search_instance("paracetamol", type="Gene")  # identity never crosses kinds
+    assert all(r["id"] != "Compound::DB00316" or r["distance"] > 0 for r in typed.data["results"])
+
+
 def test_search_class_and_property(tools: KGTools):
     r = tools.search_class("Protein")
     assert r.data["results"][0]["label"] == "Gene" and "'Protein' means class 'Gene'" in r.message

@@ -27,6 +27,7 @@ from spacy.language import Language
 from spacy.tokens import Doc, Span
 from spacy.util import filter_spans
 
+from karma_dagster.dictionary.gene_aliases import GeneAliases
 from karma_dagster.dictionary.learned_ner import load_learned
 from karma_dagster.dictionary.lexicon import GENE_SYMBOL_SHAPE, HUMAN, Lexicon, make_nlp
 from karma_dagster.dictionary.ner_training import MODEL_DIR
@@ -36,7 +37,7 @@ from karma_dagster.dictionary.variants import (PROSE_VARIANT, is_amino_acid_in_c
                                                variant_id)
 from karma_dagster.schemas.records import MentionSpan
 
-NER_VERSION = "local-ner.v1"
+NER_VERSION = "local-ner.v2"  # v2: a shared gene alias decided by its document (gene_aliases.py)
 
 _AA1 = "ACDEFGHIKLMNPQRSTVWY"
 _AA3 = "Ala|Arg|Asn|Asp|Cys|Gln|Glu|Gly|His|Ile|Leu|Lys|Met|Phe|Pro|Ser|Thr|Trp|Tyr|Val|Ter|Sec"
@@ -150,6 +151,7 @@ class LexiconRuler:
                 if not (s.label_ == "Chemical" and is_amino_acid_in_change(doc.text, s.start_char, s.end_char))]
         kept = self._link_rs(doc, kept)
         kept = self._genes_listed_among_genes(doc, kept)
+        kept = self._shared_gene_aliases(doc, kept)
         doc.set_ents(kept)
         doc._.karma_long_forms = {k: v for k, v in long_forms.items() if any(
             (s.start_char, s.end_char) == k for s in kept)}
@@ -176,6 +178,19 @@ class LexiconRuler:
                 near = listed_with(k)
                 if near and all(n.label_ == "Gene" for n in near) and (ids := self.lexicon.taxon_ids(s.text)):
                     s = Span(doc, s.start, s.end, label="Gene", kb_id=ids.get(HUMAN) or ids[min(ids)])
+            out.append(s)
+        return out
+
+    def _shared_gene_aliases(self, doc: Doc, spans: list[Span]) -> list[Span]:
+        """A gene alias several human genes share ("COX-2": PTGS2 and MT-CO2) names the one its document's words
+        tell, else the nuclear gene (dictionary/gene_aliases.py)."""
+        aliases = GeneAliases.load()
+        out = []
+        for s in spans:
+            if s.label_ == "Gene" and s.kb_id_.startswith("NCBIGene:"):
+                vid = aliases.resolve(s.text, s.kb_id_, doc.text)
+                if vid != s.kb_id_:
+                    s = Span(doc, s.start, s.end, label=s.label_, kb_id=vid)
             out.append(s)
         return out
 

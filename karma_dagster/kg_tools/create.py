@@ -18,6 +18,7 @@ from karma_dagster.kg_tools import bounds
 from karma_dagster.kg_tools.context import ToolContext, caller_tag
 from karma_dagster.kg_tools.ontology import ClassInfo, Ontology, PropertyInfo, label_key
 from karma_dagster.kg_tools.results import Refused, ToolResult, did_you_mean
+from karma_dagster.kg_tools.search import known_instance
 from karma_dagster.kg_tools.staging import TOOL_PREFIX, DocumentStage
 from karma_dagster.schemas.records import EvaluatedRow, MentionRow
 
@@ -158,7 +159,7 @@ def create_instance(ctx: ToolContext, label: str, comment: str, type: str, docum
         raise Refused(f"class {cls.label!r} has no schema node kind among its super classes, so the KG cannot store "
                       "its instances; use a class under one of: " + ", ".join(ctx.schema.node_kinds))
     # one node per entity (issue 27): a name, synonym or entry term of an existing instance is that instance
-    known = ctx.identity().by_name(label, [cls.kind])
+    known = known_instance(ctx, label, [cls.kind])  # the lookup search_instance answers with
     if known is not None:
         how = "is its name" if known.by == "name" else "names it (a synonym or entry term of the same vocabulary id)"
         raise Refused(f"{label!r} {how}: instance {known.node.id} ({known.node.name}, {known.node.kind}) exists; "

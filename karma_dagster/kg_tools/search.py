@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 from karma_dagster.kg.entity_index import compatible_kinds
+from karma_dagster.kg.identity import Identified
 from karma_dagster.kg import names as kg_names
 from karma_dagster.kg_tools import bounds
 from karma_dagster.kg_tools.context import ToolContext
@@ -35,6 +36,13 @@ def staged_instances(stage: DocumentStage) -> list[dict]:
             for m in stage.mentions() if m.status == "new"]
 
 
+def known_instance(ctx: ToolContext, text: str, kinds: list[str] | None) -> Identified | None:
+    """The instance a name already is (kg/identity.py: its name, a synonym, an entry term or cross-reference of
+    the same vocabulary id, a gene's spoken name): the one lookup search_instance answers with and
+    create_instance refuses by, so a model is never told nothing is near a name it may not create."""
+    return ctx.identity().by_name(text, kinds)
+
+
 def search_instance(ctx: ToolContext, text: str, type: str | None = None, document: str | None = None,
                     k: int = 5) -> ToolResult:
     text = _text(text)
@@ -49,16 +57,26 @@ def search_instance(ctx: ToolContext, text: str, type: str | None = None, docume
             raise Refused(f"no class {type!r}{did_you_mean(onto.close_classes(type), 'call search_class')}; "
                           "or search without a type")
         kinds = [cls.kind] if cls.kind else None
+    known = known_instance(ctx, text, kinds)
     (hits,) = ctx.index().search([text], kinds, k=k)
-    info = ctx.store.nodes_by_id([h.entity_id for h in hits], ctx.namespace)
+    info = ctx.store.nodes_by_id([h.entity_id for h in hits] + ([known.node.id] if known else []), ctx.namespace)
+
+    def where(node: dict) -> str:
+        return (f"added by document {node['created_by_doc']}" if node.get("source") == "extracted"
+                else "seed KG" + (f", {node['vocab_id']}" if node.get("vocab_id") else ""))
+
     results = []
+    if known is not None:  # who the name is comes first, at distance 0, whatever the index thinks of it
+        n = known.node
+        how = "its name" if known.by == "name" else "a synonym or entry term of its vocabulary id"
+        results.append({"id": n.id, "label": n.name, "type": n.kind, "matched_name": text, "distance": 0.0,
+                        "source": n.source, "comment": f"{n.kind}; {where(info.get(n.id, {}))}; {text!r} is {how}"})
+        hits = [h for h in hits if h.entity_id != n.id]
     for h in hits:
         node = info.get(h.entity_id, {})
-        where = (f"added by document {node['created_by_doc']}" if node.get("source") == "extracted"
-                 else "seed KG" + (f", {node['vocab_id']}" if node.get("vocab_id") else ""))
         results.append({"id": h.entity_id, "label": node.get("name", h.name), "type": h.kind,
                         "matched_name": h.name, "distance": round(h.distance, 3), "source": h.source,
-                        "comment": f"{h.kind}; {where}"})
+                        "comment": f"{h.kind}; {where(node)}"})
     if document:
         wanted = set(compatible_kinds(kinds[0]) or ()) if kinds else None
         merged = {r["id"] for r in results}
