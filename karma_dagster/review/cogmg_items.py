@@ -41,8 +41,11 @@ def accepted_item_ids(queue: ReviewQueue) -> set[str]:
 
 
 def items_from_completions(completions: Iterable[Completion], partition_key: str | None = None) -> list[ReviewItem]:
+    """One item per completed triple; a completion verification refused (one entity at both ends) is no item."""
     items: dict[str, ReviewItem] = {}
     for c in completions:
+        if getattr(c, "refused", ""):
+            continue
         item = from_completion(c, partition_key)
         old = items.get(item.item_id)
         if old is None or item.score > old.score:  # the same triple filled twice: the better supported one
