@@ -348,6 +348,10 @@ def test_verification_reads_the_relation_and_proposes_the_one_the_passage_states
     wrong = verify(_completion("treats", LITHIUM, ARRHYTHMIA), data)
     assert not wrong.supported and wrong.score == 0.0 and wrong.proposed_relation == "causes"
     assert wrong.verdict.startswith("states causes in ") and "It also causes" in wrong.support_sentence
+    from karma_dagster.review.cogmg_items import items_from_completions
+
+    [item] = items_from_completions([wrong])  # the reviewer sees the correction the passage supports
+    assert "NOT supported" in item.note and "the passage states 'causes' instead" in item.note
 
 
 def test_a_negated_passage_does_not_verify(data):

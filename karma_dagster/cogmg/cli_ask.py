@@ -100,8 +100,9 @@ def render(answer, completions, out=None, queued: dict[str, int] | None = None, 
     print(("HIT" if answer.hit else "MISS") + f" on the {answer.backbone} KG", file=out)
     if answer.hit:
         print(f"answer: {', '.join(answer.answers)}", file=out)
-    if answer.citations and not answer.hit:
-        print("no fact found in the KG", file=out)
+    if not answer.hit:
+        print("no fact found in the KG" + ("" if answer.citations else " (and no verified completion to answer from)"),
+              file=out)
     if answer.citations:
         print(f"written answer ({answer.writer}):", file=out)
         print(f"  {answer.text or '(none: no claim kept)'}", file=out)
