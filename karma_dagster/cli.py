@@ -341,6 +341,8 @@ def _quiet_known_noise() -> None:
 
 
 EXIT_FAILURE, EXIT_USAGE, STORE_CORRUPT_EXIT = 1, 2, 3
+EXIT_CODES_HELP = ("exit codes: 0 done (for `karma ask`: answered, including 'no fact found' and 'not understood'); "
+                   "1 failure; 2 bad input (a path, a name, a date, a question); 3 a corrupt store; 130 interrupted")
 
 
 class UsageError(Exception):
@@ -494,7 +496,7 @@ def _say_which_backbones_file(command: str):  # noqa: ANN202 - the listener it r
 
 def _main(argv: list[str]) -> int:
     _quiet_known_noise()
-    parser = OneLineParser(prog="karma", description=__doc__)
+    parser = OneLineParser(prog="karma", description=__doc__, epilog=EXIT_CODES_HELP)
     parser.add_argument("--debug", action="store_true", help="print the traceback of an error, then its one line")
     sub = parser.add_subparsers(dest="command", required=True)
 

@@ -17,7 +17,7 @@ import pytest
 
 from karma_dagster import services
 from karma_dagster.cogmg import complete
-from karma_dagster.cogmg.answer import NoLinkableEntity, answer_question, run_plan
+from karma_dagster.cogmg.answer import answer_question, run_plan
 from karma_dagster.cogmg.benchmark import benchmark
 from karma_dagster.cogmg.models import LinkedEntity, QueryPlan, QueryStep
 from karma_dagster.cogmg.pipeline import complete_answer
@@ -121,9 +121,23 @@ def test_candidates_are_the_chains_unaccepted_triples(data):
     assert evaluated.partitions("local", "evaluated")
 
 
-def test_no_linkable_entity_is_a_clear_error(data):
-    with pytest.raises(NoLinkableEntity, match="no linkable entity"):
-        answer_question("What is the meaning of life?", backbone="local", settings=LOCAL, data=data)
+def test_a_question_naming_no_entity_is_not_understood_without_a_kg_query(data, monkeypatch, capsys):
+    from karma_dagster.cogmg import answer as answer_module
+    from karma_dagster.cogmg.cli_ask import cmd_ask
+
+    def no_query(*_a, **_k):  # noqa: ANN202
+        raise AssertionError("the KG was queried for a question naming no entity")
+
+    monkeypatch.setattr(answer_module, "execute", no_query)
+    monkeypatch.setattr(answer_module, "kg_store", no_query)
+    answer = answer_question("What is the meaning of life?", backbone="local", settings=LOCAL, data=data)
+    assert not answer.understood and not answer.hit and not answer.plan.steps and not answer.missing
+    assert answer.error.startswith("not understood: no linkable entity") and answer.text.startswith("Not understood")
+    args = argparse.Namespace(question="What is the meaning of life?", backbone="local", data_dir=str(data.root),
+                              no_complete=False, no_queue=True)
+    assert cmd_ask(args) == 0  # answered: "not understood" is an answer, not a failure
+    out = capsys.readouterr().out
+    assert "NOT UNDERSTOOD: no linkable entity" in out and "(the KG was not queried)" in out and "MISS" not in out
 
 
 def test_plan_values_are_bound_never_pasted_into_sql(data):
@@ -144,14 +158,22 @@ def test_karma_ask_prints_plan_miss_and_supported_completions(data, capsys):
 
     args = argparse.Namespace(question=BY_ID["arrhythmia-drug"].question, backbone="local",
                               data_dir=str(data.root), no_complete=False, no_queue=True)
-    assert cmd_ask(args) == 1  # a miss
+    assert cmd_ask(args) == 0  # a miss is answered: no fact found in the KG, an answer from the completions
     out = capsys.readouterr().out
     assert "plan (local:" in out and "? -causes-> cardiac arrhythmia" in out and "MISS on the local KG" in out
-    assert "missing triples:" in out and "SUPPORTED" in out
-    bad = argparse.Namespace(question="What is the meaning of life?", backbone="local", data_dir=str(data.root),
-                             no_complete=False, no_queue=True)
-    assert cmd_ask(bad) == 1
-    assert "no linkable entity" in capsys.readouterr().err
+    assert "missing triples:" in out and "SUPPORTED" in out and "states causes" in out
+    # CogMG's answer after completion: written from the verified completions, marked as not yet in the KG, each
+    # citing the document and the sentence that states it
+    assert "no fact found in the KG" in out
+    written = out.split("written answer (local: template over verified completions (not yet in the KG)):\n")[1]
+    text = written.splitlines()[0]
+    assert text.startswith("  Not yet in the KG (read in the literature, awaiting review): Cardiac arrhythmia is "
+                           "caused by ")
+    cited = re.findall(r"^  \[(\d+)\] (.+) -causes-> cardiac arrhythmia \((\S+#p\d+), not yet in the KG\)$",
+                       written, re.M)
+    assert cited and _markers(text) == {int(n) for n, _h, _p in cited}
+    assert any(h.lower() in {"lithium", "lithium carbonate"} and "6794356" in p for _n, h, p in cited)
+    assert "It also causes neurologic depression, cyanosis, and cardiac arrhythmia" in written  # the sentence
 
 
 # ---------------------------------------------------------------- `karma ask`: cited answers, two hops, review
@@ -258,18 +280,18 @@ def test_karma_ask_queues_a_miss_completions_for_review_once(data, capsys):
     queue, key = ReviewQueue.for_data(data), ask_key(question)
     edges = _kg_edge_count(data)
     try:
-        assert cmd_ask(_ask_args(data, question)) == 1
+        assert cmd_ask(_ask_args(data, question)) == 0
         out = capsys.readouterr().out
         pending = [i for i, _ in queue.items(source="cogmg")]
         completions = CogmgStore(data).read_completions("local", key)
         assert completions and any(c.supported for c in completions)
-        assert len(pending) == len({(c.head_id, c.relation, c.tail_id) for c in completions})
+        assert len(pending) == len({(c.head_id, c.relation, c.tail_id) for c in completions if not c.refused})
         assert all(i.origin == key and i.change for i in pending)
         assert f"queued for review: {len(pending)} item(s) ({len(pending)} new" in out
         assert f"karma review --data-dir {data.root}" in out
         # `karma review` collects the very same items from the completions file
         assert {i.item_id for i in collect_cogmg(data)} == {i.item_id for i in pending}
-        assert cmd_ask(_ask_args(data, question)) == 1  # asked again: refreshed, not duplicated
+        assert cmd_ask(_ask_args(data, question)) == 0  # asked again: refreshed, not duplicated
         assert "(0 new, " in capsys.readouterr().out
         assert len(queue.items(source="cogmg")) == len(pending)
         assert _kg_edge_count(data) == edges  # nothing enters the KG without review
@@ -299,6 +321,92 @@ def test_the_written_answer_check_keeps_only_claims_citing_existing_markers():
     assert any("names no entity" in n and "Aspirin" in n for n in notes)
 
 
+# ---------------------------------------------------------------- verification reads the relation, refuses self-edges
+def _completion(relation: str, head: tuple[str, str, str], tail: tuple[str, str, str], backbone: str = "local",
+                question: str = "Which drug causes cardiac arrhythmia when consumed prior to delivery?"):  # noqa: ANN202
+    from karma_dagster.cogmg.models import Completion
+
+    return Completion(question_id="q", question=question, backbone=backbone, head_id=head[0], head_name=head[1],
+                      head_kind=head[2], relation=relation, tail_id=tail[0], tail_name=tail[1], tail_kind=tail[2],
+                      method="llm", passages=[], supported=False, score=0.0, evidence_doc_keys=[],
+                      evidence="filled by a test")
+
+
+LITHIUM = ("Compound::test-lithium", "Lithium", "Compound")
+ARRHYTHMIA = ("Disease::test-arrhythmia", "cardiac arrhythmia", "Disease")
+
+
+def test_verification_reads_the_relation_and_proposes_the_one_the_passage_states(data):
+    from karma_dagster.cogmg.verify import verify
+
+    # the shipped abstract: "Lithium carbonate may be a factor ... It also causes ... cardiac arrhythmia when
+    # consumed prior to delivery": the pronoun's sentence states `causes`
+    good = verify(_completion("causes", LITHIUM, ARRHYTHMIA), data)
+    assert good.supported and good.verdict == "states causes" and not good.proposed_relation
+    assert "It also causes" in good.support_sentence and "6794356" in good.support_passage
+    # the same passage read for `treats`: it names both ends, but states that lithium causes the arrhythmia
+    wrong = verify(_completion("treats", LITHIUM, ARRHYTHMIA), data)
+    assert not wrong.supported and wrong.score == 0.0 and wrong.proposed_relation == "causes"
+    assert wrong.verdict.startswith("states causes in ") and "It also causes" in wrong.support_sentence
+    from karma_dagster.review.cogmg_items import items_from_completions
+
+    [item] = items_from_completions([wrong])  # the reviewer sees the correction the passage supports
+    assert "NOT supported" in item.note and "the passage states 'causes' instead" in item.note
+
+
+def test_a_negated_passage_does_not_verify(data):
+    from karma_dagster.cogmg.verify import verify
+
+    store, ns = StageStore(data.stages_dir), "negated"
+    key = next(k for k in store.partitions("local", "documents") if "6794356" in k)
+    frame = store.read("local", "documents", key)
+    said = "It also causes neurologic depression, cyanosis, and cardiac arrhythmia when consumed prior to delivery."
+    assert any(said in t for t in frame["text"])
+    denied = "Lithium did not cause cardiac arrhythmia when consumed prior to delivery."
+    store.write(ns, "documents", key, frame.assign(text=[t.replace(said, denied) for t in frame["text"]]))
+    refuted = verify(_completion("causes", LITHIUM, ARRHYTHMIA, backbone=ns), data)
+    assert any(len(p.entities) == 2 for p in refuted.passages)  # both ends co-occur in the passage ...
+    assert not refuted.supported and refuted.verdict.startswith("negated in ")  # ... but the sentence denies it
+    assert refuted.support_sentence == denied and refuted.score == 0.0
+
+
+def test_a_completion_naming_one_entity_twice_is_refused_with_its_reason(data):
+    from karma_dagster.cogmg.cli_ask import render
+    from karma_dagster.cogmg.verify import verify
+    from karma_dagster.review.cogmg_items import items_from_completions
+
+    same_id = verify(_completion("causes", LITHIUM, LITHIUM), data)
+    same_name = verify(_completion("causes", LITHIUM, ("NEW:Chemical:lithium", "lithium", "Compound")), data)
+    for c, why in ((same_id, "both ends are Compound::test-lithium"), (same_name, "both ends are named 'Lithium'")):
+        assert not c.supported and c.score == 0.0 and c.verdict == "refused"
+        assert c.refused == f"names one entity twice: {why}"
+    assert not items_from_completions([same_id, same_name])  # never queued for review
+    answer = answer_question(BY_ID["arrhythmia-drug"].question, backbone="local", settings=LOCAL, data=data)
+    out = __import__("io").StringIO()
+    render(answer, [same_id], out=out)
+    assert "Lithium -causes-> Lithium  [llm, REFUSED: names one entity twice: both ends are Compound::test-lithium]" \
+        in out.getvalue() and "SUPPORTED" not in out.getvalue()
+
+
+def test_karma_ask_exit_codes_are_stated_and_kept(data, capsys):
+    from karma_dagster import cli
+    from karma_dagster.cogmg.cli_ask import cmd_ask
+
+    for argv in (["--help"], ["ask", "--help"]):
+        with pytest.raises(SystemExit) as exc:
+            cli.main(argv)
+        assert exc.value.code == 0
+        said = " ".join(capsys.readouterr().out.split())
+        assert "exit codes: 0" in said and "'no fact found'" in said and "'not understood'" in said
+        assert "2 bad input" in said and "1 failure" in said
+    assert cmd_ask(_ask_args(data, "   ")) == 2 and "the question is empty" in capsys.readouterr().err
+    assert cmd_ask(_ask_args(data, "Which genes does x" * 200)) == 2
+    assert "characters long" in capsys.readouterr().err
+    assert cmd_ask(_ask_args(data, "Which drugs treat glaucoma?", backbone="nope")) == 2
+    assert "--backbone nope: not in backbones.yaml" in capsys.readouterr().err
+    assert cli.main(["ask", "What is the meaning of life?", "--data-dir", str(data.root), "--no-queue"]) == 0
+
+
 # ---------------------------------------------------------------- the LLM path, through the loopback server
 def test_llm_decomposition_is_schema_constrained_asked_again_once_and_completes(data, server):
     from fake_openai_server import agent_of
@@ -321,7 +429,7 @@ def test_llm_decomposition_is_schema_constrained_asked_again_once_and_completes(
                              llm_backbone=llm)
     assert [agent_of(r) for r in server.requests] == ["cogmg_decompose", "cogmg_decompose"]
     assert '"induces"' in server.requests[1]["messages"][0]["content"]  # the re-ask names the bad label
-    assert answer.plan.decomposer.startswith("cogmg_decompose.v2@")
+    assert answer.plan.decomposer.startswith("cogmg_decompose.v3@")
     assert any("asked again once" in n for n in answer.plan.notes)
     assert [(s.relation, s.direction) for s in answer.plan.steps] == [("causes", "in")]
     assert not answer.hit and answer.missing[0].head == "?"
@@ -330,6 +438,59 @@ def test_llm_decomposition_is_schema_constrained_asked_again_once_and_completes(
     [c] = completions
     assert (c.method, c.head_name, c.relation) == ("llm", "Lithium", "causes") and c.head_id.startswith("Compound::")
     assert c.supported and q.source.split("#")[1] in c.evidence_doc_keys[0]
+
+
+def test_a_plan_naming_an_entity_absent_from_the_question_is_refused_and_asked_again_once(data, server):
+    from fake_openai_server import agent_of
+
+    from karma_dagster.backbones.llm import LLMBackbone, LLMClient, PromptStore
+
+    server.reset()
+    ns = "fake"
+    client = LLMClient("openai/fake-model", api_base=server.url, api_key="x", backoff_base=0.01, timeout=10,
+                       name=ns)
+    llm = LLMBackbone(ns, client, PromptStore(), "general biomedicine")
+    settings = BackboneSettings(kind="litellm", model="openai/fake-model")
+    q = BY_ID["arrhythmia-drug"]
+    invented = {"entity": "PWRN", "entity_kind": "Gene", "relation": "associates", "direction": "out",
+                "answer_kind": "Disease"}
+    grounded = {"entity": "cardiac arrhythmia", "entity_kind": "Disease", "relation": "causes", "direction": "in",
+                "answer_kind": "Compound"}
+    server.script(json.dumps({"steps": [grounded, invented]}), json.dumps({"steps": [grounded]}))
+    answer = answer_question(q.question, backbone=ns, settings=settings, data=data, question_id=q.id,
+                             llm_backbone=llm)
+    assert [agent_of(r) for r in server.requests] == ["cogmg_decompose", "cogmg_decompose"]
+    told = 'started from entities the question does not name: ["PWRN"]'
+    assert told in server.requests[1]["messages"][0]["content"]  # the re-ask names what it invented
+    assert told not in server.requests[0]["messages"][0]["content"]
+    assert answer.understood and any("['PWRN'], which the question does not name: asked again once" in n
+                                     for n in answer.plan.notes)
+    [step] = answer.plan.steps
+    assert step.entity.name.lower() == "cardiac arrhythmia"
+    assert q.question[slice(*step.entity.span)].lower() == "cardiac arrhythmia"
+
+    server.reset()
+    server.script(json.dumps({"steps": [invented]}), json.dumps({"steps": [invented]}))
+    again = answer_question(q.question, backbone=ns, settings=settings, data=data, question_id=q.id,
+                            llm_backbone=llm)
+    assert len(server.requests) == 2  # asked again once, never more; no completion asked for
+    assert not again.understood and not again.plan.steps and not again.triples and not again.missing
+    assert again.error == "not understood: the plan starts from ['PWRN'], which the question does not name"
+
+
+def test_grounding_keeps_a_plan_to_the_spans_of_its_question():
+    from karma_dagster.cogmg.grounding import find_span, ground_plan
+
+    question = "Which drug causes cardiac arrhythmia when consumed prior to delivery?"
+    arrhythmia = LinkedEntity(mention="Cardiac  Arrhythmia", entity_id="D", name="cardiac arrhythmia",
+                              kind="Disease", distance=0.0)
+    invented = LinkedEntity(mention="PWRN", entity_id="G", name="PWRN", kind="Gene", distance=0.0)
+    plan = QueryPlan(question=question, decomposer="test", steps=[
+        QueryStep(entity=arrhythmia, relation="causes", direction="in"),
+        QueryStep(entity=invented, relation="associates", direction="out")])
+    kept, missing = ground_plan(plan)
+    assert missing == ["PWRN"] and [s.entity.span for s in kept.steps] == [(18, 36)]
+    assert find_span(question, ["arrhythmia"]) == (26, 36) and find_span(question, ["rhythm"]) is None
 
 
 def test_karma_ask_on_an_llm_backbone_reads_its_key_env_plans_two_hops_and_checks_citations(
@@ -382,7 +543,7 @@ def test_karma_ask_on_an_llm_backbone_reads_its_key_env_plans_two_hops_and_check
     out = capsys.readouterr().out
     assert server.authorizations and set(server.authorizations) == {"Bearer sk-karma-test-ask-0000"}
     assert [agent_of(r) for r in server.requests] == ["cogmg_decompose", "cogmg_answer"]
-    assert "plan (cogmg_decompose.v2@" in out and "glaucoma <-treats- ? -binds-> ?" in out
+    assert "plan (cogmg_decompose.v3@" in out and "glaucoma <-treats- ? -binds-> ?" in out
     assert "written answer (cogmg_answer.v1@" in out
     written = out.split("written answer")[1].splitlines()[1]
     assert "treats glaucoma and binds" in written and "cannabis" not in written and "Laser" not in written

@@ -234,7 +234,7 @@ def test_single_agent_judge_controller_and_cogmg_prompts_answer_through_the_sche
 
     data = DataPaths(p.storage.root(), inbox=p.inbox)
     plan = decompose("Which drugs treat pulmonary hypertension?", llm, data, "smollm2", 0.5)
-    assert plan.decomposer.startswith("cogmg_decompose.v2@")
+    assert plan.decomposer.startswith("cogmg_decompose.v3@")
     assert all(s.relation in __import__("karma_dagster.services", fromlist=["x"]).kg_schema().relation_names
                for s in plan.steps)  # the grammar held the plan to the schema's relations
     fills = complete("Which drugs treat pulmonary hypertension?", [OpenTriple(

@@ -10,9 +10,9 @@ import dagster as dg
 from pydantic import Field
 
 from karma_dagster.assets.chain import backbone_group, kg_key
-from karma_dagster.cogmg.answer import NoLinkableEntity, answer_question
+from karma_dagster.cogmg.answer import answer_question
 from karma_dagster.cogmg.benchmark import BenchmarkRow, benchmark, markdown
-from karma_dagster.cogmg.models import Answer, Completion, QueryPlan
+from karma_dagster.cogmg.models import Completion
 from karma_dagster.cogmg.pipeline import complete_answer
 from karma_dagster.cogmg.questions import load_all, question_key, split_key
 from karma_dagster.cogmg.store import CogmgStore
@@ -59,12 +59,8 @@ def _answers(ns: str) -> dg.AssetsDefinition:
             if key not in questions:
                 raise ValueError(f"question partition {key!r} has no question in data/questions/ (file removed?)")
             q = questions[key]
-            try:
-                a = answer_question(q.question, backbone=ns, settings=settings, data=data, question_id=q.id,
-                                    llm_backbone=llm_backbone)
-            except NoLinkableEntity as exc:
-                a = Answer(question_id=q.id, question=q.question, backbone=ns, hit=False, error=str(exc),
-                           plan=QueryPlan(question=q.question, decomposer="none", notes=[str(exc)]))
+            a = answer_question(q.question, backbone=ns, settings=settings, data=data, question_id=q.id,
+                                llm_backbone=llm_backbone)  # "not understood" is an answer: error says why
             store.write_answer(key, a)
             (hits if a.hit else unplanned if a.error else misses).append(key)
             context.log.info(f"{key}: {'HIT ' + ', '.join(a.answers[:5]) if a.hit else 'MISS ' + (a.error or str([m.model_dump(include={'head', 'relation', 'tail'}) for m in a.missing]))}")

@@ -108,19 +108,17 @@ def evaluate_set(questions: Iterable[Question], question_set: str, *, backbone: 
                  ) -> tuple[BenchmarkRow, dict[str, Answer | None], dict[str, list[Completion]]]:
     """Answer and complete every question here, then score (what the assets do per partition, in one call).
     `accepted` defaults to: review accepts every supported completion."""
-    from karma_dagster.cogmg.answer import NoLinkableEntity, answer_question
+    from karma_dagster.cogmg.answer import answer_question
     from karma_dagster.cogmg.pipeline import complete_answer
 
     questions = list(questions)
     answers: dict[str, Answer | None] = {}
     completions: dict[str, list[Completion]] = {}
     for q in questions:
-        try:
-            answers[q.id] = answer_question(q.question, backbone=backbone, settings=settings, data=data,
-                                            question_id=q.id, llm_backbone=llm_backbone)
-        except NoLinkableEntity:
-            answers[q.id] = None
-            continue
-        completions[q.id] = complete_answer(answers[q.id], settings=settings, data=data, llm_backbone=llm_backbone)
+        answer = answer_question(q.question, backbone=backbone, settings=settings, data=data, question_id=q.id,
+                                 llm_backbone=llm_backbone)
+        answers[q.id] = answer if answer.understood else None  # "not understood": no plan, as before
+        if answer.understood:
+            completions[q.id] = complete_answer(answer, settings=settings, data=data, llm_backbone=llm_backbone)
     row = benchmark(backbone, question_set, questions, data, answers, completions, accepted)
     return row, answers, completions

@@ -2,8 +2,13 @@
 
 Prints the query plan (up to two hops), hit or miss; a hit's written answer with its citations (marker -> triple
 -> evidence), or a miss's missing triples with their verified completions, which are queued for review (the items
-`karma review` collects from the same completions file; asking again refreshes them, never duplicates). Nothing
-enters the KG without review. An LLM backbone's key is read from its `api_key_env` as `karma run` reads it.
+`karma review` collects from the same completions file; asking again refreshes them, never duplicates). A miss
+with verified completions is answered from them, marked as not yet in the KG, citing the passages. Nothing enters
+the KG without review. An LLM backbone's key is read from its `api_key_env` as `karma run` reads it.
+
+Exit codes: 0 the question was answered (a hit, a miss with or without completions — "no fact found" — or "not
+understood" when the question names no entity a plan can start from); 2 bad input (an empty or too long question,
+no KG, an unknown or unconfigured backbone); 1 a failure while answering.
 """
 
 from __future__ import annotations
@@ -18,7 +23,11 @@ SHOWN = 10  # triples printed with their provenance when there is no written ans
 
 def add_parser(sub) -> None:  # noqa: ANN001 - argparse's private subparsers type
     p = sub.add_parser("ask", help="answer a question from the KG with cited triples; on a miss, queue the missing "
-                                   "triples' verified completions for review")
+                                   "triples' verified completions for review",
+                       description="Answer a question from the KG with cited triples; on a miss, answer from the "
+                                   "verified completions (not yet in the KG) and queue them for review.",
+                       epilog="exit codes: 0 answered (a hit, 'no fact found' or 'not understood'), 2 bad input "
+                              "(empty or too long question, no KG, unknown backbone), 1 failure")
     p.add_argument("question", help="the question, in quotes")
     p.add_argument("--backbone", default="local", help="whose KG namespace and decomposer (default: local)")
     p.add_argument("--data-dir", default="", help="run-time data folder (default: $DAGSTER_HOME/karma)")
@@ -82,12 +91,18 @@ def render(answer, completions, out=None, queued: dict[str, int] | None = None, 
         print(f"  {i}. {s.describe()}   ({where}{via}; answer kinds: {', '.join(kinds) or 'any'})", file=out)
     for note in plan.notes:
         print(f"  note: {note}", file=out)
+    if not answer.understood:
+        print(f"NOT UNDERSTOOD: {answer.error.removeprefix('not understood: ')} (the KG was not queried)", file=out)
+        return
     if answer.error:
         print(f"MISS: {answer.error}", file=out)
         return
     print(("HIT" if answer.hit else "MISS") + f" on the {answer.backbone} KG", file=out)
     if answer.hit:
         print(f"answer: {', '.join(answer.answers)}", file=out)
+    if not answer.hit:
+        print("no fact found in the KG" + ("" if answer.citations else " (and no verified completion to answer from)"),
+              file=out)
     if answer.citations:
         print(f"written answer ({answer.writer}):", file=out)
         print(f"  {answer.text or '(none: no claim kept)'}", file=out)
@@ -97,7 +112,7 @@ def render(answer, completions, out=None, queued: dict[str, int] | None = None, 
         for c in answer.citations:
             print(f"  {c.label()}", file=out)
             if c.doc_key:
-                print(f"      {c.sentence[:200]}", file=out)
+                print(f"      {c.sentence[:300]}", file=out)
     elif answer.hit:
         for t in answer.triples[:SHOWN]:
             print(f"  {t.head_name} -{t.relation}-> {t.tail_name}  [{t.source}, confidence "
@@ -115,9 +130,14 @@ def render(answer, completions, out=None, queued: dict[str, int] | None = None, 
     if completions:
         print("completions (unreviewed; enter the KG only when accepted in review):", file=out)
         for c in completions:
+            if c.refused:
+                print(f"  {c.head_name} -{c.relation}-> {c.tail_name}  [{c.method}, REFUSED: {c.refused}]", file=out)
+                continue
             verdict = "SUPPORTED" if c.supported else "unsupported"
-            print(f"  {c.head_name} -{c.relation}-> {c.tail_name}  [{c.method}, {verdict}, score {c.score:.2f}]",
-                  file=out)
+            read = f"; {c.verdict}" if c.verdict else ""
+            fix = f"; the passage states {c.proposed_relation} instead" if c.proposed_relation else ""
+            print(f"  {c.head_name} -{c.relation}-> {c.tail_name}  [{c.method}, {verdict}, score {c.score:.2f}"
+                  f"{read}{fix}]", file=out)
             top = next((p for p in c.passages if len(p.entities) == 2), c.passages[0] if c.passages else None)
             if top is not None:
                 print(f"     {top.passage_id} (BM25 {top.score:.2f}; marks {', '.join(top.entities) or 'none'}): "
@@ -129,7 +149,7 @@ def render(answer, completions, out=None, queued: dict[str, int] | None = None, 
 
 def cmd_ask(args: argparse.Namespace) -> int:
     from karma_dagster.cogmg import write
-    from karma_dagster.cogmg.answer import NoLinkableEntity, answer_question
+    from karma_dagster.cogmg.answer import answer_question
     from karma_dagster.cogmg.pipeline import complete_answer
     from karma_dagster.cogmg.questions import QuestionRejected, check_question
     from karma_dagster.config import ConfigError
@@ -155,19 +175,16 @@ def cmd_ask(args: argparse.Namespace) -> int:
         print(f"karma ask: {exc}", file=sys.stderr)
         return 2
     key = ask_key(args.question)
-    try:
-        answer = answer_question(args.question, backbone=args.backbone, settings=settings, data=data,
-                                 llm_backbone=llm_backbone, question_id=key)
-    except NoLinkableEntity as exc:
-        print(f"karma ask: {exc}", file=sys.stderr)
-        return 1
+    answer = answer_question(args.question, backbone=args.backbone, settings=settings, data=data,
+                             llm_backbone=llm_backbone, question_id=key)  # "not understood" is an answer
     if answer.hit:
         answer = write.write_local(answer) if llm_backbone is None else write.write_llm(answer, llm_backbone)
     completions = [] if args.no_complete else complete_answer(answer, settings=settings, data=data,
                                                               llm_backbone=llm_backbone)
+    answer = write.write_completions(answer, completions)
     queued = None
-    if completions and not getattr(args, "no_queue", False):
+    if any(not c.refused for c in completions) and not getattr(args, "no_queue", False):
         queued = queue_completions(completions, args.backbone, key, data)
     hint = "karma review" + (f" --data-dir {args.data_dir}" if args.data_dir else "")
     render(answer, completions, queued=queued, review_hint=hint)
-    return 0 if answer.hit else 1
+    return 0  # answered: a hit, "no fact found" or "not understood" (a failure raised: `karma` exits 1)

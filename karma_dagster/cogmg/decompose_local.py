@@ -48,7 +48,7 @@ def link_mentions(question: str, data: DataPaths, namespace: str, rho: float
             h = found[0]
             if all(e.entity_id != h.entity_id for e in linked):
                 linked.append(LinkedEntity(mention=m.text, entity_id=h.entity_id, name=h.name, kind=h.kind,
-                                           distance=round(h.distance, 4)))
+                                           distance=round(h.distance, 4), span=(m.start, m.end)))
         else:
             near = f"nearest {found[0].name!r} at {found[0].distance:.2f}" if found else "no KG name near it"
             notes.append(f"mention {m.text!r} not linked ({near} > rho {rho})")
@@ -56,7 +56,8 @@ def link_mentions(question: str, data: DataPaths, namespace: str, rho: float
             new_id = m.vocab_id or f"NEW:{m.type}:{normalize_name(m.long_form or m.text)}"
             if kind and all(e.entity_id != new_id for e in unlinked):
                 unlinked.append(LinkedEntity(mention=m.text, entity_id=new_id, name=m.long_form or m.text, kind=kind,
-                                             distance=round(found[0].distance, 4) if found else 1.0, linked=False))
+                                             distance=round(found[0].distance, 4) if found else 1.0, linked=False,
+                                             span=(m.start, m.end)))
     return linked, unlinked, notes, spans
 
 

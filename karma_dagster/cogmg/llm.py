@@ -84,18 +84,22 @@ def link_name(name: str, kind: str, data: DataPaths, namespace: str, rho: float)
                         kind=kind, distance=round(hit[0].distance, 4) if hit else 1.0, linked=False)
 
 
-def decompose(question: str, backbone: Any, data: DataPaths, namespace: str, rho: float) -> QueryPlan:
+def decompose(question: str, backbone: Any, data: DataPaths, namespace: str, rho: float,
+              ungrounded: list[str] | None = None) -> QueryPlan:
+    """The model's plan; `ungrounded`: entities its previous plan started from that the question does not name
+    (cogmg/grounding.py), told to it when asking again."""
+    ungrounded = list(ungrounded or [])
     schema = services.kg_schema()
     metaedges = [{"source": m.source, "relation": m.relation, "target": m.target} for m in schema.metaedges]
     relations = set(schema.relation_names)
     out: DecomposeOutput = _ask(backbone, DECOMPOSE, DecomposeOutput, _schema_terms(), question=question,
-                                metaedges=metaedges, invalid=[])
+                                metaedges=metaedges, invalid=[], ungrounded=ungrounded)
     notes: list[str] = []
     invalid = sorted({r for s in out.steps for r in _relations(s) if r not in relations})
     if invalid:
         notes.append(f"relations outside the schema {invalid}: asked again once")
         out = _ask(backbone, DECOMPOSE, DecomposeOutput, _schema_terms(), question=question, metaedges=metaedges,
-                   invalid=invalid)
+                   invalid=invalid, ungrounded=ungrounded)
         still = sorted({r for s in out.steps for r in _relations(s) if r not in relations})
         if still:
             notes.append(f"still outside the schema after asking again, dropped: {still}")

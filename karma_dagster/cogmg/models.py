@@ -40,6 +40,12 @@ class Completion(BaseModel):
     tail_kind: str = ""
     evidence: str = ""  # the sentence or reply the fill came from (a candidate's evidence, the RE sentence)
     fill_score: float = 0.0  # how sure the filler was (candidate's score, the classifier's p, 0 for an LLM)
+    # what verification read (cogmg/verify.py): the sentence that states the relation, and why one does not
+    verdict: str = ""  # "states <relation>" | "negated" | "contrasted" | "no cue" | "states <other>" | "refused"
+    support_sentence: str = ""  # the passage sentence naming both ends that states the relation
+    support_passage: str = ""  # its passage id (<doc_key>#p<n>)
+    proposed_relation: str = ""  # the relation the passage states instead (a correction a reviewer may take)
+    refused: str = ""  # why it may not be queued at all (one entity at both ends): never reviewed, never in the KG
 
 
 # ---------------------------------------------------------------- beyond the review queue's contract
@@ -52,6 +58,7 @@ class LinkedEntity(BaseModel):
     kind: str
     distance: float
     linked: bool = True  # False: the KG lacks it (id = the chain's id for a new entity); the KG cannot answer
+    span: tuple[int, int] | None = None  # where the question names it (cogmg/grounding.py): a plan uses no other
 
 
 class OpenTriple(MissingTriple):
@@ -158,12 +165,16 @@ class Citation(BaseModel):
     hop: int = 1
     source: str  # seed | extracted | completion
     doc_key: str = ""  # '' for a seed edge
+    passage_id: str = ""  # a completion's supporting passage
     date: str = ""
     sentence: str = ""  # the evidence sentence; "seed KG" for an imported edge
     backbone: str = ""
     prompt_version: str = ""
 
     def label(self) -> str:
+        if self.source == "completion":
+            where = ", ".join(x for x in (self.passage_id or self.doc_key, "not yet in the KG") if x)
+            return f"[{self.marker}] {self.head} -{self.relation}-> {self.tail} ({where})"
         where = ("seed KG" if self.source == "seed" and not self.doc_key else
                  ", ".join(x for x in (self.doc_key, self.date, self.backbone, self.prompt_version) if x)
                  or self.source)
@@ -180,6 +191,7 @@ class Answer(BaseModel):
     triples: list[AnswerTriple] = []
     missing: list[OpenTriple] = []
     error: str = ""  # why there is no plan (no linkable entity, no relation the schema allows)
+    understood: bool = True  # False: the question names no entity a plan could start from; the KG was not queried
     # the written answer (cogmg/write.py): sentences whose every claim cites a marker of `citations`
     text: str = ""
     citations: list[Citation] = []

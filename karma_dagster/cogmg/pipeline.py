@@ -14,7 +14,8 @@ from karma_dagster.paths import DataPaths
 
 def complete_answer(answer: Answer, *, settings: BackboneSettings, data: DataPaths, llm_backbone: Any = None,
                     params: KarmaParams | None = None) -> list[Completion]:
-    """Verified completions of the answer's missing triples (none for a full hit), best supported first."""
+    """Verified completions of the answer's missing triples (none for a full hit), best supported first, the
+    refused (one entity at both ends) last."""
     params = params or KarmaParams()
     if not answer.missing:
         return []
@@ -31,4 +32,4 @@ def complete_answer(answer: Answer, *, settings: BackboneSettings, data: DataPat
         found += complete.from_llm(answer.missing, answer.question_id, answer.question, answer.backbone, data,
                                    llm_backbone, params)
     verified = [verify(c, data) for c in complete.dedupe(found)]
-    return sorted(verified, key=lambda c: (not c.supported, -c.score, -c.fill_score))
+    return sorted(verified, key=lambda c: (bool(c.refused), not c.supported, -c.score, -c.fill_score))

@@ -15,10 +15,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from karma_dagster.cogmg.models import Answer, AnswerTriple, Citation
+from karma_dagster.cogmg.models import Answer, AnswerTriple, Citation, Completion
 
 ANSWER = "cogmg_answer"
 LOCAL_WRITER = "local: template"
+COMPLETIONS_WRITER = "local: template over verified completions (not yet in the KG)"
+NOT_IN_KG = "Not yet in the KG (read in the literature, awaiting review)"
 CITED = 20  # triples numbered for the written answer (the best ranked first)
 _MARKER = re.compile(r"\s*\[(\d+(?:\s*,\s*\d+)*)\]")
 
@@ -189,3 +191,26 @@ def write_llm(answer: Answer, backbone: Any) -> Answer:
         notes.append("no claim of the model's answer survived the citation check")
     return answer.model_copy(update={"text": text, "citations": cites, "writer_notes": notes,
                                      "writer": backbone.prompts.prompt_id(ANSWER)})
+
+
+def write_completions(answer: Answer, completions: list[Completion]) -> Answer:
+    """A miss answered from its verified completions (CogMG's answer after completion): one templated sentence per
+    (entity, relation), marked as not yet in the KG, each fill citing the passage sentence that states it. A hit,
+    or a miss without a verified completion, is returned as it is."""
+    good = [c for c in completions if c.supported and not c.refused][:CITED]
+    if answer.hit or not good:
+        return answer
+    known = {m.known_id for m in answer.missing}
+    cites, groups = [], {}
+    for n, c in enumerate(good, 1):
+        doc = c.support_passage.partition("#")[0] or (c.evidence_doc_keys or [""])[0]
+        cites.append(Citation(marker=n, head=c.head_name, relation=c.relation, tail=c.tail_name, source="completion",
+                              doc_key=doc, passage_id=c.support_passage, sentence=c.support_sentence or c.evidence,
+                              backbone=c.backbone, prompt_version=f"cogmg:{c.method}"))
+        subject_is_head = c.head_id in known or c.tail_id not in known
+        subject, other = (c.head_name, c.tail_name) if subject_is_head else (c.tail_name, c.head_name)
+        groups.setdefault((subject, c.relation, subject_is_head), []).append(f"{other} [{n}]")
+    sentences = [f"{_capital(subject)} {phrase(relation, is_head)} {_join(items)}."
+                 for (subject, relation, is_head), items in groups.items()]
+    return answer.model_copy(update={"text": f"{NOT_IN_KG}: " + " ".join(sentences), "citations": cites,
+                                     "writer": COMPLETIONS_WRITER})

@@ -41,8 +41,11 @@ def accepted_item_ids(queue: ReviewQueue) -> set[str]:
 
 
 def items_from_completions(completions: Iterable[Completion], partition_key: str | None = None) -> list[ReviewItem]:
+    """One item per completed triple; a completion verification refused (one entity at both ends) is no item."""
     items: dict[str, ReviewItem] = {}
     for c in completions:
+        if getattr(c, "refused", ""):
+            continue
         item = from_completion(c, partition_key)
         old = items.get(item.item_id)
         if old is None or item.score > old.score:  # the same triple filled twice: the better supported one
@@ -78,6 +81,11 @@ def from_completion(c: Completion, partition_key: str | None = None) -> ReviewIt
         scores["best_passage_bm25"] = round(max(p.score for p in c.passages), 4)
     verdict = ("supported by " + ", ".join(c.evidence_doc_keys) if c.supported and c.evidence_doc_keys
                else "supported" if c.supported else "NOT supported by any retrieved passage")
+    read = getattr(c, "verdict", "")
+    if read and not c.supported:  # what the passage's sentence said instead (cogmg/relation_reading.py)
+        verdict += f" ({read})"
+    if getattr(c, "proposed_relation", ""):
+        verdict += f"; the passage states {c.proposed_relation!r} instead: edit the relation to accept that"
     refusal = admission(c)
     if refusal is not None:  # queued all the same (what is not admitted goes to review), the reason first
         verdict += f" — {refusal.message()}; accepting it as it is will not enter the KG: edit it"
