@@ -4,6 +4,7 @@ each kind's Accept says what it does and does it; a decision counts no paper; an
 from __future__ import annotations
 
 import datetime as dt
+import shutil
 import sqlite3
 from pathlib import Path
 
@@ -236,3 +237,42 @@ def test_an_old_queue_is_folded_to_one_item_per_fact_keeping_every_proposal(path
     assert len(schema.evidence) == 2 and len(schema.all_proposals()) == 3  # both papers' sentences
     # opened again: nothing more to fold
     assert len(ReviewQueue(path).items(status="all")) == 3
+
+
+# ---------------------------------------------------------------- day order
+def _merged_both_ways(paths: DataPaths, tmp_path: Path, source: str, row: dict) -> list[list]:
+    """The review decision of `source` dated D1 and a chain document `row` of D2 > D1, merged D1 first and D2
+    first: the edges of the pair now and as of each date."""
+    today = dt.datetime.now(dt.UTC).date()
+    d1, d2 = today - dt.timedelta(days=2), today - dt.timedelta(days=1)
+    chain = {"x": ([row], [])}
+    out = []
+    for order in ("in order", "decision last"):
+        data = DataPaths(tmp_path / order.replace(" ", "-"))
+        shutil.copytree(paths.root, data.root)
+        queue = ReviewQueue.for_data(data)
+        queue.add_items(with_changes(collect_karma(data, KGSchema.load()), data.kg))
+        queue.decide(by_source(queue)[source].item_id, DecisionIn(action="accept", reviewer="alice"),
+                     now=dt.datetime.combine(d1, dt.time(12)))
+        steps = [lambda: merge_accepted(data.kg, queue, chain_docs=lambda ns, d: chain if d == d2 else {}),
+                 lambda: merge_increment(KGStore(data.kg), d2, "local", chain, "chain", withdraw_later=True)]
+        for step in steps if order == "in order" else steps[::-1]:
+            step()
+        with KGStore(data.kg).connect(read_only=True) as con:
+            out.append([sorted(con.execute(
+                "SELECT relation, round(confidence, 9), n_docs FROM kg_edges('local', as_of := ?) "
+                "WHERE head_id = ? AND tail_id = ?", [d, METFORMIN, T2DM]).fetchall()) for d in (d1, d2, None)])
+    return out
+
+
+def test_a_decision_of_an_older_date_never_undoes_a_newer_dates_evidence(paths: DataPaths, tmp_path: Path) -> None:
+    """A review merge reaching the KG after a later date merged gives the KG the in-order merge gives: the later
+    date's replace stands over the older decision (KG dates in order, as the chain's increments keep them)."""
+    replace_later = {"doc_key": "x", "triple_id": "c1", "head_id": METFORMIN, "relation": "causes", "tail_id": T2DM,
+                     "metaedge": "CcD", "score": 0.8, "segment_id": "x#s1", "accepted": True, "action": "replace",
+                     "evidence": "Metformin worsened type 2 diabetes.", "contradicts": f"{METFORMIN} -treats-> {T2DM}"}
+    in_order, late = _merged_both_ways(paths, tmp_path, "schema_review", replace_later)  # D1 reinforces treats
+    assert late == in_order
+    assert in_order[0] == [("treats", pytest.approx(0.96), 1)]  # as of D1: the decision's reading
+    assert in_order[2] == [("causes", pytest.approx(0.8), 1)]  # now: D2's replace stands
+
