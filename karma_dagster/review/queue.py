@@ -131,7 +131,9 @@ class ReviewQueue:
         now = _now().isoformat()
         with self._connect(write=True) as con:
             decided = {r[0] for r in con.execute("SELECT item_id FROM decisions")}
-            by_fact = {f: i for i, f in con.execute("SELECT item_id, fact FROM items ORDER BY added_at, item_id")}
+            by_fact: dict[str, str] = {}  # fact -> its earliest item (two decided items of one fact: the first)
+            for i, f in con.execute("SELECT item_id, fact FROM items ORDER BY added_at, item_id"):
+                by_fact.setdefault(f, i)
             owner = dict(con.execute("SELECT proposal_id, item_id FROM proposals"))
             for item in items:
                 target = owner.get(item.item_id) or by_fact.get(item.fact)
