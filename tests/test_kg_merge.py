@@ -236,10 +236,15 @@ def test_a_review_decision_counts_as_its_paper_not_a_new_one(base, tmp_path: Pat
     assert (view.now.confidence, view.now.n_papers) == (pytest.approx(before["confidence"], abs=1e-12), 2)
     assert view.reinforcement[-1].confidence == pytest.approx(before["confidence"], abs=1e-12)
 
-    # a decision read from a paper the KG holds nothing of is that paper's one factor
+    # a decision read from a paper the KG holds nothing of is that paper's one factor; the same fact proposed
+    # again from paper pc is no new item: it joins the accepted one, whose KG document then carries pc too
     (shown,) = with_changes([_review_item("pc", 0.5)], location_of(store))
     assert shown.change.startswith("reinforces edge (score 0.80 → 0.90)")
-    _accept(store, queue, _review_item("pc", 0.5))
+    assert queue.add_items([_review_item("pc", 0.5)])["decided_kept"] == 1
+    first = _review_item("pa", 0.9).item_id
+    assert queue.item_of(_review_item("pc", 0.5).item_id) == first
+    (outcome,) = merge_accepted(location_of(store), queue)
+    assert outcome.items == [first]
     e = edge(store, PROBE.id, GRAVES)
     assert (e["confidence"], e["n_docs"]) == (pytest.approx(1 - 0.4 * 0.5 * 0.5, abs=1e-12), 3)
     assert browse_edge(store, PROBE.id, "treats", GRAVES, "local").now.n_papers == 3

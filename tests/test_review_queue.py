@@ -126,7 +126,7 @@ def test_karma_review_outcomes_become_items(paths: DataPaths) -> None:
 
     # collecting again finds the same items (stable ids): refreshed, nothing new
     again = queue.add_items(with_changes(collect_karma(paths, KGSchema.load()), paths.kg))
-    assert again == {"new": 0, "refreshed": 3, "decided_kept": 0}
+    assert again == {"new": 0, "folded": 0, "refreshed": 3, "decided_kept": 0}
 
 
 def completion(question_id: str = "sample_biomed.v1__q07", supported: bool = True, score: float = 0.74) -> Completion:
@@ -161,7 +161,7 @@ def test_completions_the_asset_wrote_are_collected_under_their_partition(paths: 
     (item,) = collect_cogmg(paths)
     assert (item.origin, item.backbone, item.item_id) == (key, "local", completion_item_id(completion("q07"), key))
     queue = ReviewQueue.for_data(paths)
-    assert queue.add_items([item]) == {"new": 1, "refreshed": 0, "decided_kept": 0}
+    assert queue.add_items([item]) == {"new": 1, "folded": 0, "refreshed": 0, "decided_kept": 0}
     assert accepted_item_ids(queue) == set()
     queue.decide(item.item_id, DecisionIn(action="accept", reviewer="alice"))
     assert accepted_item_ids(queue) == {item.item_id}  # what the benchmark's "after review" counts
@@ -297,11 +297,15 @@ def test_accepted_items_enter_the_kg_with_provenance_once(paths: DataPaths) -> N
     assert before == [("treats",)]  # the past's view is unchanged
     assert "treats" in edges(paths.kg, METHIMAZOLE, GRAVES)
 
-    # recorded merged; the new relation type waits for the schema, saying so; the rejected one never enters
+    # recorded merged; the new relation type joined the KG's schema extensions and its triple waits for a
+    # metaedge, saying so; the rejected one never enters
     assert queue.decision(cogmg.item_id).merge_date == today
     waiting = queue.decision(items["new_relation_type"].item_id)
-    assert waiting.merged_at is None and "'Association' is a new relation type: add it to kg/schema.yaml" in \
-        waiting.merge_note
+    assert waiting.merged_at is None and waiting.choice == "extension"
+    assert "'Association' (Compound -> Anatomy) was added to the schema's extensions of local" in waiting.merge_note
+    assert "refused by admission rule metaedge" in waiting.merge_note
+    assert [(r["label"], r["domain"], r["range"], r["caller"]) for r in KGStore(paths.kg).schema_extension("local")] \
+        == [("Association", "Compound", "Anatomy", "review:alice")]
     assert merge_accepted(paths.kg, queue, chain_docs=chain_docs_from(paths)) == []  # idempotent
     with KGStore(paths.kg).connect(read_only=True) as con:
         assert con.execute("SELECT count(*) FROM evidence WHERE doc_key LIKE 'review_%'").fetchone()[0] == 2

@@ -278,7 +278,7 @@ def inbox_rows(d: int, doc: str, drugs: list, diseases: list, anatomy: list) -> 
         common = dict(doc_key=doc, segment_id=f"{doc}#s{k}", summary_id=f"{doc}#sum1",
                       sample_confidence=round(((d * 37 + k * 11) % 90 + 5) / 100, 2),
                       evidence=f"In this cohort {drug[1]} was given to patients with {disease[1]} for a year.")
-        if k < 4:  # an extractor label the schema cannot place: "nothing yet" until an edit gives a KG relation
+        if k < 4:  # an extractor label the schema cannot place: Accept maps it to a relation the reviewer picks
             rows.append(resolved_row(f"t{k}", drug, disease, "Association", head_kg_type="Compound",
                                      tail_kg_type="Disease", alignment_prob=0.1, **common))
         elif k < 6:
@@ -305,7 +305,8 @@ def inbox(tmp_path_factory: pytest.TempPathFactory, seed_kg: Path) -> DataPaths:
     data = DataPaths(tmp_path_factory.mktemp("inbox") / "karma")
     data.root.mkdir(parents=True)
     shutil.copy(seed_kg, data.kg)
-    drugs, diseases, anatomy = _seed_nodes("Compound", 300), _seed_nodes("Disease", 90), _seed_nodes("Anatomy", 40)
+    # 600 compounds: no two documents' rows (nor two completions) state one fact, so the queue holds 1,000+ items
+    drugs, diseases, anatomy = _seed_nodes("Compound", 600), _seed_nodes("Disease", 90), _seed_nodes("Anatomy", 40)
     stages = StageStore(data.stages_dir)
     for d in range(60):
         doc = f"2016-{1 + d % 12:02d}-{1 + d % 28:02d}_pmc{4700000 + d}"
@@ -438,7 +439,7 @@ def test_a_decision_without_a_reviewer_is_refused_before_it_is_stored(inbox: Dat
     assert _stored_decisions(queue) == 0 and queue.decision(target.item_id) is None
 
     # the answer to a decision is the row as stored, the item as decided (edits applied) and fresh counters
-    assert "nothing yet" in target.change and target.relation == "Association"
+    assert target.change.startswith("maps the triple to the relation you pick") and target.relation == "Association"
     edits = {f: getattr(target, f) for f in ("head_id", "head_name", "tail_id", "tail_name")} | {"relation": "treats"}
     r = client.post(f"/api/items/{target.item_id}/decision?source=schema_review",
                     json={"action": "edit", "reviewer": " bob ", "edits": edits})

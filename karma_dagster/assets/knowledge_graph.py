@@ -259,7 +259,7 @@ def build(ns: str, mode: PartitionMode = "document") -> dg.AssetsDefinition:
                                  + later) from exc
             waiting.discard(day)
             waiting.update(stats.withdrawn)
-            record_merged(queue, docs, day)
+            record_merged(queue, docs, day, backbone=ns)
             merged.append((stats, skipped))
             if stats.withdrawn:
                 context.log.info(f"{date} merged after {len(stats.withdrawn)} later date(s) of {ns}: "

@@ -143,8 +143,9 @@ def render(answer, completions, out=None, queued: dict[str, int] | None = None, 
                 print(f"     {top.passage_id} (BM25 {top.score:.2f}; marks {', '.join(top.entities) or 'none'}): "
                       f"{top.text[:200]}", file=out)
     if queued is not None:
-        print(f"queued for review: {queued['items']} item(s) ({queued['new']} new, {queued['refreshed']} already "
-              f"queued, {queued['decided_kept']} already decided); review them with `{review_hint}`", file=out)
+        again = queued["refreshed"] + queued.get("folded", 0)  # folded: a fact the queue held from another proposal
+        print(f"queued for review: {queued['items']} item(s) ({queued['new']} new, {again} already queued, "
+              f"{queued['decided_kept']} already decided); review them with `{review_hint}`", file=out)
 
 
 def cmd_ask(args: argparse.Namespace) -> int:

@@ -30,6 +30,7 @@ from starlette.templating import Jinja2Templates
 
 from karma_dagster.browse.routes import browse_routes
 from karma_dagster.kg.store import KGStore
+from karma_dagster.review import accepting
 from karma_dagster.review.marks import marked_html
 from karma_dagster.review.models import (DEFAULT_DAGSTER_URL, EDITABLE, REVIEWER_MAX_CHARS, REVIEWER_MIN_CHARS,
                                          SOURCES, STATES, STATUSES, DecisionIn, ReviewItem)
@@ -97,6 +98,10 @@ def create_app(queue: ReviewQueue, *, dagster_url: str = DEFAULT_DAGSTER_URL, ho
     templates.env.globals.update(states=STATES, reviewer_min=REVIEWER_MIN_CHARS, reviewer_max=REVIEWER_MAX_CHARS,
                                  final_item=final_item, page_size=PAGE_SIZE)
     templates.env.filters["thousands"] = lambda n: f"{n:,}"
+    # a schema-review / new-relation-type card's Accept offers the metaedges its kinds allow (review/accepting.py)
+    templates.env.globals["accept_choices"] = lambda item: accepting.choices(item) if accepting.needs_choice(item) \
+        else []
+    templates.env.globals["schema_relation_names"] = set(accepting.rules.default_schema().relation_names)
 
     def filters_of(request: Request) -> dict[str, str]:
         return {k: request.query_params[k] for k in FILTERS if request.query_params.get(k)}
@@ -160,7 +165,8 @@ def create_app(queue: ReviewQueue, *, dagster_url: str = DEFAULT_DAGSTER_URL, ho
         edits = {k: str(form[k]) for k in EDITABLE if action == "edit" and form.get(k) is not None}
         try:
             decision = queue.decide(item_id, DecisionIn(action=action, reviewer=str(form.get("reviewer", "")),
-                                                        edits=edits))
+                                                        edits=edits, choice=str(form.get("choice", "")) if
+                                                        action == "accept" else ""))
         except ValidationError as exc:
             return page(request, error=f"item {item_id}: {_validation_text(exc)}", status=422)
         except ReviewError as exc:

@@ -9,6 +9,7 @@ from pathlib import Path
 from karma_dagster.kg import reinforcement
 from karma_dagster.kg.backends import open_kg_store
 from karma_dagster.kg.store import schema_relations
+from karma_dagster.review import accepting
 from karma_dagster.review.models import ReviewItem
 
 
@@ -41,12 +42,12 @@ def with_changes(items: Sequence[ReviewItem], kg_path: Path | str | None) -> lis
 def describe(item: ReviewItem, edges: dict, nodes: dict, papers: dict | None = None) -> str:
     """The change in words. `papers`: KGStore.chain_papers of the item's edge; a paper counts once, so accepting
     what the KG already read from the item's paper leaves the edge's score as it is."""
-    if item.source == "new_relation_type":
-        return (f"adds relation type {item.relation!r} ({item.head_kind or '?'} -> {item.tail_kind or '?'}) to the "
-                "schema; the triple enters the KG once kg/schema.yaml has it (or after an edit to a schema relation)")
-    if item.relation not in schema_relations():
-        return (f"nothing yet: {item.relation!r} is not a KG relation; edit the relation to one of the schema's "
-                "to add the triple")
+    chosen = accepting.what_accept_does(item)  # a schema-review / new-relation-type item: a relation to pick
+    if chosen is not None:
+        return chosen
+    if item.relation not in schema_relations():  # another kind stating no schema relation: refused on accept
+        return (f"tries the KG, which refuses it: {item.relation!r} is not a KG relation (admission rule "
+                "metaedge); edit the relation to one of the schema's to add the triple")
     parts = []
     same = [e for e in edges.get((item.head_id, item.tail_id), []) if e.relation == item.relation]
     held = (papers or {}).get((item.head_id, item.relation, item.tail_id), set())

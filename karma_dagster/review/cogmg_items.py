@@ -36,8 +36,9 @@ def completion_item_id(c: Completion, partition_key: str | None = None) -> str:
 
 def accepted_item_ids(queue: ReviewQueue) -> set[str]:
     """Ids of the CogMG items a reviewer accepted (as is or edited): what 'after review' counts as in the KG;
-    match a completion with `completion_item_id(c, partition_key) in accepted_item_ids(queue)`."""
-    return {i.item_id for i, _ in queue.accepted() if i.source == "cogmg"}
+    match a completion with `completion_item_id(c, partition_key) in accepted_item_ids(queue)`. An item is one
+    fact: every CogMG proposal folded into an accepted item counts (each backbone's, each question's)."""
+    return {p.proposal_id for i, _ in queue.accepted() for p in i.all_proposals() if p.source == "cogmg"}
 
 
 def items_from_completions(completions: Iterable[Completion], partition_key: str | None = None) -> list[ReviewItem]:

@@ -1,5 +1,10 @@
 """Accepted review decisions -> what kg/merge.merge_increment takes, and the merge of what is not merged yet.
 
+An item is one fact, proposed by one or more backbones: accepted, it enters the KG of every backbone that proposed
+it, each as that backbone's proposal (its document and paper; models.ReviewItem.for_backbone), and is recorded
+merged per backbone. An Accept that chose EXTENSION adds the relation to the backbone's schema extensions
+(review/accepting.py) and waits, refused by the admission rules with that reason, for a metaedge in the schema.
+
 Each accepted item is its own document `review_<item_id>` of the KG date it was decided on (UTC): knowledge
 enters the graph when a person confirmed it, so no past day's view changes. Its row names the paper it was read
 from (`paper_key`: a KARMA item's origin document, a CogMG item's supporting passage's), so it folds into that
@@ -34,7 +39,8 @@ from karma_dagster.kg.merge import DocInput, IncrementStats, TripleValidationErr
 from karma_dagster.kg.store import KGStore, NodeIn, load_schema, schema_relations
 from karma_dagster.params import KarmaParams
 from karma_dagster.paths import DataPaths
-from karma_dagster.review.models import Decision, ReviewItem
+from karma_dagster.review import accepting
+from karma_dagster.review.models import EXTENSION, Decision, ReviewItem
 from karma_dagster.review.queue import ReviewError, ReviewQueue, default_path
 from karma_dagster.stage_store import StageStore
 
@@ -78,6 +84,11 @@ def merge_input(item: ReviewItem, decision: Decision, kg_nodes: Mapping[str, Map
     gives no kind): every merge of its date takes, and fingerprints, it the same."""
     if not decision.accepted:
         raise NotMergeable(f"item {item.item_id} was {decision.action}ed, not accepted")
+    if decision.choice == EXTENSION:
+        raise NotMergeable(f"item {item.item_id}: relation type {item.relation!r} ({item.head_kind or '?'} -> "
+                           f"{item.tail_kind or '?'}) was added to the schema's extensions of {item.backbone} "
+                           f"(accepted by {decision.reviewer}); the triple enters the KG once kg/schema.yaml has a "
+                           "metaedge for it: refused by admission rule metaedge until then")
     if item.relation not in schema_relations():
         what = "a new relation type" if item.source == "new_relation_type" else "not a KG schema relation"
         raise NotMergeable(f"item {item.item_id}: {item.relation!r} is {what}: add it to kg/schema.yaml, or decide "
@@ -96,19 +107,36 @@ def merge_input(item: ReviewItem, decision: Decision, kg_nodes: Mapping[str, Map
         else:
             raise NotMergeable(f"item {item.item_id}: {end} {node_id!r} is not a KG node and has no node kind "
                                f"({kind!r}); edit it to a KG node id")
-    text = next((e.text for e in item.evidence if e.text.strip()), "")
-    admitted = _admitted(item, decision, kg_nodes, text)  # evidence required: a decision is no sentence
-    row = {
-        "doc_key": doc_key(item.item_id), "triple_id": item.item_id, "head_id": item.head_id,
-        "relation": item.relation, "tail_id": item.tail_id, "metaedge": admitted.metaedge,
-        "score": item.score, "evidence_score": item.score, "segment_id": f"{doc_key(item.item_id)}#decision",
-        "evidence": text, "prompt_version": provenance(item, decision),
-        "action": "replace" if item.contradicts else "keep", "contradicts": item.contradicts,
-        "adjudication": f"{provenance(item, decision)} at {decision.decided_at:%Y-%m-%d %H:%M} UTC",
-        "verdict": "skipped", "head_kg_type": item.head_kind, "tail_kg_type": item.tail_kind,
-        "paper_key": item.source_paper,
-    }
-    return [row], nodes
+    rows = []
+    for k, (paper, score, text) in enumerate(_readings(item)):
+        admitted = _admitted(item, decision, kg_nodes, text)  # evidence required: a decision is no sentence
+        rows.append({
+            "doc_key": doc_key(item.item_id), "triple_id": item.item_id if k == 0 else f"{item.item_id}-{k}",
+            "head_id": item.head_id, "relation": item.relation, "tail_id": item.tail_id, "metaedge": admitted.metaedge,
+            "score": score, "evidence_score": score, "segment_id": f"{doc_key(item.item_id)}#decision",
+            "evidence": text, "prompt_version": provenance(item, decision),
+            "action": "replace" if item.contradicts else "keep", "contradicts": item.contradicts,
+            "adjudication": f"{provenance(item, decision)} at {decision.decided_at:%Y-%m-%d %H:%M} UTC",
+            "verdict": "skipped", "head_kg_type": item.head_kind, "tail_kg_type": item.tail_kind,
+            "paper_key": paper,
+        })
+    return rows, nodes
+
+
+def _readings(item: ReviewItem) -> list[tuple[str | None, float, str]]:
+    """(paper, score, sentence) per paper among the backbone's proposals of the fact, first proposal first: each
+    paper stands once (its best score), so an accepted fact read by two papers is two papers' support, and one
+    the KG already read from a paper adds nothing for it (kg/reinforcement.py)."""
+    fallback = next((e.text for e in item.evidence if e.text.strip()), "")
+    mine = [p for p in item.all_proposals() if p.backbone == item.backbone]
+    own = item.own_proposal()
+    mine = [own if p.proposal_id == item.item_id else p for p in mine] or [own]  # the edited fields are its own
+    out: dict[str | None, tuple[float, str]] = {}
+    for p in mine:
+        paper = p.paper or None
+        score, text = out.get(paper, (-1.0, ""))
+        out[paper] = (max(score, p.score), text or p.evidence or fallback)
+    return [(paper, score, text) for paper, (score, text) in out.items()]
 
 
 def _admitted(item: ReviewItem, decision: Decision, kg_nodes: Mapping[str, Mapping[str, Any]],
@@ -131,10 +159,13 @@ def _admitted(item: ReviewItem, decision: Decision, kg_nodes: Mapping[str, Mappi
 def review_docs(queue: ReviewQueue, kg: KGStore, namespace: str, day: dt.date) -> dict[str, DocInput]:
     """Every mergeable accepted item of (namespace, day), merged before or not: what that date's merge adds
     to the chain's documents (the KG increment asset calls this too). Items that cannot enter get a note."""
-    chosen = [(i, d) for i, d in queue.accepted() if i.backbone == namespace and merge_date(d) == day]
+    chosen = [(i.for_backbone(namespace), d) for i, d in queue.accepted()
+              if namespace in i.backbones and merge_date(d) == day]
     known = kg.nodes_by_id({x for i, _ in chosen for x in (i.head_id, i.tail_id)}, namespace)
     docs: dict[str, DocInput] = {}
     for item, decision in chosen:
+        if decision.choice == EXTENSION:  # what Accept said it does: the relation joins this KG's extensions
+            accepting.extend_schema(kg, namespace, item, decision.reviewer)
         try:
             docs[doc_key(item.item_id)] = merge_input(item, decision, known)
             merge.document_fingerprint(doc_key(item.item_id), *docs[doc_key(item.item_id)])  # merge's own checks
@@ -157,7 +188,7 @@ def with_review_documents(paths: DataPaths, states: dict[str, DocumentStates]) -
     kg = kg_store(paths)
     out: dict[str, DocumentStates] = {}
     for ns, state in states.items():
-        mine = [(i, d) for i, d in accepted if i.backbone == ns]
+        mine = [(i.for_backbone(ns), d) for i, d in accepted if ns in i.backbones]
         if not mine:
             out[ns] = state
             continue
@@ -180,11 +211,13 @@ def with_review_documents(paths: DataPaths, states: dict[str, DocumentStates]) -
     return out
 
 
-def record_merged(queue: ReviewQueue, docs: dict[str, DocInput], day: dt.date) -> list[str]:
-    """After a date's merge took `docs` in (the KG increment asset's call): mark its review documents merged."""
+def record_merged(queue: ReviewQueue, docs: dict[str, DocInput], day: dt.date,
+                  backbone: str | None = None) -> list[str]:
+    """After a date's merge took `docs` in (the KG increment asset's call): mark its review documents merged
+    into `backbone`'s KG (None: every backbone that proposed them)."""
     ids = [k[len(DOC_PREFIX):] for k in docs if k.startswith(DOC_PREFIX)]
     if ids:
-        queue.mark_merged(ids, day)
+        queue.mark_merged(ids, day, backbone=backbone)
     return ids
 
 
@@ -192,7 +225,9 @@ def pending_dates(queue: ReviewQueue) -> dict[str, set[dt.date]]:
     """namespace -> the KG dates holding accepted items not merged yet (what a sensor would launch)."""
     out: dict[str, set[dt.date]] = defaultdict(set)
     for item, decision in queue.accepted(unmerged_only=True):
-        out[item.backbone].add(merge_date(decision))
+        for backbone in item.backbones:
+            if not decision.merged_in(backbone):
+                out[backbone].add(merge_date(decision))
     return dict(out)
 
 
@@ -242,7 +277,7 @@ def merge_accepted(
     for ns, days in sorted(pending_dates(queue).items()):
         for day in sorted(days):
             docs = review_docs(queue, kg, ns, day)
-            waiting = {i.item_id for i, d in queue.accepted(unmerged_only=True)}
+            waiting = {i.item_id for i, d in queue.accepted(unmerged_only=True) if not d.merged_in(ns)}
             merged = [k[len(DOC_PREFIX):] for k in docs if k[len(DOC_PREFIX):] in waiting]
             if not merged:
                 continue  # every pending item of the day is blocked (its note says why)
@@ -255,7 +290,7 @@ def merge_accepted(
                                       f"{' ...' if len(held) > 3 else ''}): merge with the data paths (karma review "
                                       "--merge) or through the KG increment asset, which carry them too")
             stats = merge.merge_increment(kg, day, ns, docs, run_id, params=params)
-            queue.mark_merged(merged, day)
+            queue.mark_merged(merged, day, backbone=ns)
             outcomes.append(MergeOutcome(namespace=ns, date=day, items=merged, stats=stats))
     return outcomes
 

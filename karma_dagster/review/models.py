@@ -1,7 +1,11 @@
 """What a person reviews and what they decide: one item model for every source, one decision model.
 
-An item's id is a hash of what makes it the same question to a person (source, backbone, triple, origin), so
-collecting the same stage tables again finds the same items and their decisions.
+One item per fact. A fact is (head id, relation, tail id) as the item states it: the schema relation it would
+enter the KG as, or, when no schema relation fits, the label the item proposes (for a new relation type, the
+extracted label). Several backbones or documents proposing one fact make one item that lists every proposal
+(`proposals`: source, backbone, document, agent, score). A proposal's id is a hash of what made it (source,
+backbone, triple, origin), so collecting the same stage tables again finds the same proposal, its item and the
+item's decision; the item keeps the id of its first proposal.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ Source = Literal["cogmg", "schema_review", "unresolved_conflict", "new_relation_
 # held_back: an integrable triple the evaluator did not admit (below the operating point, or a precision rule)
 SOURCES: tuple[str, ...] = ("cogmg", "schema_review", "unresolved_conflict", "new_relation_type", "held_back")
 Action = Literal["accept", "edit", "reject"]  # edit = edit then accept
+EXTENSION = "extension"  # DecisionIn.choice: add the item's relation to the KG's schema extensions
 EDITABLE = ("head_id", "head_name", "relation", "tail_id", "tail_name")
 REVIEWER_MIN_CHARS, REVIEWER_MAX_CHARS = 2, 80  # one letter is a stray shortcut key, not a name ("reject by a")
 STATUSES = ("pending", "decided", "all")  # the list's status filter
@@ -42,6 +47,20 @@ class Evidence(BaseModel):
     where: str = ""  # document key (and segment / passage id)
     score: float | None = None  # the passage's retrieval score, when it was retrieved
     spans: list[Span] = []
+
+
+class Proposal(BaseModel):
+    """One backbone's (or one run's) proposal of a fact: where it came from. An item lists all of its fact's."""
+
+    proposal_id: str
+    source: Source
+    backbone: str
+    origin: str
+    agent: str
+    stage: str
+    paper: str = ""  # the paper it was read from (ReviewItem.source_paper), "" when none
+    score: float = Field(ge=0.0, le=1.0)
+    evidence: str = ""  # its best sentence: what its paper's KG row states when the fact is accepted
 
 
 class ReviewItem(BaseModel):
@@ -69,6 +88,37 @@ class ReviewItem(BaseModel):
     # the paper the triple was read from, when `origin` is not one (a CogMG item: its supporting passage's
     # document): an accepted item's KG row stands for that paper rather than counting as a paper of its own
     paper: str = ""
+    # every proposal of this fact (its first is the item's own source/backbone/origin); [] before folding: the
+    # item is its own one proposal
+    proposals: list[Proposal] = []
+
+    @property
+    def fact(self) -> str:
+        return fact_key(self.head_id, self.relation, self.tail_id)
+
+    def own_proposal(self) -> Proposal:
+        return Proposal(proposal_id=self.item_id, source=self.source, backbone=self.backbone, origin=self.origin,
+                        agent=self.agent, stage=self.stage, paper=self.source_paper or "", score=self.score,
+                        evidence=next((e.text for e in self.evidence if e.text.strip()), ""))
+
+    def all_proposals(self) -> list[Proposal]:
+        return self.proposals or [self.own_proposal()]
+
+    @property
+    def backbones(self) -> list[str]:
+        """The backbones that proposed the fact, first proposer first: the KGs an accepted item enters."""
+        return list(dict.fromkeys(p.backbone for p in self.all_proposals()))
+
+    def for_backbone(self, backbone: str) -> "ReviewItem":
+        """The item as its backbone's KG takes it: that backbone's first proposal's document and paper."""
+        mine = next((p for p in self.all_proposals() if p.backbone == backbone), None)
+        if mine is None:
+            raise ValueError(f"item {self.item_id}: backbone {backbone!r} did not propose it ({self.backbones})")
+        if mine.proposal_id == self.item_id:
+            return self.model_copy(update={"backbone": backbone})
+        return self.model_copy(update={"backbone": backbone, "source": mine.source, "origin": mine.origin,
+                                       "paper": mine.paper if mine.paper or mine.source != "cogmg" else "",
+                                       "agent": mine.agent, "stage": mine.stage})
 
     @property
     def triple_text(self) -> str:
@@ -83,6 +133,11 @@ class ReviewItem(BaseModel):
         return self.origin if self.source != "cogmg" and self.origin else None
 
 
+def fact_key(head_id: str, relation: str, tail_id: str) -> str:
+    """What makes two proposals one review item: the same head id, relation and tail id."""
+    return hashlib.sha256("\x1f".join((head_id, relation, tail_id)).encode("utf-8")).hexdigest()[:20]
+
+
 def item_id(source: str, backbone: str, head_id: str, relation: str, tail_id: str, origin: str) -> str:
     key = "\x1f".join((source, backbone, head_id, relation, tail_id, origin))
     return hashlib.sha256(key.encode("utf-8")).hexdigest()[:20]
@@ -95,6 +150,10 @@ class DecisionIn(BaseModel):
     action: Action
     reviewer: str
     edits: dict[str, str] = {}  # only for action "edit": field -> new value (fields of EDITABLE)
+    # only for action "accept" of a schema-review or new-relation-type item: a metaedge abbreviation among
+    # review.accepting.choices(item) (the triple enters as that relation), or EXTENSION (its relation is added
+    # to the KG's schema extensions)
+    choice: str = ""
 
     @field_validator("reviewer")
     @classmethod
@@ -158,6 +217,11 @@ class Decision(BaseModel):
     merged_at: dt.datetime | None = None
     merge_date: dt.date | None = None  # the KG date partition it entered under
     merge_note: str = ""  # why an accepted item is not merged (e.g. needs a schema change)
+    choice: str = ""  # what Accept was told to do (DecisionIn.choice)
+    merged_backbones: list[str] = []  # the backbones' KGs that took it ([] with merged_at: every one, stored before)
+
+    def merged_in(self, backbone: str) -> bool:
+        return backbone in self.merged_backbones or (self.merged_at is not None and not self.merged_backbones)
 
     @property
     def accepted(self) -> bool:

@@ -35,7 +35,9 @@ def build_review_sensor(
         for item, decision in queue.accepted(unmerged_only=True):
             if item.relation not in schema_relations():  # a new relation type waits for the schema: nothing to launch
                 continue
-            waiting.setdefault((item.backbone, merge_date(decision).isoformat()), []).append(item.item_id)
+            for backbone in item.backbones:  # one item per fact: every backbone that proposed it takes it
+                if not decision.merged_in(backbone):
+                    waiting.setdefault((backbone, merge_date(decision).isoformat()), []).append(item.item_id)
         requests = []
         for (ns, date), ids in sorted(waiting.items()):
             if ns not in jobs:

@@ -91,6 +91,8 @@
     localStorage.setItem("karma-reviewer", who);
     const card = form.closest("article.item");
     const action = form.querySelector("input[name=action]").value;
+    const picked = form.querySelector("select[name=choice]");  // what Accept does with a schema-review triple
+    const choice = action === "accept" && picked ? picked.value : "";
     const edits = {};
     if (action === "edit") {
       form.querySelectorAll("input:not([type=hidden])").forEach((input) => { edits[input.name] = input.value; });
@@ -101,7 +103,7 @@
       const url = root + "/api/items/" + encodeURIComponent(card.dataset.id) + "/decision" + location.search;
       const response = await fetch(url, {
         method: "POST", headers: { "content-type": "application/json", "x-karma-token": token },
-        body: JSON.stringify({ action: action, reviewer: who, edits: edits }),
+        body: JSON.stringify(Object.assign({ action: action, reviewer: who, edits: edits }, choice ? { choice: choice } : {})),
       });
       const body = await response.json().catch(() => ({ error: "the server answered " + response.status }));
       if (!response.ok) throw new Error(body.error || ("the server answered " + response.status));
