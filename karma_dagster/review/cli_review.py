@@ -30,7 +30,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                     "CogMG completions into one queue, then serve it on the loopback (keys: j/k move, a accept, "
                     "r reject, e edit). --merge merges accepted decisions into the KG instead of serving. CogMG "
                     "completions are read from what the <backbone>/completions asset wrote.")
-    p.add_argument("--data-dir", default="", help="run-time data folder (default: $DAGSTER_HOME/karma)")
+    p.add_argument("--data-dir", default="", help="run-time data folder (default: $KARMA_DATA, else $DAGSTER_HOME/karma)")
     p.add_argument("--host", default="127.0.0.1", help="a loopback address (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
     p.add_argument("--allow-host", action="append", default=[], metavar="NAME[:PORT]",
