@@ -114,10 +114,12 @@ def cmd_review(args: argparse.Namespace) -> int:
         return 2
     import uvicorn
 
+    from karma_dagster.ingest.papers import catalog_lookup
     from karma_dagster.web.guard import host_name, own_hosts, session_address
 
     app = create_app(queue, dagster_url=args.dagster_url, hosts=own_hosts(args.host, args.port, args.allow_host),
-                     port=args.port, kg=kg_store(paths),  # links to a paper's day with date partitions:
+                     port=args.port, kg=kg_store(paths), papers=catalog_lookup(paths.catalog),
+                     # links to a paper's day with date partitions:
                      by_date=os.environ.get("KARMA_PARTITIONS", "").strip().lower() == "date")  # partitioning/mode.py
     # the read key is in the address (never a cookie: those reach every port): only whoever reads this line can
     # open the page; decisions need a second token that only the page shows
