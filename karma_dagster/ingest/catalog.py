@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict
 
 from karma_dagster.ingest.dates import DateSource, DocumentDate, UndatedPolicy, decide_date, undated_reason
 from karma_dagster.ingest.keys import content_hash, document_key
-from karma_dagster.ingest.papers import PaperInfo, first_author
+from karma_dagster.ingest.papers import PaperInfo, PaperLookup, first_author
 from karma_dagster.ingest.source_rank import is_full_text, source_rank
 from karma_dagster.integrity import check_sqlite, sqlite_errors
 from karma_dagster.schemas.records import ParsedDocument, SourceFormat
@@ -811,3 +811,11 @@ class Catalog:
     def mark_retired(self, old_key: str) -> None:
         with self._write() as con:
             con.execute("UPDATE rekeyed SET retired = 1 WHERE old_key=?", (old_key,))
+
+
+def catalog_lookup(catalog_path: Path) -> PaperLookup:
+    """The papers of these keys from the data folder's catalog; nothing (and no file created) before there is one."""
+    def lookup(doc_keys: Iterable[str]) -> dict[str, PaperInfo]:
+        return Catalog(catalog_path).papers(doc_keys) if catalog_path.is_file() else {}
+
+    return lookup

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Iterable
-from pathlib import Path
 
 from pydantic import BaseModel
 
@@ -59,16 +58,4 @@ class PaperInfo(BaseModel):
         return f"{self.short_title} — {self.byline}" if self.byline else self.short_title
 
 
-PaperLookup = Callable[[Iterable[str]], dict[str, PaperInfo]]
-
-
-def catalog_lookup(catalog_path: Path) -> PaperLookup:
-    """The papers of these keys from the data folder's catalog; nothing (and no file created) before there is one."""
-    def lookup(doc_keys: Iterable[str]) -> dict[str, PaperInfo]:
-        if not catalog_path.is_file():
-            return {}
-        from karma_dagster.ingest.catalog import Catalog  # catalog.py imports this module
-
-        return Catalog(catalog_path).papers(doc_keys)
-
-    return lookup
+PaperLookup = Callable[[Iterable[str]], dict[str, PaperInfo]]  # doc_keys -> the papers known of them (catalog_lookup)

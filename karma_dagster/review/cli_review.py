@@ -114,7 +114,7 @@ def cmd_review(args: argparse.Namespace) -> int:
         return 2
     import uvicorn
 
-    from karma_dagster.ingest.papers import catalog_lookup
+    from karma_dagster.ingest.catalog import catalog_lookup
     from karma_dagster.web.guard import host_name, own_hosts, session_address
 
     app = create_app(queue, dagster_url=args.dagster_url, hosts=own_hosts(args.host, args.port, args.allow_host),
