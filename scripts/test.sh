@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test suite (what CI runs). Extra arguments go to pytest.
 set -euo pipefail
-source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/bootstrap.sh"
+# everything the tests use: the test tools and the offline LLM (llama.cpp) whatever backbones.yaml enables
+KARMA_EXTRAS="${KARMA_EXTRAS:-dev,llm}" source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/bootstrap.sh"
 cd "$ROOT"
 # Some tests need system programs: Debian's chromium (the review page's browser test, no browser download),
 # PostgreSQL (the KG store and Dagster's instance storage on a server) and Redis (the Celery broker of the

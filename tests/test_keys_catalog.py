@@ -215,3 +215,38 @@ def test_many_entries_read_at_once_are_each_document_own(tmp_path: Path, monkeyp
     assert len(keys) > 10 and many == alone
     assert len(many["2016-01-14_pmc4738914"].sources) == 2
     assert {s.source_format for e in many.values() for s in e.sources} >= {"pdf", "jats", "pubtator", "text"}
+
+
+def _one_paper(tmp_path: Path) -> tuple[Catalog, str, Path]:
+    """A catalog that registered the sample JATS paper: (catalog, its key, the inbox)."""
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    shutil.copy(INBOX / "PMC4686705.xml", inbox)
+    catalog = Catalog(tmp_path / "catalog.sqlite")
+    (key,) = scan_inbox(inbox, catalog, ARRIVAL).new_keys
+    return catalog, key, inbox
+
+
+def test_the_catalog_names_a_paper_by_title_first_author_journal_and_date(tmp_path: Path) -> None:
+    catalog, key, inbox = _one_paper(tmp_path)
+    paper = catalog.papers([key, "2020-01-01_unknown"])[key]
+    assert list(catalog.papers([key, "2020-01-01_unknown"])) == [key]
+    parsed = parse_file(inbox / "PMC4686705.xml", inbox)[0]
+    assert paper.title == parsed.title and paper.journal == parsed.journal and paper.journal
+    assert paper.first_author == parsed.authors[0] and paper.date.isoformat() == date_of_document_key(key)
+    assert paper.label() == f"{paper.title} — {paper.first_author} et al., {paper.journal}, {paper.date}"
+
+
+def test_the_run_report_names_failed_and_undated_documents_by_title(tmp_path: Path) -> None:
+    from karma_dagster.ingest.undated import UndatedDocument, UndatedSummary
+    from karma_dagster.report import RunReport, name_papers
+
+    catalog, key, _ = _one_paper(tmp_path)
+    title = catalog.papers([key])[key].title
+    report = RunReport(backbones=[], documents_failed={key: "boom", "2020-01-01_gone": "lost"},
+                       dates=UndatedSummary(n_documents=2, undated=[
+                           UndatedDocument(doc_key=key, date_source="arrival", note="no date")]))
+    text = name_papers(report, catalog).markdown()
+    assert f"- {title} — " in text and f"(`{key}`): boom" in text
+    assert f"(`{key}`) (arrival): no date" in text
+    assert "- `2020-01-01_gone`: lost" in text, "a document the catalog does not know keeps its key"

@@ -23,6 +23,7 @@ import pytest
 from browser_harness import CHROMIUM, launch
 from starlette.testclient import TestClient
 
+from karma_dagster.ingest.papers import PaperInfo
 from karma_dagster.kg.edges import edge_text
 from karma_dagster.kg.merge import merge_increment
 from karma_dagster.kg.seed_import import import_hetionet
@@ -42,6 +43,11 @@ AFIMOXIFENE = "NEW:Compound/4-hydroxytamoxifen"  # a new entity of the single-ag
 DAY1, DAY2 = dt.date(2016, 1, 10), dt.date(2016, 2, 12)
 DOC1, DOC2, DOC3 = "2016-01-10_pmc4736972", "2016-02-12_pmc4737013", "2016-02-12_pmc4738914"
 SVG_NS = "{http://www.w3.org/2000/svg}"
+# what the catalog says of two of the papers (DOC3 it does not know: shown by its key)
+PAPERS = {DOC1: PaperInfo(doc_key=DOC1, title="Notch signalling & endocrine resistance in breast cancer",
+                          first_author="Acar A", journal="Oncotarget", date=DAY1, date_source="publication"),
+          DOC2: PaperInfo(doc_key=DOC2, title="Tamoxifen lowers ESR1 in MCF-7 cells", first_author="Lee K",
+                          journal="Breast Cancer Res", date=DAY2, date_source="arrival")}
 
 
 def paper_sentence() -> str:
@@ -88,7 +94,8 @@ def grow(store: KGStore) -> KGStore:
 def client(kg_backend: KGBackend, tmp_path_factory: pytest.TempPathFactory) -> TestClient:
     """The review app with the browser over the grown KG, on DuckDB and on PostgreSQL (the queries are portable)."""
     queue = ReviewQueue(tmp_path_factory.mktemp("queue") / "queue.duckdb")
-    app = create_app(queue, dagster_url="http://127.0.0.1:3999/", kg=grow(kg_backend.new("browser")))
+    app = create_app(queue, dagster_url="http://127.0.0.1:3999/", kg=grow(kg_backend.new("browser")),
+                     papers=lambda keys: {k: PAPERS[k] for k in keys if k in PAPERS})
     return TestClient(app, base_url="http://127.0.0.1:8766", headers={TOKEN_HEADER: app.state.token},
                       follow_redirects=False)
 
@@ -235,6 +242,24 @@ def test_timeline_shows_each_days_additions(client: TestClient) -> None:
     assert detail.count('<tr class="new">') == 2 and detail.count('<tr class="reinforced">') == 1
     assert "supersedes" in detail
     assert "Nothing merged" in client.get("/kg/timeline", params={"as_of": "2015-01-01"}).text
+
+
+def test_papers_are_named_by_title_author_journal_and_date_with_the_key_a_click_away(client: TestClient) -> None:
+    page = client.get(entity_path(ESR1)).text
+    assert "<cite>Notch signalling &amp; endocrine resistance in breast cancer</cite>" in page  # escaped, once
+    assert "Acar A et al., Oncotarget, 2016-01-10" in page
+    assert f'href="http://127.0.0.1:3999/assets/local/evaluated?view=partitions&amp;partition={DOC1}">{DOC1}</a>' \
+        in page, "the key still links to the document in Dagster"
+    edge = client.get("/kg/edge", params={"head": TAMOXIFEN, "relation": "binds", "tail": ESR1}).text
+    assert "<cite>Tamoxifen lowers ESR1 in MCF-7 cells</cite>" in edge and "2016-02-12 (arrival date)" in edge
+    # a day's view lists its papers and what each added: DOC2 2 rows on 2 edges (downregulates new, binds
+    # reinforced), DOC3 (unknown to the catalog: its key) 1 row on 1 new edge
+    detail = re.sub(r">\s+<", "><", client.get("/kg/timeline", params={"day": str(DAY2)}).text)
+    papers = detail.split('<table class="papers">')[1].split("</table>")[0].split('<tr class="paper">')[1:]
+    assert "Tamoxifen lowers ESR1" in papers[0] and papers[0].endswith(
+        '<td class="num">2</td><td class="num">2</td><td class="num">1</td><td class="num">0</td></tr>')
+    assert f">{DOC3}</a>" in papers[1] and "<cite>" not in papers[1] and papers[1].endswith(
+        '<td class="num">1</td><td class="num">1</td><td class="num">1</td><td class="num">0</td></tr></tbody>')
 
 
 def test_bad_input_names_it_and_the_guard_still_applies(client: TestClient) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 import os
 import re
 import shutil
@@ -60,6 +62,20 @@ def test_with_date_partitions_a_stage_item_links_its_documents_day(queue: Review
     day = date_of_document_key(DOC)
     assert day != DOC and f"/assets/local/resolved?view=partitions&amp;partition={day}\"" in html
     assert "/assets/local/completions?view=partitions&amp;partition=sample_biomed.v1__q07" in html
+
+
+def test_an_items_paper_is_named_by_title_with_its_key_a_click_away(queue: ReviewQueue) -> None:
+    from karma_dagster.ingest.papers import PaperInfo
+
+    known = {DOC: PaperInfo(doc_key=DOC, title="Metformin & type 2 diabetes: a cohort", first_author="Ng T",
+                            journal="Diabetes Care", date=dt.date(2016, 1, 14), date_source="publication")}
+    app = create_app(queue, dagster_url="http://127.0.0.1:3999/",
+                     papers=lambda keys: {k: known[k] for k in keys if k in known})
+    html = TestClient(app, base_url="http://127.0.0.1:8766", headers={TOKEN_HEADER: app.state.token}).get("/").text
+    assert '<cite class="paper">Metformin &amp; type 2 diabetes: a cohort</cite>' in html
+    assert "Ng T et al., Diabetes Care, 2016-01-14" in html
+    assert f'partition={DOC}" target="_blank" rel="noopener">{DOC}</a>)' in html, "the key, one click away"
+    assert html.count('<cite class="paper">') == 4, "every item's paper is DOC (the completion's: its passage's)"
 
 
 def test_queue_page_shows_items_with_marked_evidence_and_dagster_links(client: TestClient, queue: ReviewQueue) -> None:

@@ -26,7 +26,7 @@ from karma_dagster.metrics.calibration import reliability_png
 from karma_dagster.project.safe_files import replace_file, replace_with
 from karma_dagster.metrics.gold_inbox import compute_gold, judge_accepted
 from karma_dagster.metrics.kg_metrics import compute_kg_metrics
-from karma_dagster.metrics.qa import default_questions
+from karma_dagster.metrics.qa import default_questions, questions_label
 from karma_dagster.resources.backbones import BackbonesResource
 from karma_dagster.resources.judge import JudgeResource
 from karma_dagster.resources.storage import KarmaStorageResource
@@ -236,7 +236,7 @@ def build_backbone_comparison(namespaces: list[str], statuses: list[BackboneStat
     ))
 
     @dg.multi_asset(name="backbone_comparison", specs=specs, can_subset=False)
-    def backbone_comparison(context: dg.AssetExecutionContext, storage: KarmaStorageResource):
+    def backbone_comparison(context: dg.AssetExecutionContext, storage: KarmaStorageResource, judge: JudgeResource):
         for ns in namespaces:  # first: the table reads gold.json
             yield evaluate_gold(storage, ns)
         out = cmp.metrics_dir(storage.root())
@@ -244,7 +244,7 @@ def build_backbone_comparison(namespaces: list[str], statuses: list[BackboneStat
         table = cmp.markdown(rows)
         replace_file(out / "backbone_comparison.md", table + "\n")
         replace_file(out / "backbone_comparison.csv", cmp.to_csv(rows))
-        png = cmp.chart(rows, out / "backbone_comparison.png")
+        png = cmp.chart(rows, out / "backbone_comparison.png", questions_label(judge.qa_questions))
         reliability = reliability_chart(out, namespaces)
         context.log.info("\n" + table)
         hint = missing_metrics_hint(rows)

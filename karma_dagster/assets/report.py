@@ -10,7 +10,7 @@ from karma_dagster.assets.freshness import kg_grew
 from karma_dagster.assets.notices import judge_notice
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.metrics.judge import judge_chain_overlap
-from karma_dagster.report import build_report
+from karma_dagster.report import build_report, name_papers
 from karma_dagster.resources.backbones import BackbonesResource
 from karma_dagster.resources.judge import JudgeResource
 from karma_dagster.resources.storage import KarmaStorageResource
@@ -37,9 +37,11 @@ def build(namespaces: list[str]) -> dg.AssetsDefinition:
         backbones: BackbonesResource,
         judge: JudgeResource,
     ) -> dg.MaterializeResult:
-        report = build_report(storage.stage_store(), storage.kg_store(), backbones.names(),
-                              catalog=Catalog(storage.catalog_path()) if storage.catalog_path().exists() else None)
+        catalog = Catalog(storage.catalog_path()) if storage.catalog_path().exists() else None
+        report = build_report(storage.stage_store(), storage.kg_store(), backbones.names(), catalog=catalog)
         report.documents_failed = dict(config.failed_documents)
+        if catalog is not None:
+            name_papers(report, catalog)  # the documents it names, by title
         report.wall_time_s = config.wall_time_s if config.wall_time_s >= 0 else None
         overlaps = {ns: judge_chain_overlap(judge, backbones.settings(ns)) for ns in backbones.names()}
         report.judge_warnings = {ns: why for ns, why in overlaps.items() if why}

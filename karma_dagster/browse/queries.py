@@ -179,12 +179,24 @@ class DayEdge(BaseModel):
     confidence: float
 
 
+class DayPaper(BaseModel):
+    """What one paper of the day added: its evidence rows, the edges they assert, how many of those the day made
+    new (among the day's listed edges), and the entities it was the first to add."""
+
+    doc_key: str
+    n_evidence: int
+    n_edges: int
+    n_new_edges: int
+    n_new_nodes: int
+
+
 class DayView(BaseModel):
     date: dt.date
     edges: list[DayEdge]
     new_nodes: list[NodeInfo]
     supersessions: list[Supersession]
     truncated: bool
+    papers: list[DayPaper] = []  # the day's papers, most evidence first
 
 
 # ---------------------------------------------------------------- helpers
@@ -519,6 +531,10 @@ def day(store: KGStore, namespace: str, date: dt.date) -> DayView:
             "against_tail_id, reason FROM adjudications WHERE namespace = ? AND date = ? "
             "ORDER BY doc_key, triple_id LIMIT ?", [namespace, date, DAY_ROWS]).fetchall()
         names = _names(con, {r[0] for r in rows} | {r[2] for r in rows}, namespace)
+        per_paper = con.execute(
+            "SELECT doc_key, head_id, relation, tail_id, count(*) FROM evidence WHERE namespace = ? AND date = ? "
+            "GROUP BY doc_key, head_id, relation, tail_id ORDER BY doc_key LIMIT ?",
+            [namespace, date, DAY_ROWS * 4]).fetchall()
     edges = []
     for h, r, t, n in rows:
         f = facts.get((h, r, t))
@@ -528,12 +544,28 @@ def day(store: KGStore, namespace: str, date: dt.date) -> DayView:
                              confidence=f.confidence if f else 0.0))
     edges.sort(key=lambda e: (not e.new, e.head_name.lower(), e.relation, e.tail_name.lower()))
     return DayView(
-        date=date, edges=edges, truncated=truncated,
+        date=date, edges=edges, truncated=truncated, papers=_day_papers(per_paper, edges, nodes),
         new_nodes=[NodeInfo(id=i, name=n, kind=k, source="extracted", created_by_doc=d, first_seen=date)
                    for i, n, k, d in nodes],
         supersessions=[Supersession(date=d, doc_key=doc, action=a, role="supersedes" if a == "replace" else "lost to",
                                     other=(ah, ar, at), reason=reason, edge=(h, r, t))
                        for d, doc, a, h, r, t, ah, ar, at, reason in sups])
+
+
+def _day_papers(per_paper: list[tuple], edges: list[DayEdge], nodes: list[tuple]) -> list[DayPaper]:
+    """(doc_key, head, relation, tail, rows) of a day's evidence -> what each paper added, most evidence first."""
+    new = {(e.head_id, e.relation, e.tail_id) for e in edges if e.new}
+    created: dict[str, int] = {}
+    for _id, _name, _kind, doc in nodes:
+        created[doc] = created.get(doc, 0) + 1
+    out: dict[str, DayPaper] = {}
+    for doc, h, r, t, n in per_paper:
+        p = out.setdefault(doc, DayPaper(doc_key=doc, n_evidence=0, n_edges=0, n_new_edges=0,
+                                         n_new_nodes=created.get(doc, 0)))
+        p.n_evidence += int(n)
+        p.n_edges += 1
+        p.n_new_edges += (h, r, t) in new
+    return sorted(out.values(), key=lambda p: (-p.n_evidence, p.doc_key))
 
 
 def namespaces(store: KGStore) -> list[str]:

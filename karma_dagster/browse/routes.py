@@ -24,6 +24,7 @@ from starlette.templating import Jinja2Templates
 from karma_dagster.browse import queries
 from karma_dagster.browse.layout import neighbourhood_svg
 from karma_dagster.browse.search import SearchIndex, search_index
+from karma_dagster.ingest.papers import PaperInfo, PaperLookup
 from karma_dagster.kg.store import DEFAULT_NAMESPACE, KGStore
 from karma_dagster.review.marks import marked_html
 from karma_dagster.review.models import Span
@@ -51,8 +52,19 @@ def word_spans(text: str, names: list[tuple[str, str]]) -> list[Span]:
     return sorted(taken, key=lambda s: s.start)
 
 
-def browse_routes(store: KGStore, *, dagster_url: str) -> list[Route | Mount]:
-    """The /kg pages over `store` (DuckDB file or PostgreSQL: kg_store(data))."""
+def paper_html(key: str, info: PaperInfo | None, href: str) -> Markup:
+    """A paper as people name it (title, first author, journal, date) with its key one click away (`href`: the
+    document in Dagster); the key alone when the catalog does not know it."""
+    link = Markup('<a class="doc" href="{}">{}</a>').format(href, key)
+    if info is None or not info.title:
+        return link
+    return Markup('<span class="paper"><cite>{}</cite> <small class="byline">{}</small> <small>{}</small></span>'
+                  ).format(info.short_title, info.byline, link)
+
+
+def browse_routes(store: KGStore, *, dagster_url: str, papers: PaperLookup | None = None) -> list[Route | Mount]:
+    """The /kg pages over `store` (DuckDB file or PostgreSQL: kg_store(data)); `papers` names the documents by
+    title, author, journal and date (ingest/papers.py; without it, by key)."""
     templates = Jinja2Templates(directory=str(HERE / "templates"),
                                 context_processors=[lambda request: {"root": _root(request)}])
     if store.exists():  # the search index (vocabularies read: ~1 s) is built while the first page loads, not after
@@ -95,8 +107,15 @@ def browse_routes(store: KGStore, *, dagster_url: str) -> list[Route | Mount]:
         def page_url(path: str, **params: str) -> str:
             return f"{root}{path}?{urlencode({**keep, **params})}"
 
+        known: dict[str, PaperInfo | None] = {}  # one page's papers, each looked up once
+
+        def paper(doc_key: str) -> Markup:
+            if doc_key not in known:
+                known.update((papers or (lambda keys: {}))([doc_key]) or {doc_key: None})
+            return paper_html(doc_key, known.get(doc_key), doc_url(doc_key))
+
         return {"entity_url": entity_url, "edge_url": edge_url, "svg_url": svg_url, "doc_url": doc_url,
-                "page_url": page_url, "keep": keep}
+                "page_url": page_url, "keep": keep, "paper": paper}
 
     def render(request: Request, name: str, ctx: dict, status: int = 200, **values: object) -> Response:
         return templates.TemplateResponse(request, name, {**ctx, **links(ctx), **values}, status_code=status)

@@ -30,7 +30,7 @@ def add_parser(sub) -> None:  # noqa: ANN001 - argparse's private subparsers typ
                               "(empty or too long question, no KG, unknown backbone), 1 failure")
     p.add_argument("question", help="the question, in quotes")
     p.add_argument("--backbone", default="local", help="whose KG namespace and decomposer (default: local)")
-    p.add_argument("--data-dir", default="", help="run-time data folder (default: $DAGSTER_HOME/karma)")
+    p.add_argument("--data-dir", default="", help="run-time data folder (default: $KARMA_DATA, else $DAGSTER_HOME/karma)")
     p.add_argument("--no-complete", action="store_true", help="only answer; do not complete a miss")
     p.add_argument("--no-queue", action="store_true", help="show a miss's completions without queueing them for review")
     p.set_defaults(func=cmd_ask)

@@ -19,7 +19,7 @@ def add_parser(sub) -> None:  # noqa: ANN001 - argparse's private subparsers typ
                         f"{CONTEXT_BUDGET_DEFAULT}; ~3 characters a token)")
     p.add_argument("--backbone", default="local", help="whose KG namespace (default: local)")
     p.add_argument("--as-of", default=None, help="the KG as it was on this date, YYYY-MM-DD")
-    p.add_argument("--data-dir", default="", help="run-time data folder (default: $DAGSTER_HOME/karma)")
+    p.add_argument("--data-dir", default="", help="run-time data folder (default: $KARMA_DATA, else $DAGSTER_HOME/karma)")
     p.add_argument("--json", action="store_true", help="print the whole context as JSON")
     p.set_defaults(func=cmd_context)
 

@@ -70,7 +70,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--backbone", default="local", help="whose KG (namespace); default: local")
     p.add_argument("--out", help="output folder (default: <data-dir>/exports/<backbone>/<format>/<date>): a new "
                    "folder, or one an earlier export of the same format wrote; anything else is refused")
-    p.add_argument("--data-dir", help="run-time data folder (default: $DAGSTER_HOME/karma)")
+    p.add_argument("--data-dir", help="run-time data folder (default: $KARMA_DATA, else $DAGSTER_HOME/karma)")
     p.add_argument("--base-iri", help="turtle: the IRI base of classes, relations and nodes (default: a placeholder)")
     p.set_defaults(func=cmd_export)
     return p

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict
 
 from karma_dagster.ingest.dates import DateSource, DocumentDate, UndatedPolicy, decide_date, undated_reason
 from karma_dagster.ingest.keys import content_hash, document_key
+from karma_dagster.ingest.papers import PaperInfo, PaperLookup, first_author
 from karma_dagster.ingest.source_rank import is_full_text, source_rank
 from karma_dagster.integrity import check_sqlite, sqlite_errors
 from karma_dagster.schemas.records import ParsedDocument, SourceFormat
@@ -92,7 +93,8 @@ CREATE TABLE IF NOT EXISTS deletions (
 """
 # Columns added after catalogs existed: a catalog made before gets them when it is opened (Catalog.__init__),
 # nullable, so documents registered before read as NULL (the date note is then unknown, not invented).
-ADDED_COLUMNS = (("documents", "date_note", "TEXT"), ("sources", "full_text", "INTEGER"))
+ADDED_COLUMNS = (("documents", "date_note", "TEXT"), ("sources", "full_text", "INTEGER"),
+                 ("documents", "first_author", "TEXT"), ("documents", "journal", "TEXT"))
 
 
 class SourceRef(BaseModel):
@@ -441,17 +443,18 @@ class Catalog:
                 n += 1
                 key = f"{base}-{n}"
             con.execute("INSERT INTO documents (doc_key, date, date_source, pmid, pmcid, doi, title, "
-                        "first_registered, date_note) VALUES (?,?,?,?,?,?,?,?,?)",
+                        "first_registered, date_note, first_author, journal) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                         (key, decided.date.isoformat(), decided.source, doc.pmid, doc.pmcid, doc.doi,
-                         doc.title or None, now, decided.note))
+                         doc.title or None, now, decided.note, first_author(doc), doc.journal or None))
         else:
             if decided is not None and (moved := self._redate(con, key, held, decided)) is not None:
                 rekeyed_from, key = key, moved
                 held = key if held == rekeyed_from else held  # the same paper, moved: not a replacement
             con.execute(
                 "UPDATE documents SET pmid=COALESCE(pmid,?), pmcid=COALESCE(pmcid,?), doi=COALESCE(doi,?), "
-                "title=COALESCE(NULLIF(title,''),?) WHERE doc_key=?",
-                (doc.pmid, doc.pmcid, doc.doi, doc.title or None, key))
+                "title=COALESCE(NULLIF(title,''),?), first_author=COALESCE(first_author,?), "
+                "journal=COALESCE(journal,?) WHERE doc_key=?",
+                (doc.pmid, doc.pmcid, doc.doi, doc.title or None, first_author(doc), doc.journal or None, key))
         for kind, value in [*ids, ("content", chash)]:
             con.execute("INSERT OR IGNORE INTO identifiers VALUES (?,?,?)", (kind, value, key))
         if held is not None and held != key:  # the file now holds another paper: the old one keeps its results
@@ -737,6 +740,19 @@ class Catalog:
         with self._connect() as con:
             return {r[0] for r in _in_chunks(con, "SELECT doc_key FROM documents WHERE doc_key IN ({})", doc_keys)}
 
+    def papers(self, doc_keys: Iterable[str]) -> dict[str, PaperInfo]:
+        """doc_key -> how pages name the paper (title, first author, journal, date), for the keys the catalog knows."""
+        keys = list(dict.fromkeys(doc_keys))
+        found: dict[str, PaperInfo] = {}
+        with self._connect() as con:
+            for lo in range(0, len(keys), LOOKUP_CHUNK):
+                chunk = keys[lo:lo + LOOKUP_CHUNK]
+                for r in con.execute("SELECT doc_key, title, first_author, journal, date, date_source, pmid, doi "
+                                     f"FROM documents WHERE doc_key IN ({','.join('?' * len(chunk))})", chunk):
+                    found[r[0]] = PaperInfo(doc_key=r[0], title=r[1], first_author=r[2], journal=r[3],
+                                            date=dt.date.fromisoformat(r[4]), date_source=r[5], pmid=r[6], doi=r[7])
+        return found
+
     def all_keys(self) -> list[str]:
         with self._connect() as con:
             return [r[0] for r in con.execute("SELECT doc_key FROM documents ORDER BY doc_key").fetchall()]
@@ -795,3 +811,11 @@ class Catalog:
     def mark_retired(self, old_key: str) -> None:
         with self._write() as con:
             con.execute("UPDATE rekeyed SET retired = 1 WHERE old_key=?", (old_key,))
+
+
+def catalog_lookup(catalog_path: Path) -> PaperLookup:
+    """The papers of these keys from the data folder's catalog; nothing (and no file created) before there is one."""
+    def lookup(doc_keys: Iterable[str]) -> dict[str, PaperInfo]:
+        return Catalog(catalog_path).papers(doc_keys) if catalog_path.is_file() else {}
+
+    return lookup

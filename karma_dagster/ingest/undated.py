@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pydantic import BaseModel
 
 from karma_dagster.ingest.catalog import Catalog, SkippedUndated
@@ -20,8 +22,9 @@ class UndatedSummary(BaseModel):
     undated: list[UndatedDocument] = []
     skipped: list[SkippedUndated] = []
 
-    def lines(self, limit: int = 50) -> list[str]:
-        """Markdown lines (empty when every document has its publication date and nothing was skipped)."""
+    def lines(self, limit: int = 50, named: Callable[[str], str] = lambda key: f"`{key}`") -> list[str]:
+        """Markdown lines (empty when every document has its publication date and nothing was skipped); `named`
+        says a document (the run report: by its paper's title, the key after it)."""
         out: list[str] = []
         if self.undated:
             by_source: dict[str, int] = {}
@@ -33,7 +36,7 @@ class UndatedSummary(BaseModel):
                     "their date is not when they were published, so they sort, merge and age by it. Supply dates "
                     "with a sidecar `<stem>.json` or `<stem>.dates.tsv` (pmid<TAB>date) beside the file, or set "
                     "the storage setting `undated`:"]
-            out += [f"- `{u.doc_key}` ({u.date_source}): {u.note.removeprefix('undated: ')}"
+            out += [f"- {named(u.doc_key)} ({u.date_source}): {u.note.removeprefix('undated: ')}"
                     for u in self.undated[:limit]]
             if len(self.undated) > limit:
                 out.append(f"- ... and {len(self.undated) - limit} more")

@@ -43,6 +43,6 @@ def cmd_check(args: argparse.Namespace) -> int:
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("check", help="report every KG row that breaks an admission rule (self-edge, metaedge, "
                                      "domain/range, id kind, evidence, date); exit 1 when any does")
-    p.add_argument("--data-dir", help="run-time data folder (default: $DAGSTER_HOME/karma)")
+    p.add_argument("--data-dir", help="run-time data folder (default: $KARMA_DATA, else $DAGSTER_HOME/karma)")
     p.add_argument("--backbone", action="append", help="only this backbone's rows and the seed's (repeatable)")
     p.set_defaults(func=cmd_check)

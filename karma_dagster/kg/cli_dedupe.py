@@ -43,7 +43,7 @@ def cmd_dedupe(args: argparse.Namespace) -> int:
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("dedupe", help="fold extracted nodes that are existing KG nodes (same id, cross-reference or "
                                       "exact name) into them, re-pointing their evidence")
-    p.add_argument("--data-dir", help="run-time data folder (default: $DAGSTER_HOME/karma)")
+    p.add_argument("--data-dir", help="run-time data folder (default: $KARMA_DATA, else $DAGSTER_HOME/karma)")
     p.add_argument("--backbone", action="append", help="only this backbone (repeatable; default: every one)")
     p.add_argument("--dry-run", action="store_true", help="print what would be folded, change nothing")
     p.set_defaults(func=cmd_dedupe)

@@ -21,7 +21,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--allow-host", action="append", default=[], metavar="NAME[:PORT]",
                    help="streamable-http: also answer to this Host name; by default only 127.0.0.1, localhost and "
                         "[::1] with --port (a DNS-rebinding page's requests name another host and are refused)")
-    p.add_argument("--data-dir", default="", help="the pipeline's data dir (default $DAGSTER_HOME/karma)")
+    p.add_argument("--data-dir", default="", help="the pipeline's data dir (default $KARMA_DATA, else $DAGSTER_HOME/karma)")
     p.add_argument("--namespace", default=DEFAULT_NAMESPACE,
                    help=f"the KG namespace the tools read and write (default {DEFAULT_NAMESPACE!r}; not a chain's)")
     p.add_argument("--caller", default="mcp-client", help="who the writes are recorded as (provenance)")

@@ -224,27 +224,57 @@ def to_csv(rows: list[ComparisonRow]) -> str:
     return buf.getvalue()
 
 
-def chart(rows: list[ComparisonRow], path: Path) -> Path:
-    """Grouped bars of the [0, 1] metrics, one group per metric, one bar per backbone."""
+NA_HEIGHT = 0.04  # a missing value's hatched placeholder: visible, clearly not a measurement
+
+
+def figure(rows: list[ComparisonRow], questions: str = ""):  # noqa: ANN201 - a matplotlib Figure
+    """Grouped bars of the [0, 1] metrics, one group per metric, one bar per backbone. A value not measured is a
+    short hatched grey bar labelled "n/a" (never a bar at 0, which reads as measured and bad); the legend sits
+    right of the axes, clear of the bars; the footnote names the QA question set (`questions`; default: the
+    package's sample set, said to be so: qa.questions_label)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     ok = [r for r in rows if r.status == "ok"]
-    fig, ax = plt.subplots(figsize=(11, 4.2), dpi=100)
+    fig, ax = plt.subplots(figsize=(12, 4.6), dpi=100)
     width = 0.8 / max(1, len(ok))
     xs = range(len(CHART_COLUMNS))
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for i, r in enumerate(ok):
-        values = [r.values.get(c) if r.values.get(c) is not None else 0.0 for c in CHART_COLUMNS]
-        ax.bar([x + i * width for x in xs], values, width, label=r.backbone)
+        colour = colours[i % len(colours)]
+        at = [x + i * width for x in xs]
+        values = [r.values.get(c) for c in CHART_COLUMNS]
+        measured = [(x, v) for x, v in zip(at, values, strict=True) if v is not None]
+        ax.bar([x for x, _ in measured], [v for _, v in measured], width, color=colour, label=r.backbone)
+        missing = [x for x, v in zip(at, values, strict=True) if v is None]
+        if missing:
+            ax.bar(missing, [NA_HEIGHT] * len(missing), width, color="white", edgecolor=colour, hatch="///",
+                   linewidth=0.8, gid="n/a")
+            for x in missing:
+                ax.text(x, NA_HEIGHT + 0.01, "n/a", ha="center", va="bottom", fontsize=6, rotation=90, color="#555")
     ax.set_xticks([x + width * (len(ok) - 1) / 2 for x in xs])
     ax.set_xticklabels([COLUMNS[c][0] for c in CHART_COLUMNS], rotation=20, ha="right")
     ax.set_ylim(0, 1.05)
-    ax.set_title("Backbones side by side (KARMA Table-1 metrics and gold F1; n/a drawn as 0)")
+    ax.set_title("Backbones side by side (KARMA Table-1 metrics and gold F1)")
+    if not questions:
+        from karma_dagster.metrics.qa import questions_label  # here: the table's import stays light
+
+        questions = questions_label()
+    fig.text(0.01, 0.01, f'Hatched "n/a": not measured. QA coherence on {questions}.', fontsize=8, color="#444")
     if ok:  # no measured row yet: no legend (matplotlib would warn on every comparison run)
-        ax.legend(loc="upper right", fontsize="small")
-    fig.tight_layout()
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, fontsize="small",
+                  title="backbone")
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    return fig
+
+
+def chart(rows: list[ComparisonRow], path: Path, questions: str = "") -> Path:
+    """`figure` as a PNG at `path`."""
+    import matplotlib.pyplot as plt
+
+    fig = figure(rows, questions)
     path.parent.mkdir(parents=True, exist_ok=True)
     replace_with(path, lambda fh: fig.savefig(fh, format="png"))  # a link at the name is replaced, not followed
     plt.close(fig)

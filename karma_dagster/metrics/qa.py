@@ -35,6 +35,14 @@ def default_questions() -> Path:
     return data_file("qa", QUESTIONS_FILE)
 
 
+def questions_label(setting: str = "") -> str:
+    """How charts and tables name the QA question set in use: the judge's `qa_questions` file by its name, else
+    the package's shipped sample set (a project's comparison is then not measured on its own questions)."""
+    if setting.strip():
+        return f"the question set {Path(setting).name}"
+    return f"the package's sample questions ({QUESTIONS_FILE}), not the project's"
+
+
 def normalize(name: str) -> str:
     """How names are compared: NFKC (a PDF's mathematical 𝛽 is β), typographic apostrophes as plain ones,
     case-insensitive, whitespace collapsed (PDF text says "Graves’ disease", the KG "Graves' disease")."""

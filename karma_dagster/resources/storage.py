@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from pydantic import Field, ValidationInfo, field_validator
 
@@ -11,16 +12,18 @@ from karma_dagster.ingest.limits import InputLimits
 from karma_dagster.kg import backends as kg_backends
 from karma_dagster.kg.store import KGStore
 from karma_dagster.partitioning.mode import PartitionMode, partition_mode
-from karma_dagster.paths import DataPaths
+from karma_dagster.paths import DataPaths, data_choice, display_path, inbox_choice
 from karma_dagster.resources.strict import StrictResource
 from karma_dagster.stage_store import StageStore
 
 
 class KarmaStorageResource(StrictResource):
-    """Run-time data of the pipeline. Empty `data_dir` means `$DAGSTER_HOME/karma`."""
+    """Run-time data of the pipeline. Empty `data_dir` means $KARMA_DATA, else `$DAGSTER_HOME/karma`; empty `inbox`
+    means $KARMA_INBOX, else the project's inbox/, else the shipped sample inbox."""
 
-    data_dir: str = Field("", description="folder for all run-time data; empty = $DAGSTER_HOME/karma")
-    inbox: str = Field("", description="folder watched for new papers; empty = the shipped data/inbox sample")
+    data_dir: str = Field("", description="folder for all run-time data; empty = $KARMA_DATA, else $DAGSTER_HOME/karma")
+    inbox: str = Field("", description="folder watched for new papers; empty = $KARMA_INBOX, else the project's "
+                       "inbox/, else the shipped data/inbox sample")
     cache_dir: str = Field("", description="derived, rebuildable files (lexicon, trained models); empty = data_dir/cache")
     storage_url: str = Field("", description="stage tables and entity index under this fsspec URL (s3://bucket/prefix) "
                              "that every worker reaches; empty = $KARMA_STORAGE_URL, else data_dir")
@@ -39,6 +42,27 @@ class KarmaStorageResource(StrictResource):
                             "paper's runs, metadata and failures on its own partition; holds ~1M papers) or 'date' (one "
                             "per day with papers, the day's papers as rows: what PubMed's ten million need); empty = "
                             "$KARMA_PARTITIONS, else document. Read when the code location loads")
+
+    def model_post_init(self, context: Any, /) -> None:
+        """The UI's description of this resource says which folders it uses and what chose them: Dagster shows an
+        instance's `__doc__` (set once here, when the code location loads)."""
+        object.__setattr__(self, "__doc__", f"{type(self).__doc__.split('.')[0]}. {self.folders_in_use()}")
+
+    def folders_in_use(self) -> str:
+        """e.g. "Inbox: papers (set by $KARMA_INBOX). Data: $DAGSTER_HOME/karma." (folders as logs show
+        them: paths.display_path); a setting that cannot be read is said, not raised (the UI must still load)."""
+        try:
+            inbox, inbox_by = (Path(self.inbox), "set in this resource's config") if str(self.inbox) else inbox_choice()
+            data, data_by = (Path(self.data_dir), "set in this resource's config") if str(self.data_dir) \
+                else data_choice()
+        except ValueError as exc:  # e.g. a $KARMA_PROJECT that names no project: its own message says so
+            return f"Folders not resolved: {exc}"
+        def named(folder: Path) -> str:  # the data folder is display_path's own base: "." says nothing
+            shown = display_path(folder)
+            return folder.name if shown == "." else shown
+
+        data_text = data_by if data_by == "$DAGSTER_HOME/karma" else f"{named(data)} ({data_by})"
+        return f"Inbox: {named(inbox)} ({inbox_by}). Data: {data_text}."
 
     def partition_mode(self) -> PartitionMode:
         """The `partitions` setting, else $KARMA_PARTITIONS, else document (partitioning/mode.py)."""

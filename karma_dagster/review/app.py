@@ -29,6 +29,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from karma_dagster.browse.routes import browse_routes
+from karma_dagster.ingest.papers import PaperLookup
 from karma_dagster.kg.store import KGStore
 from karma_dagster.review import accepting
 from karma_dagster.review.marks import marked_html
@@ -84,7 +85,8 @@ def root_of(request: Request) -> str:
 
 
 def create_app(queue: ReviewQueue, *, dagster_url: str = DEFAULT_DAGSTER_URL, hosts: list[str] | None = None,
-               port: int = 8766, kg: KGStore | None = None, by_date: bool = False) -> Starlette:
+               port: int = 8766, kg: KGStore | None = None, by_date: bool = False,
+               papers: PaperLookup | None = None) -> Starlette:
     """The page; `hosts` are the Host header values it answers to (default: the loopback names with `port`). Each
     app is a new session: `app.state.key` the read key (its pages live under /s/<key>/), `app.state.token` the
     decision token its pages embed (also what a script sends in the token header); with `kg`, the KG browser's
@@ -94,6 +96,8 @@ def create_app(queue: ReviewQueue, *, dagster_url: str = DEFAULT_DAGSTER_URL, ho
                                 context_processors=[lambda request: {"root": root_of(request)}])
     templates.env.filters["marked"] = lambda ev: marked_html(ev.text, ev.spans)
     templates.env.globals["dagster_link"] = lambda item: dagster_link(dagster_url, item, by_date)
+    # the paper an item was read from, by title (ingest/papers.py); None: unknown to the catalog, or no paper
+    templates.env.globals["paper_of"] = lambda key: (papers([key]).get(key) if papers is not None and key else None)
     templates.env.globals.update(session_token=token, token_field=TOKEN_FIELD, kg_browser=kg is not None)
     templates.env.globals.update(states=STATES, reviewer_min=REVIEWER_MIN_CHARS, reviewer_max=REVIEWER_MAX_CHARS,
                                  final_item=final_item, page_size=PAGE_SIZE)
@@ -212,7 +216,7 @@ def create_app(queue: ReviewQueue, *, dagster_url: str = DEFAULT_DAGSTER_URL, ho
         Route("/api/items", api_items),
         Route("/api/items/{item_id}/decision", api_decide, methods=["POST"]),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
-        *(browse_routes(kg, dagster_url=dagster_url) if kg is not None else []),
+        *(browse_routes(kg, dagster_url=dagster_url, papers=papers) if kg is not None else []),
     ], middleware=[Middleware(LocalGuard, hosts=hosts or own_hosts("127.0.0.1", port), token=token, read_key=key)])
     app.state.key, app.state.token = key, token
     return app

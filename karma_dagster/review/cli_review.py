@@ -30,7 +30,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                     "CogMG completions into one queue, then serve it on the loopback (keys: j/k move, a accept, "
                     "r reject, e edit). --merge merges accepted decisions into the KG instead of serving. CogMG "
                     "completions are read from what the <backbone>/completions asset wrote.")
-    p.add_argument("--data-dir", default="", help="run-time data folder (default: $DAGSTER_HOME/karma)")
+    p.add_argument("--data-dir", default="", help="run-time data folder (default: $KARMA_DATA, else $DAGSTER_HOME/karma)")
     p.add_argument("--host", default="127.0.0.1", help="a loopback address (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
     p.add_argument("--allow-host", action="append", default=[], metavar="NAME[:PORT]",
@@ -114,10 +114,12 @@ def cmd_review(args: argparse.Namespace) -> int:
         return 2
     import uvicorn
 
+    from karma_dagster.ingest.catalog import catalog_lookup
     from karma_dagster.web.guard import host_name, own_hosts, session_address
 
     app = create_app(queue, dagster_url=args.dagster_url, hosts=own_hosts(args.host, args.port, args.allow_host),
-                     port=args.port, kg=kg_store(paths),  # links to a paper's day with date partitions:
+                     port=args.port, kg=kg_store(paths), papers=catalog_lookup(paths.catalog),
+                     # links to a paper's day with date partitions:
                      by_date=os.environ.get("KARMA_PARTITIONS", "").strip().lower() == "date")  # partitioning/mode.py
     # the read key is in the address (never a cookie: those reach every port): only whoever reads this line can
     # open the page; decisions need a second token that only the page shows

@@ -47,3 +47,55 @@ def test_progress_lines_carry_rate_and_eta_and_each_date_is_merged_before_the_ne
     assert set(kg_events) == {"2015-12-08", "2016-01-14"}
     assert doc_starts[partition_of(FIRST)] < kg_events["2015-12-08"] < doc_starts[partition_of(SECOND)] \
         < kg_events["2016-01-14"]
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_eta_counts_only_unfinished_documents_from_the_finished_ones_rate():
+    from karma_dagster.progress import Progress
+
+    clock = _Clock()
+    progress = Progress(4, clock=clock)
+    clock.now = 30.0
+    assert progress.finished(3) == "10.00s/doc, ETA 00:10", "3 done in 30 s, 1 left"
+    clock.now = 40.0
+    assert progress.finished(1) == "10.00s/doc, ETA 00:00"
+
+
+def test_a_batch_is_announced_before_its_run_and_its_lines_carry_the_eta_as_of_its_end(monkeypatch):
+    """Three documents that finish together in one run: each line's ETA counts only the fourth (not the two
+    others of its own, already finished, batch), and a line says what is running before the run starts."""
+    from karma_dagster.progress import Progress
+
+    clock = _Clock()
+    lines: list[str] = []
+    seen_at_start: list[list[str]] = []
+
+    class _Storage:
+        def partition_mode(self) -> str:
+            return "document"
+
+    def fake_batch(defs, inst, batch):  # noqa: ANN001, ANN202 - a run that takes 10 s per document
+        seen_at_start.append(list(lines))
+        clock.now += 10.0 * len(batch)
+        outcome = runner._BatchOutcome.__new__(runner._BatchOutcome)
+        outcome.result, outcome.seconds, outcome.success = None, 10.0 * len(batch), True
+        return outcome
+
+    monkeypatch.setattr(runner, "_resources", lambda defs: (_Storage(),))
+    monkeypatch.setattr(runner, "ensure_registered", lambda *a, **k: None)
+    monkeypatch.setattr(runner, "adjacent_batches", lambda inst, keys, per_run: [keys[:3], keys[3:]])
+    monkeypatch.setattr(runner, "_run_batch", fake_batch)
+    keys = ["2020-01-01_a", "2020-01-01_b", "2020-01-01_c", "2020-01-02_d"]
+    failed = runner.run_documents(None, None, keys, lines.append, progress=Progress(4, clock=clock))
+    assert not failed
+    assert seen_at_start[0] == ["[1-3/4] running 3 documents in one run (2020-01-01_a .. 2020-01-01_c) ..."]
+    done = [line for line in lines if ": ok (" in line]
+    assert [line.split(" | ")[1] for line in done[:3]] == ["10.00s/doc, ETA 00:10"] * 3, lines
+    assert done[3].endswith("| 10.00s/doc, ETA 00:00"), lines

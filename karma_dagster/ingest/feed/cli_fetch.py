@@ -73,7 +73,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="retries of a request after 429, 5xx or a connection error (default 5, backoff 1 s doubling)")
     p.add_argument("--max-fetch-s", type=_seconds, metavar="SECONDS",
                    help="wall-clock bound on the whole fetch (default 3600); the days fetched before it stay recorded")
-    p.add_argument("--inbox", help="folder of papers (default: the repo's data/inbox sample)")
+    p.add_argument("--inbox", help="folder of papers (default: $KARMA_INBOX, else the project's inbox/, else the repo's data/inbox sample)")
     p.add_argument("--data-dir", help="run-time data folder, where the feed's cursor lives (default: "
-                                      "$DAGSTER_HOME/karma)")
+                                      "$KARMA_DATA, else $DAGSTER_HOME/karma)")
     p.set_defaults(func=cmd_fetch)
