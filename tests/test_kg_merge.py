@@ -17,7 +17,7 @@ import pytest
 from karma_dagster.browse.queries import edge as browse_edge
 from karma_dagster.browse.queries import entity
 from karma_dagster.kg.merge import TripleValidationError, merge_increment
-from karma_dagster.kg import invariants, reinforcement
+from karma_dagster.kg import invariants, reinforcement, supersession
 from karma_dagster.kg import store as store_module
 from karma_dagster.kg.reinforcement import PAPER_CEILING, confidence, paper_scores, reading
 from karma_dagster.kg.backends import open_kg_store
@@ -231,6 +231,33 @@ def test_karma_check_finds_an_edge_certain_from_one_paper(base, tmp_path: Path) 
     bad = [v for v in invariants.check_store(store).violations if v.rule == "certainty"]
     assert [(v.namespace, v.key) for v in bad] == [("local", f"{METFORMIN} -treats-> {T2DM}")]
     assert "confidence 0.9950 from 1 paper(s) and the seed" in bad[0].message
+
+
+def test_contradicting_papers_supersede_a_seed_edge_on_both_stores(base, tmp_path: Path) -> None:
+    """kg/supersession.py's SQL on each store: two papers at 0.9 against the seed's 0.9 (C 0.99, logit 4.6 >= 3.2)."""
+    store = fresh(base, "kg")
+
+    def against(doc: str) -> dict:
+        return {**triple(doc, "t-causes", METFORMIN, T2DM, 0.9, relation="causes", accepted=False),
+                "action": "review", "contradicts": f"{METFORMIN} -treats-> {T2DM}", supersession.ROW_FLAG: True}
+
+    merge_increment(store, D1, "local", {"pa": ([against("pa")], [])}, "r1")
+    assert edge(store, METFORMIN, T2DM)["relation"] == "treats"
+    stats = merge_increment(store, D2, "local", {"pb": ([against("pb")], [])}, "r2")
+    assert (stats.n_superseded, stats.n_evidence) == (1, 0)
+    assert store.edges_between([(METFORMIN, T2DM)])[(METFORMIN, T2DM)] == []
+    ((action, doc, on),) = [(r["action"], r["doc_key"], r["date"]) for r in store.merge_adjudications("local")]
+    assert (action, doc, on) == ("replace", "pb", D2)
+    assert edge_as_of(store, D1)["confidence"] == pytest.approx(0.9)  # history: as of D1 it stands
+
+
+def edge_as_of(store: KGStore, day: dt.date) -> dict:
+    with store.connect(read_only=True) as con:
+        cur = con.execute("SELECT * FROM kg_edges('local', as_of := ?) WHERE head_id = ? AND tail_id = ?",
+                          [day, METFORMIN, T2DM])
+        cols = [d[0] for d in cur.description]
+        (row,) = cur.fetchall()
+    return dict(zip(cols, row, strict=True))
 
 
 def test_the_rule_in_python_by_hand() -> None:
