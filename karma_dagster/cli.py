@@ -196,6 +196,7 @@ def cmd_gold_eval(args: argparse.Namespace) -> int:
         print(f"{name} on {path.name}: {scores.one_line()} | {seconds:.1f} s")
         if judgement is not None:
             print(f"{name} on {path.name}: {judgement.one_line()}")
+            print(f"{name} on {path.name}: {judgement.scope_line()}")
         if args.table:
             print()
             print(scores.markdown())

@@ -17,6 +17,7 @@ from partition_views import document_metadata, partition_of
 from stub_backbones import PartialBackbone
 
 from karma_dagster import runner, services
+from karma_dagster.agents import integration
 from karma_dagster.agents.conflict_resolution import resolve_conflicts
 from karma_dagster.agents.evaluator import evaluate_triples
 from karma_dagster.agents.schema_alignment import align_triples
@@ -24,6 +25,7 @@ from karma_dagster.backbones.local.judge import LocalJudge
 from karma_dagster.dictionary.sentences import split_sentences
 from karma_dagster.ingest.pubtator import read_pubtator
 from karma_dagster.kg import adjudication as adj
+from karma_dagster.kg import supersession
 from karma_dagster.kg.merge import TripleValidationError, merge_increment
 from karma_dagster.kg.schema import KGSchema, SchemaError
 from karma_dagster.kg.seed_import import import_hetionet
@@ -31,7 +33,7 @@ from karma_dagster.kg.store import EdgeFacts, KGStore, NodeIn
 from karma_dagster.params import KarmaParams
 from karma_dagster.paths import DataPaths
 from karma_dagster.schemas.frames import frame_to_records, records_to_frame
-from karma_dagster.schemas.records import AlignedRow, DocumentRow, MentionRow, ResolvedRow, TripleRow
+from karma_dagster.schemas.records import AlignedRow, DocumentRow, EvaluatedRow, MentionRow, ResolvedRow, TripleRow
 from karma_dagster.schemas.tables import ResolvedTable
 from karma_dagster.stage_store import StageStore
 from karma_dagster.stages import StageInputs, by_name
@@ -479,3 +481,94 @@ def test_run_main_merges_each_date_before_the_next_dates_chains(make_pipeline, m
     latest = p.instance.get_latest_materialization_event(dg.AssetKey(["local", "resolved"]))
     assert latest.asset_materialization.partition == partition_of(second)  # the chains ran in date order
     assert document_metadata(p, dg.AssetKey(["local", "resolved"]), second)["kg_as_of"] == "2016-01-13"
+
+
+# ---------------------------------------------------------------- contradicting literature over time (seed supersession)
+METFORMIN, T2DM = "Compound::DB00331", "Disease::DOID:9352"  # a seed edge: Metformin -treats-> type 2 diabetes
+SEED_EDGE = f"{METFORMIN} -treats-> {T2DM}"
+
+
+def _contradicting(doc: str, p: float, action: str = "review") -> EvaluatedRow:
+    """A paper's triple "metformin causes type 2 diabetes" the conflict agent did not let in against the seed edge
+    (review or discard after a debate that found a real contradiction), with its calibrated P(right) `p`."""
+    return EvaluatedRow(
+        doc_key=doc, triple_id="t-causes", summary_id="s1", segment_id=f"{doc}#s1", head_mention_id="m1",
+        head_id=METFORMIN, head_name="metformin", head_type="Chemical", relation="Positive_Correlation",
+        tail_mention_id="m2", tail_id=T2DM, tail_name="type 2 diabetes", tail_type="Disease", probability=p,
+        evidence="Metformin use was followed by new-onset type 2 diabetes.", head_kg_type="Compound",
+        tail_kg_type="Disease", kg_relation="causes", metaedge="CcD", alignment_prob=0.9, schema_status="aligned",
+        conflict=True, contradicts=SEED_EDGE, verdict="contradict", action=action, against="kg",
+        against_confidence=0.9, debate_confidence=0.8, confidence=p, clarity=p, relevance=p, score=p,
+        accepted=False, evidence_score=p, correctness=p)
+
+
+_NO_ENTITIES = pd.DataFrame(columns=["status", "linked_to", "entity_id", "long_form", "text", "kg_name", "vocab_id"])
+
+
+def _paper(doc: str, p: float, action: str = "review") -> dict:
+    """What the KG increment collects of the paper's evaluated table (integration): the flagged contradiction."""
+    frame = records_to_frame([_contradicting(doc, p, action)], EvaluatedRow)
+    triples, nodes = integration._collect_valid(frame, _NO_ENTITIES, "v1")
+    return {doc: (triples, nodes)}
+
+
+def test_later_contradicting_papers_overturn_a_seed_edge_kept_in_history(seeded: Path, tmp_path: Path) -> None:
+    """Three later papers at P(right) 0.8 each: after two, 1 - 0.2^2 = 0.96 is not yet e times the seed's odds
+    (logit 3.18 < logit(0.9) + 1 = 3.20); the third (0.992) supersedes the seed edge from its date. Nothing is lost:
+    the seed row stays, the contradictions are stored per paper, the supersession is an adjudication row."""
+    store = _fresh(seeded, tmp_path)
+    days = [dt.date(2016, 1, 5), dt.date(2017, 3, 1), dt.date(2018, 6, 1)]
+    (triples, _), = _paper("p1", 0.8).values()
+    assert [t.get("contradiction") for t in triples] == [True]  # recorded, never evidence
+    for i, day in enumerate(days[:2]):
+        stats = merge_increment(store, day, NS, _paper(f"p{i + 1}", 0.8), f"r{i}")
+        assert (stats.n_evidence, stats.n_superseded) == (0, 0)
+        assert [e.relation for e in store.edges_between([(METFORMIN, T2DM)], NS)[(METFORMIN, T2DM)]] == ["treats"]
+    stats = merge_increment(store, days[2], NS, _paper("p3", 0.8), "r2")
+    assert (stats.n_evidence, stats.n_superseded) == (0, 1)
+    assert store.edges_between([(METFORMIN, T2DM)], NS)[(METFORMIN, T2DM)] == []  # superseded from day 3
+    (before,) = store.edges_between([(METFORMIN, T2DM)], NS, days[2] - dt.timedelta(days=1))[(METFORMIN, T2DM)]
+    assert (before.relation, before.confidence, before.in_seed) == ("treats", pytest.approx(0.9), True)
+
+    (row,) = store.merge_adjudications(NS)
+    assert (row["doc_key"], row["action"], row["against"], row["date"]) == ("p3", "replace", SEED_EDGE, days[2])
+    assert row["against_confidence"] == pytest.approx(0.9) and row["support"] == pytest.approx(0.8)
+    assert "overturned by 3 papers" in row["reason"] and "P(contradiction) 0.992" in row["reason"]
+    history = store.edge_history(METFORMIN, "treats", T2DM, NS)
+    assert [(h["event"], h["doc_key"]) for h in history] == [("seed", None), ("superseded", "p3")]
+    with store.connect(read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM seed_edges WHERE head_id = ? AND tail_id = ?",
+                           [METFORMIN, T2DM]).fetchall() == [(1,)]
+        kept = con.execute("SELECT doc_key, date, p FROM contradictions ORDER BY date").fetchall()
+    assert kept == [("p1", days[0], 0.8), ("p2", days[1], 0.8), ("p3", days[2], 0.8)]
+
+    # re-merging day 3 replaces its rows (no double count); withdrawn, the edge stands again
+    merge_increment(store, days[2], NS, _paper("p3", 0.8), "r2-again")
+    assert len(store.merge_adjudications(NS)) == 1
+    merge_increment(store, days[2], NS, {"p3": ([], [])}, "r2-without")
+    assert store.merge_adjudications(NS) == []
+    assert [e.relation for e in store.edges_between([(METFORMIN, T2DM)], NS)[(METFORMIN, T2DM)]] == ["treats"]
+
+
+def test_one_paper_or_weak_papers_never_overturn_a_seed_edge(seeded: Path, tmp_path: Path) -> None:
+    store = _fresh(seeded, tmp_path)
+
+    def standing() -> list[str]:
+        return [e.relation for e in store.edges_between([(METFORMIN, T2DM)], NS)[(METFORMIN, T2DM)]]
+
+    merge_increment(store, D1, NS, _paper("weak", 0.4, action="discard"), "r1")  # one weak paper
+    assert standing() == ["treats"] and store.merge_adjudications(NS) == []
+    merge_increment(store, D1, NS, {"weak": ([], []), **_paper("strong", 1.0)}, "r1b")  # one paper at the ceiling
+    assert standing() == ["treats"] and store.merge_adjudications(NS) == []
+    # a second, weak paper a year later: 1 - 0.05 * 0.6 = 0.97 >= 0.9608 (logit(0.9) + 1): two papers do overturn it
+    merge_increment(store, dt.date(2017, 1, 1), NS, _paper("w2", 0.4), "r2")
+    assert standing() == [] and [r["doc_key"] for r in store.merge_adjudications(NS)] == ["w2"]
+
+
+def test_the_overturn_rule_by_hand() -> None:
+    assert supersession.overturns(0.9, {"a": 0.95}) == (False, pytest.approx(0.95))  # one paper: never
+    assert supersession.overturns(0.9, {"a": 0.8, "b": 0.8})[0] is False  # 0.96 < 0.9608
+    assert supersession.overturns(0.9, {"a": 0.85, "b": 0.85})[0] is True  # 0.9775
+    assert supersession.overturns(0.9, {"a": 0.7, "b": 0.7, "c": 0.7})[0] is True  # 0.973
+    assert supersession.overturns(0.9, {"a": 0.4, "b": 0.4, "c": 0.4})[0] is False  # 0.784
+    assert supersession.overturns(0.6, {"a": 0.7, "b": 0.6})[0] is True  # a weak extracted edge gives way sooner

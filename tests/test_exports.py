@@ -93,7 +93,7 @@ def test_snapshot_as_of_dates_supersession_and_reinforcement(grown: dict) -> Non
     assert (new.source, new.kind, new.first_seen, new.synonyms) == ("extracted", "Compound", D1, ["ZMB-12"])
     r = next(e for e in s1.edges if e.key == g["reinforced"])
     assert (r.in_seed, r.n_evidence, r.first_seen) == (True, 1, D1)
-    assert r.confidence == pytest.approx(1 - (1 - 0.9) * (1 - 0.5))
+    assert r.confidence == pytest.approx(max(0.9, 1 - (1 - 0.9) ** 0.5 * (1 - 0.5)))  # the seed is a prior
     assert next(e for e in before.edges if e.key == g["reinforced"]).n_evidence == 0
 
     s2 = read_snapshot(store, NS, D2)

@@ -97,6 +97,10 @@ def test_what_no_gold_can_judge_is_counted_with_its_reason(tmp_path):
     assert j.unjudged == 1
     reasons = j.unjudged_reasons()
     assert reasons == {"the corpus does not annotate Gene": 1}
+    # the gene unit is outside the gold's scope: still unjudged (no gold says if it is right), counted apart
+    assert j.outside_scope == 1
+    assert j.scope_line() == ("unjudged 1 of 3: outside the gold's scope 1 (a kind pair, type or relation the corpus "
+                              "does not annotate), in its scope but not judged 0")
     assert (j.pair.tp, j.pair.fp) == (1, 1)
     # the headache unit: "treats" could not be judged, "causes" was judged wrong: the judged reading decides
     head = [u for u in j.units if "D006261" in u.pair][0]

@@ -17,6 +17,8 @@ import pytest
 from karma_dagster.browse.queries import edge as browse_edge
 from karma_dagster.browse.queries import entity
 from karma_dagster.kg.merge import TripleValidationError, merge_increment
+from karma_dagster.kg import invariants, reinforcement, supersession
+from karma_dagster.kg import store as store_module
 from karma_dagster.kg.reinforcement import PAPER_CEILING, confidence, paper_scores, reading
 from karma_dagster.kg.backends import open_kg_store
 from karma_dagster.kg.seed_import import import_hetionet
@@ -121,14 +123,15 @@ def test_reinforcement_matches_the_formula_and_dates(base, tmp_path: Path) -> No
     merge_increment(store, D3, "local", {"c": ([triple("c", "t1", METFORMIN, T2DM, 0.6)], [])}, "r3")
     merge_increment(store, D2, "local", {"b": ([triple("b", "t1", METFORMIN, T2DM, 0.5)], [])}, "r2")
     e = edge(store, METFORMIN, T2DM)
-    assert e["confidence"] == pytest.approx(1 - (1 - 0.9) * (1 - 0.7) * (1 - 0.6) * (1 - 0.5), abs=1e-12)
+    # the seed's 0.9 is a prior worth half a paper of its confidence (kg/reinforcement.py)
+    assert e["confidence"] == pytest.approx(1 - (1 - 0.9) ** 0.5 * (1 - 0.7) * (1 - 0.6) * (1 - 0.5), abs=1e-12)
     assert (e["first_seen"], e["last_seen"], e["n_evidence"], e["sources"]) == (D1, D3, 3, ["extracted", "seed"])
     assert e["metaedge"] == "CtD" and e["in_seed"]
 
     # Re-materializing D1 without the triple drops its evidence: confidence and first_seen follow.
     merge_increment(store, D1, "local", {"a": ([], [])}, "r1b")
     e = edge(store, METFORMIN, T2DM)
-    assert e["confidence"] == pytest.approx(1 - 0.1 * 0.4 * 0.5, abs=1e-12)
+    assert e["confidence"] == pytest.approx(1 - 0.1 ** 0.5 * 0.4 * 0.5, abs=1e-12)
     assert (e["first_seen"], e["n_evidence"]) == (D2, 2)
 
 
@@ -179,6 +182,82 @@ def test_no_single_paper_makes_an_edge_certain(base, tmp_path: Path) -> None:
     merge_increment(store, D2, "gpt-4o", {"pb": ([{**certain[0], "doc_key": "pb", "segment_id": "pb#s1"}],
                                                  [PROBE])}, "r2")
     assert edge(store, PROBE.id, GRAVES, "gpt-4o")["confidence"] == pytest.approx(1 - (1 - PAPER_CEILING) ** 2)
+
+
+def test_a_seed_edge_and_one_paper_are_never_certain(base, tmp_path: Path) -> None:
+    """The seed's 0.9 is a prior, not a paper: with one paper at its ceiling the edge stays below 0.99 (it read
+    1 - 0.1 * 0.05 = 0.995 when the seed counted as an observation); a second paper takes it past 0.99, and
+    `karma check`'s certainty invariant holds throughout."""
+    store = fresh(base, "kg")
+    merge_increment(store, D1, "gpt-4o", {"pa": ([triple("pa", "t1", METFORMIN, T2DM, 1.0)], [])}, "r1")
+    one = 1 - 0.1 ** 0.5 * (1 - PAPER_CEILING)  # 0.9842
+    e = edge(store, METFORMIN, T2DM, "gpt-4o")
+    assert e["confidence"] == pytest.approx(one, abs=1e-12) and e["confidence"] < 0.99
+    assert (e["n_docs"], e["in_seed"]) == (1, True)
+    (f,) = store.edges_between([(METFORMIN, T2DM)], namespace="gpt-4o")[(METFORMIN, T2DM)]
+    assert f.confidence == pytest.approx(one, abs=1e-12)  # the keyed reads state the same rule
+    assert browse_edge(store, METFORMIN, "treats", T2DM, "gpt-4o").now.confidence == pytest.approx(one, abs=1e-12)
+    assert [v for v in invariants.check_store(store).violations if v.rule == "certainty"] == []
+
+    merge_increment(store, D2, "gpt-4o", {"pb": ([triple("pb", "t1", METFORMIN, T2DM, 0.95)], [])}, "r2")
+    two = edge(store, METFORMIN, T2DM, "gpt-4o")
+    assert two["confidence"] == pytest.approx(1 - 0.1 ** 0.5 * 0.05 ** 2, abs=1e-12) and two["confidence"] > 0.99
+    assert two["n_docs"] == 2
+    assert [v for v in invariants.check_store(store).violations if v.rule == "certainty"] == []
+
+
+def test_a_seed_prior_is_capped_and_papers_never_lower_it() -> None:
+    """A seed stated at 1.0 is held at the prior ceiling (0.95); a weak paper leaves a seed edge where it was."""
+    assert confidence(1.0, []) == pytest.approx(0.95)
+    assert confidence(1.0, [reading("pa", None, 0.95)]) < 0.99
+    assert confidence(0.9, [reading("pa", None, 0.3)]) == pytest.approx(0.9)
+    three = [reading(p, None, 0.9) for p in ("pa", "pb", "pc")]
+    assert confidence(0.9, three[:1]) < confidence(0.9, three[:2]) < confidence(0.9, three) < 1.0
+    assert confidence(0.9, three) > 0.999  # several independent papers approach certainty
+
+
+def test_karma_check_finds_an_edge_certain_from_one_paper(base, tmp_path: Path) -> None:
+    """The certainty invariant read from the edges view: with the seed counted as a paper (the rule before),
+    seed 0.9 + one paper at 0.95 reads 0.995 from one paper, and `karma check` names it."""
+    backend, _ = base
+    if backend.name != "duckdb":
+        pytest.skip("the old rule is planted as a DuckDB macro")
+    store = fresh(base, "kg")
+    merge_increment(store, D1, "local", {"pa": ([triple("pa", "t1", METFORMIN, T2DM, 0.95)], [])}, "r1")
+    with store.connect() as con:
+        con.execute(store_module.VIEWS_DDL.replace(
+            reinforcement.sql_confidence("max(s) FILTER (WHERE is_seed)", "product(1 - s) FILTER (WHERE NOT is_seed)"),
+            "1 - product(1 - s)"))
+    bad = [v for v in invariants.check_store(store).violations if v.rule == "certainty"]
+    assert [(v.namespace, v.key) for v in bad] == [("local", f"{METFORMIN} -treats-> {T2DM}")]
+    assert "confidence 0.9950 from 1 paper(s) and the seed" in bad[0].message
+
+
+def test_contradicting_papers_supersede_a_seed_edge_on_both_stores(base, tmp_path: Path) -> None:
+    """kg/supersession.py's SQL on each store: two papers at 0.9 against the seed's 0.9 (C 0.99, logit 4.6 >= 3.2)."""
+    store = fresh(base, "kg")
+
+    def against(doc: str) -> dict:
+        return {**triple(doc, "t-causes", METFORMIN, T2DM, 0.9, relation="causes", accepted=False),
+                "action": "review", "contradicts": f"{METFORMIN} -treats-> {T2DM}", supersession.ROW_FLAG: True}
+
+    merge_increment(store, D1, "local", {"pa": ([against("pa")], [])}, "r1")
+    assert edge(store, METFORMIN, T2DM)["relation"] == "treats"
+    stats = merge_increment(store, D2, "local", {"pb": ([against("pb")], [])}, "r2")
+    assert (stats.n_superseded, stats.n_evidence) == (1, 0)
+    assert store.edges_between([(METFORMIN, T2DM)])[(METFORMIN, T2DM)] == []
+    ((action, doc, on),) = [(r["action"], r["doc_key"], r["date"]) for r in store.merge_adjudications("local")]
+    assert (action, doc, on) == ("replace", "pb", D2)
+    assert edge_as_of(store, D1)["confidence"] == pytest.approx(0.9)  # history: as of D1 it stands
+
+
+def edge_as_of(store: KGStore, day: dt.date) -> dict:
+    with store.connect(read_only=True) as con:
+        cur = con.execute("SELECT * FROM kg_edges('local', as_of := ?) WHERE head_id = ? AND tail_id = ?",
+                          [day, METFORMIN, T2DM])
+        cols = [d[0] for d in cur.description]
+        (row,) = cur.fetchall()
+    return dict(zip(cols, row, strict=True))
 
 
 def test_the_rule_in_python_by_hand() -> None:
@@ -330,7 +409,7 @@ def test_evaluated_row_merges(base, tmp_path: Path) -> None:
     with store.connect(read_only=True) as con:
         ev = con.execute("SELECT relation, metaedge, score, prompt_version, backbone FROM evidence").fetchall()
     assert ev == [("treats", "CtD", 0.8, "rea.v1", "local")]
-    assert edge(store, METHIMAZOLE, GRAVES)["confidence"] == pytest.approx(1 - 0.1 * 0.2)
+    assert edge(store, METHIMAZOLE, GRAVES)["confidence"] == pytest.approx(max(0.9, 1 - 0.1 ** 0.5 * 0.2))
 
 
 @pytest.mark.parametrize(

@@ -113,7 +113,8 @@ def test_karma_review_outcomes_become_items(paths: DataPaths) -> None:
 
     schema = items["schema_review"]  # oriented as the suggested metaedge runs: Compound -treats-> Disease
     assert (schema.head_id, schema.relation, schema.tail_id) == (METFORMIN, "treats", T2DM)
-    assert schema.change == "reinforces edge (score 0.90 → 0.96)"  # 1 - 0.1 * 0.4
+    # the seed's 0.9 is a prior worth half a paper: max(0.9, 1 - sqrt(0.1) * 0.4) = 0.9 (was 1 - 0.1 * 0.4 = 0.96)
+    assert schema.change == "reinforces edge (score 0.90 → 0.90)"
     assert "below the floor" in schema.note and schema.extracted_relation == "Negative_Correlation"
     ev = schema.evidence[0]
     assert [(ev.text[s.start:s.end], s.label) for s in ev.spans] == [("Metformin", "head"), ("type 2 diabetes", "tail")]

@@ -1,7 +1,8 @@
 """KG integration: a document's evaluated triples -> what its date's increment merges.
 
 Re-validates the evaluated table (the blocking asset check ran in the stage's own run, but a table may
-have been written by a run whose check failed), keeps accepted triples only, and names the new entities
+have been written by a run whose check failed), keeps accepted triples (and, flagged, the triples that contradict a
+KG edge without entering the KG: the merge records them, kg/supersession.py), and names the new entities
 those triples need, with the kind the schema alignment gave them. Every column travels with a triple, among them
 `evidence_score` (what the KG's reinforcement aggregates) and C, Cl, R, score as None when no evaluator ran.
 """
@@ -13,6 +14,7 @@ from collections.abc import Mapping
 import pandas as pd
 import pandera.errors as pa_errors
 
+from karma_dagster.kg import supersession
 from karma_dagster.kg.store import NodeIn
 from karma_dagster.schemas.tables import EntitiesTable, EvaluatedTable
 
@@ -98,6 +100,9 @@ def _collect_valid(evaluated: pd.DataFrame, entities: pd.DataFrame, prompt_versi
         {**row, "prompt_version": prompt_version}
         for row in accepted.astype(object).where(accepted.notna(), None).to_dict(orient="records")
     ]
+    contra = evaluated[contradicting(evaluated)]
+    contradictions = [{**row, "prompt_version": prompt_version, supersession.ROW_FLAG: True}
+                      for row in contra.astype(object).where(contra.notna(), None).to_dict(orient="records")]
     # new entities, and those linked to an entity an earlier paper of this namespace introduced: this document
     # carries their node too, so re-merging that earlier date (which may drop it) never orphans this triple
     # (the KG keeps one node per id: the earliest row names it, so nothing is counted twice)
@@ -120,4 +125,16 @@ def _collect_valid(evaluated: pd.DataFrame, entities: pd.DataFrame, prompt_versi
                 name, vocab_id, comment, class_label = names[entity_id]
                 nodes[entity_id] = NodeIn(id=entity_id, name=name, kind=t[f"{end}_kg_type"], vocab_id=vocab_id,
                                           comment=comment, class_label=class_label)
-    return triples, list(nodes.values())
+    return triples + contradictions, list(nodes.values())
+
+
+def contradicting(evaluated: pd.DataFrame) -> pd.Series:
+    """Rows that contradict a KG edge without entering the KG: the conflict agent, after a debate that found a
+    real contradiction, sent them to review or discarded them against the edge. The merge records them per paper
+    (kg/supersession.py): their weight over time may supersede the edge."""
+    if "against" not in evaluated.columns:
+        return pd.Series(False, index=evaluated.index)
+    return (~evaluated["accepted"].astype(bool) & evaluated["conflict"].astype(bool)
+            & (evaluated["against"] == "kg") & (evaluated["verdict"] == "contradict")
+            & evaluated["action"].isin(["review", "discard"]) & (evaluated["schema_status"] == "aligned")
+            & evaluated["kg_relation"].notna() & evaluated["contradicts"].notna())

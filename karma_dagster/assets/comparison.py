@@ -125,7 +125,7 @@ def evaluate_gold(storage: KarmaStorageResource, ns: str) -> dg.MaterializeResul
         ece = judged.ece()
         calibration = {"judged_line": judged.one_line(), "accepted_units": len(judged.units),
                        "unjudged": judged.unjudged, "ece": None if ece is None else round(ece, 4),
-                       "unjudged_reasons": judged.unjudged_reasons(),
+                       "unjudged_reasons": judged.unjudged_reasons(), "outside_gold_scope": judged.outside_scope,
                        "reliability": [[u.confidence, bool(u.right)] for u in judged.judged]}
     replace_file(out / "gold.json", json.dumps({"backbone": ns, "n_docs": rea.n_docs, "unaligned_mentions": unaligned,
                                                 **summary, "id_sources": rea.id_sources, **calibration}, indent=2))

@@ -4,8 +4,8 @@ Why not the kg_nodes / kg_edges views: they aggregate the whole namespace before
 edges, kg/keyed.py). Every figure here depends only on the rows of the entity or edge asked about (its seed edges,
 its evidence, the supersessions naming it), so each query filters on head_id / tail_id first and aggregates that
 little with kg_edges_all's semantics: seed + evidence dated <= as_of, support dated on or before the edge's latest
-supersession (<= as_of) left out, confidence 1 - prod(1 - s) over the seed and one factor per paper (a paper's
-best reading; a review decision stands for the paper it was read from: kg/reinforcement.py), and a node's or
+supersession (<= as_of) left out, confidence 1 - prod(1 - s) over one factor per paper (a paper's best reading; a
+review decision stands for the paper it was read from) beside the seed's prior (kg/reinforcement.py), and a node's or
 edge's paper count counts papers, not decisions. Lists are bounded (LIMIT): a hub's page shows the
 strongest edges of each relation and says how many it left out. Portable SQL (`product` is an aggregate both
 engines have, pg_store.py defines it), so the same text runs on DuckDB and PostgreSQL.
@@ -253,6 +253,7 @@ _AS_OF = "(CAST($as_of AS DATE) IS NULL OR date <= CAST($as_of AS DATE))"
 _EITHER_END = "(head_id = $id OR tail_id = $id)"  # one scan with the OR: faster in DuckDB than a UNION ALL of two
 _PAPER = "coalesce(paper_key, doc_key)"  # the paper an evidence row stands for (a review decision: where it came from)
 _DECISION = "coalesce(paper_key <> doc_key, FALSE)"  # a review decision attributed to a paper
+_CONFIDENCE = kg_reinforcement.sql_confidence("max(s) FILTER (WHERE is_seed)", "product(1 - s) FILTER (WHERE NOT is_seed)")
 
 # the live edges of one node: its seed edges and evidence, supersessions applied (kg_edges_all, filtered first)
 _NODE_EDGES_SQL = f"""
@@ -276,7 +277,7 @@ p AS (
     FROM c LEFT JOIN sup x ON x.head_id = c.head_id AND x.relation = c.relation AND x.tail_id = c.tail_id
     WHERE x.superseded_on IS NULL OR c.date > x.superseded_on
     GROUP BY c.head_id, c.relation, c.tail_id, c.paper)
-SELECT head_id, relation, tail_id, 1 - product(1 - s), min(first_seen), max(last_seen), sum(n_evidence),
+SELECT head_id, relation, tail_id, {_CONFIDENCE}, min(first_seen), max(last_seen), sum(n_evidence),
     count(paper), bool_or(is_seed)
 FROM p GROUP BY head_id, relation, tail_id
 """
@@ -473,10 +474,12 @@ def _readings(rows: list[EvidenceRow]) -> list[kg_reinforcement.Reading]:
 
 def reinforcement(seed_confidence: float | None, evidence: list[EvidenceRow],
                   superseded_on: list[dt.date]) -> list[Reinforcement]:
-    """The edge's confidence after each day that changed it: 1 - prod(1 - s) over the seed row and one factor per
-    paper of the evidence dated up to that day, minus support dated on or before its latest supersession by then."""
+    """The edge's confidence after each day that changed it: one factor per paper of the evidence dated up to that
+    day beside the seed's prior (kg/reinforcement.py), minus support dated on or before its latest supersession by
+    then."""
     days = sorted({e.date for e in evidence} | set(superseded_on))
-    out = [Reinforcement(date=None, confidence=seed_confidence, n_evidence=0, event="seed edge")] \
+    out = [Reinforcement(date=None, confidence=kg_reinforcement.seed_prior(seed_confidence), n_evidence=0,
+                         event="seed edge")] \
         if seed_confidence is not None else []
     for day in days:
         cut = max((d for d in superseded_on if d <= day), default=None)

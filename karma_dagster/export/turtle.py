@@ -198,8 +198,9 @@ def _annotation_properties(g: Graph, v: Vocab) -> None:
         "source": "where a node comes from: seed (imported) or extracted (merged from papers)",
         "firstSeen": "date of the earliest evidence (or merge) by the export date",
         "lastSeen": "date of the latest evidence (or merge) by the export date",
-        "confidence": "1 - prod(1 - s) over the seed confidence and one factor per paper (the best score of its live "
-                      "evidence; a review decision counts as the paper it was read from)",
+        "confidence": "1 - prod(1 - s) over one factor per paper (the best score of its live evidence; a review "
+                      "decision counts as the paper it was read from); a seed statement's confidence is a prior "
+                      "worth half a paper of that confidence, capped at 0.95, never lowered by papers",
         "nEvidence": "live evidence rows (accepted triple occurrences) supporting the statement",
         "inSeed": "the statement is in the imported seed KG",
         "score": "the evidence score the merge reinforced the edge with",

@@ -11,8 +11,8 @@ edge. Here the rules, in order (the thresholds are KarmaParams fields):
    - A new triple's support: its MedKGent sampling confidence, else the extractor's probability; occurrences of one
      edge in one document count once, at their best (one paper is one observation, kg/reinforcement.py), and at
      merge the day's papers reinforce each other: 1 - prod(1 - s) over one factor per paper.
-   - A KG edge's support: its confidence as of the day before the document (seed + one factor per paper,
-     1 - prod(1 - s)),
+   - A KG edge's support: its confidence as of the day before the document (one factor per paper,
+     1 - prod(1 - s), beside the seed's prior: kg/reinforcement.py),
      halved for every `conflict_half_life_years` since its last evidence, so newer findings weigh more. An edge in
      the curated seed is undated and is not discounted.
    - Another new triple (same document or same day): its support, undiscounted (same date).
@@ -24,6 +24,8 @@ edge. Here the rules, in order (the thresholds are KarmaParams fields):
 
 With the defaults (seed confidence 0.9, margin 0.15) one paper never replaces a seed edge by itself (it goes to
 review at most), while an extracted edge with one weak or old piece of evidence gives way to a strong new finding.
+A triple that loses or ties against a KG edge is recorded per paper, and the weight of such papers over time can
+supersede the edge (kg/supersession.py: >= 2 papers whose combined probability leads the edge's by 1 in log-odds).
 """
 
 from __future__ import annotations

@@ -6,9 +6,9 @@ runs date partitions in whatever order they leave the queue, so an earlier date 
 The rule: when date D merges and dates after D are already merged, their contribution is withdrawn in D's own
 transaction (kg/merge.py, `withdraw_later`) and they are merged again after D, in date order (`merge_in_order`).
 
-A date's contribution is every row stamped with it: evidence, new entities, adjudications, the increments row and
-the merged-documents records (merge_increment stamps each row with the date it merges). Withdrawn and merged again
-from the same documents, a date's rows are what an in-order merge writes. Standard SQL on the merge's connection,
+A date's contribution is every row stamped with it: evidence, new entities, adjudications, contradictions, the
+increments row and the merged-documents records (merge_increment stamps each row with the date it merges).
+Withdrawn and merged again from the same documents, a date's rows are what an in-order merge writes. Standard SQL on the merge's connection,
 so the DuckDB file and the Postgres store alike.
 """
 
@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 # Every table whose rows a date's merge writes, stamped with that date (store.py DDL).
-DATED_TABLES = ("evidence", "extracted_nodes", "adjudications", "increments", "merged_documents")
+DATED_TABLES = ("evidence", "extracted_nodes", "adjudications", "contradictions", "increments", "merged_documents")
 
 
 def merged_dates(con: Any, namespace: str) -> list[dt.date]:

@@ -4,18 +4,29 @@
 A row can be stored that a door would refuse today: written before the rule, by hand, or by a path that forgot to
 ask. So the check reads the tables themselves (seed nodes and edges, extracted nodes, evidence), never the views, and
 asks kg/admission_rules.py of each row with the kinds, names and ids its namespace's graph gives its ends.
+
+Beside the rules, one invariant of what the KG states (INVARIANTS): "certainty" -- no edge whose confidence reaches
+reinforcement.MIN_CERTAIN (0.99) with fewer than MIN_CERTAIN_PAPERS (2) distinct papers. It is read from the
+`edges` view, since the confidence a user sees is the view's (a seed prior and one paper must never read as certain).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
 from karma_dagster.kg import admission_rules as rules
+from karma_dagster.kg import reinforcement
 from karma_dagster.kg.identity import Crosswalk
 from karma_dagster.kg.store import KGStore
+
+
+INVARIANTS: dict[str, str] = {
+    "certainty": (f"no edge reaches confidence >= {reinforcement.MIN_CERTAIN} with fewer than "
+                  f"{reinforcement.MIN_CERTAIN_PAPERS} distinct papers"),
+}
 
 
 class Violation(BaseModel):
@@ -24,7 +35,7 @@ class Violation(BaseModel):
     table: str
     namespace: str | None = None
     key: str
-    rule: rules.RuleName
+    rule: rules.RuleName | Literal["certainty"]
     message: str
 
 
@@ -88,7 +99,22 @@ def _check(con: Any, only: str | None = None) -> CheckReport:
         if refusal is not None:
             out.append(Violation(table="evidence", namespace=ns, key=f"{doc} / {tid}", rule=refusal.rule,
                                  message=refusal.message()))
-    return CheckReport(n_rows=n_rows, violations=out)
+    certain = _too_certain(con, only)
+    return CheckReport(n_rows=n_rows, violations=out + certain)
+
+
+def _too_certain(con: Any, only: str | None) -> list[Violation]:
+    """Edges at confidence >= MIN_CERTAIN from fewer than MIN_CERTAIN_PAPERS papers (the `certainty` invariant)."""
+    where = " AND namespace = ?" if only is not None else ""
+    rows = con.execute(
+        "SELECT namespace, head_id, relation, tail_id, confidence, n_docs, in_seed FROM edges "  # noqa: S608
+        f"WHERE confidence >= ? AND n_docs < ?{where} ORDER BY namespace, head_id, relation, tail_id",
+        [reinforcement.MIN_CERTAIN, reinforcement.MIN_CERTAIN_PAPERS, *([only] if only is not None else [])],
+    ).fetchall()
+    return [Violation(table="edges", namespace=ns, key=f"{h} -{rel}-> {t}", rule="certainty",
+                      message=(f"confidence {conf:.4f} from {n} paper(s){' and the seed' if seed else ''}: "
+                               + INVARIANTS["certainty"]))
+            for ns, h, rel, t, conf, n, seed in rows]
 
 
 def _edge(h: str, rel: str, t: str, me: str | None, nodes: dict[str, Node], crosswalk: Crosswalk, *,

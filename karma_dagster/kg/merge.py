@@ -42,6 +42,7 @@ from karma_dagster.kg import names as kg_names
 from karma_dagster.kg import reinforcement
 from karma_dagster.kg import same_entity
 from karma_dagster.kg import sizes as kg_sizes
+from karma_dagster.kg import supersession
 from karma_dagster.kg.identity import Crosswalk
 from karma_dagster.kg.schema import KGSchema
 from karma_dagster.kg.store import (
@@ -270,6 +271,11 @@ def merge_increment(
     fingerprints = {doc_key: _fingerprint(rows, nodes) for doc_key, (rows, nodes) in prepared.items()}
     stamp = _Stamp(namespace or backbone, date, backbone, run_id, dt.datetime.now(dt.UTC).replace(tzinfo=None),
                    dict(date_sources or {}))
+    # doc_key -> what its triples say against KG edges without entering the KG (kg/supersession.py)
+    contradicted: dict[str, list[supersession.Contradiction]] = {}
+    for doc_key, (rows, nodes) in list(prepared.items()):
+        kept, contradicted[doc_key] = supersession.split(rows)
+        prepared[doc_key] = (kept, nodes)
     with store.connect() as con, transaction(con):
         withdrawn = day_order.later_merged(con, stamp.ns, date) if withdraw_later else []
         day_order.withdraw(con, stamp.ns, withdrawn)
@@ -287,6 +293,7 @@ def merge_increment(
         prepared, refused = _admit(con, stamp, prepared, known_kinds, schema or _default_schema())
         _insert_refusals(con, refused)
         judged = _adjudicate_day(con, stamp, prepared, schema or _default_schema(), params or KarmaParams())
+        judged = _overturned(con, stamp, contradicted, judged, params or KarmaParams())
         prepared = _without(prepared, judged.removed)
         new_ids = {n.id for _, nodes in prepared.values() for n in nodes}
         keys = {(r["head_id"], r["relation"], r["tail_id"]) for rows, _ in prepared.values() for r in rows}
@@ -321,9 +328,13 @@ def _prepare(docs: Mapping[str, DocInput], prompt_version: str) -> Prepared:
     kinds = load_schema()[0]
     prepared: Prepared = {}
     for doc_key, (triples, new_nodes) in docs.items():
-        rows = [validate_triple(t, doc_key, prompt_version=prompt_version) for t in triples]
+        rows = [row for t in triples for row in (
+            supersession.validate(_as_dict(t), doc_key) if supersession.is_contradiction(_as_dict(t))
+            else [validate_triple(t, doc_key, prompt_version=prompt_version)])]
         seen: set[str] = set()
         for row in rows:
+            if supersession.is_contradiction(row):  # one per KG edge it names: recorded, not merged
+                continue
             if row["triple_id"] in seen:
                 raise TripleValidationError(f"doc {doc_key!r}, triple {row['triple_id']!r}: duplicate triple_id")
             seen.add(row["triple_id"])
@@ -402,6 +413,7 @@ def _delete_previous(con: Any, stamp: _Stamp, doc_keys: list[str]) -> _Stamp:
         "DELETE FROM adjudications WHERE namespace = ? AND (date = ? OR doc_key IN (SELECT doc_key FROM _docs))",
         [stamp.ns, stamp.date],
     )
+    con.execute(supersession.DELETE_SQL, [stamp.ns, stamp.date])
     con.execute(REFUSALS_DDL)  # replaced by a re-merge like the adjudications
     con.execute(
         "DELETE FROM admission_refusals WHERE namespace = ? AND (date = ? OR doc_key IN (SELECT doc_key FROM _docs))",
@@ -642,6 +654,23 @@ def _kinds(con: Any, ns: str, prepared: Prepared, ids: set[str]) -> dict[str, st
     if rest:
         kinds.update(keyed.node_kinds(con, rest, ns))
     return kinds
+
+
+def _overturned(con: Any, stamp: _Stamp, contradicted: Mapping[str, list[supersession.Contradiction]],
+                judged: _DayJudgement, params: KarmaParams) -> _DayJudgement:
+    """Record the day's contradictions of KG edges and supersede the edges whose contradicting papers now outweigh
+    them (kg/supersession.py): one 'replace' adjudication row each, beside the day's own."""
+    supersession.record(con, stamp.ns, stamp.date, stamp.run_id, stamp.merged_at, contradicted)
+    replaced = {(r["against_head_id"], r["against_relation"], r["against_tail_id"]) for r in judged.rows
+                if r["action"] == "replace"}
+    rows = []
+    for c, edge, f, reason in supersession.weigh_day(con, stamp.ns, stamp.date, contradicted, replaced, params):
+        row = {"triple_id": c.triple_id, "head_id": c.head_id, "relation": c.relation, "tail_id": c.tail_id,
+               "score": c.p}
+        rows.append(_adjudication_row(
+            stamp, c.doc_key, row, "replace", edge, reason, confidence=f.confidence, first_seen=f.first_seen,
+            last_seen=f.last_seen, n_evidence=f.n_evidence, in_seed=f.in_seed))
+    return _DayJudgement(judged.removed, judged.rows + rows) if rows else judged
 
 
 def _supersessions(con: Any, stamp: _Stamp, kept: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:

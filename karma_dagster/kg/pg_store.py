@@ -28,6 +28,7 @@ from contextlib import contextmanager
 
 import psycopg
 
+from karma_dagster.kg import reinforcement
 from karma_dagster.kg import store as kg_store
 from karma_dagster.kg.location import URL_FORM, is_pg_url, redacted, remember, scrub, scrub_exception
 from karma_dagster.kg.pg_connection import PgConnection, translate
@@ -136,7 +137,7 @@ p AS (
         max(c.date) AS last_seen, count(c.doc_key) AS n_evidence, bool_or(c.is_seed) AS is_seed,
         (CASE WHEN bool_or(c.is_seed) THEN 'seed' ELSE 'extracted' END)::varchar AS src
     FROM c GROUP BY c.namespace, c.head_id, c.relation, c.tail_id, c.paper)
-SELECT p.namespace, p.head_id, p.relation, p.tail_id, max(p.metaedge), 1 - product(1 - p.sc), min(p.first_seen),
+SELECT p.namespace, p.head_id, p.relation, p.tail_id, max(p.metaedge), {CONFIDENCE}, min(p.first_seen),
     max(p.last_seen), sum(p.n_evidence)::bigint, count(p.paper), bool_or(p.is_seed),
     array_agg(DISTINCT p.src ORDER BY p.src)
 FROM p GROUP BY p.namespace, p.head_id, p.relation, p.tail_id
@@ -155,7 +156,8 @@ LANGUAGE sql STABLE AS $$ SELECT * FROM kg_edges_all(as_of, ns) $$;
 
 CREATE OR REPLACE VIEW nodes AS SELECT * FROM kg_nodes_all(NULL);
 CREATE OR REPLACE VIEW edges AS SELECT * FROM kg_edges_all(NULL);
-"""
+""".replace("{CONFIDENCE}", reinforcement.sql_confidence(
+    "max(p.sc) FILTER (WHERE p.is_seed)", "product(1 - p.sc) FILTER (WHERE NOT p.is_seed)"))
 
 
 # ---------------------------------------------------------------- the store
@@ -265,6 +267,7 @@ class PgKGStore(KGStore):
     def _schema_missing(self, raw: psycopg.Connection) -> bool:
         present = raw.execute(
             "SELECT to_regclass('seed_nodes') IS NOT NULL, to_regclass('merged_documents') IS NOT NULL "
+            "AND to_regclass('contradictions') IS NOT NULL "
             "AND to_regclass('edges') IS NOT NULL AND to_regprocedure('kg_edges(varchar, date)') IS NOT NULL, "
             "(SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema())"
         ).fetchone()

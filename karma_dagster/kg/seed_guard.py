@@ -30,7 +30,8 @@ IfGrown = Literal["refuse", "replace", "add"]
 IF_GROWN: tuple[str, ...] = ("refuse", "replace", "add")
 
 # The rows merges wrote: what "replace" empties (kept aside first) and what makes a KG "grown".
-GROWN_TABLES = ("evidence", "extracted_nodes", "increments", "adjudications", "merged_documents", "kg_sizes")
+GROWN_TABLES = ("evidence", "extracted_nodes", "increments", "adjudications", "contradictions", "merged_documents",
+                "kg_sizes")
 SEED_TABLES = ("seed_nodes", "node_synonyms", "seed_edges", "seed_node_attrs", "seed_edge_attrs")
 HOW = ("run `karma import-kg` again with --replace (the current KG is kept aside and can be restored) or --add "
        "(the file's nodes and edges are added to the seed); in the Dagster UI set the seed_kg config if_grown: "

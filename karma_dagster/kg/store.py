@@ -2,8 +2,8 @@
 
 Why views: the graph is seed edges plus every accepted triple occurrence (the provenance), and MedKGent's
 reinforcement s = 1-(1-s_old)(1-s_new) is associative and commutative, so the confidence of an edge is exactly
-1 - prod(1 - s_i) over its seed confidence and one factor per paper (the max score of that paper's readings:
-kg/reinforcement.py). Aggregating at read time makes merges order-independent and re-materialization (delete a
+1 - prod(1 - s_i) over one factor per paper (the max score of that paper's readings), the seed's confidence a prior
+beside them (kg/reinforcement.py). Aggregating at read time makes merges order-independent and re-materialization (delete a
 document's rows, insert them again) exact.
 
 Why the file lock: DuckDB allows one writing process per file and refuses a read-only open while another
@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serial
 
 from karma_dagster.integrity import DUCKDB_OFFLINE, StoreCorrupt, duckdb_is_corruption
 from karma_dagster.kg import keyed
+from karma_dagster.kg import reinforcement
 from karma_dagster.kg import names as kg_names
 from karma_dagster.kg.edges import EdgeFacts, edge_text
 
@@ -240,7 +241,8 @@ CREATE OR REPLACE MACRO kg_superseded(as_of, only_ns := NULL) AS TABLE
 -- An edge superseded on day S keeps only support dated after S (a later paper may assert it again).
 -- A paper counts once (kg/reinforcement.py): per paper the max score of its readings, a review decision's row
 -- (paper_key set: the paper it came from) only when the chain holds no reading of the edge from that paper; then
--- confidence = 1 - prod(1 - s) over the seed row and those per-paper factors. n_docs: distinct papers.
+-- confidence: 1 - prod(1 - s) over those per-paper factors, the seed's stated confidence a prior beside them
+-- (kg/reinforcement.py's with_prior, stated by its sql_confidence). n_docs: distinct papers.
 CREATE OR REPLACE MACRO kg_edges_all(as_of, only_ns := NULL) AS TABLE
 WITH c0 AS (
     SELECT n.namespace, head_id, relation, tail_id, metaedge, confidence AS s, NULL::DATE AS date,
@@ -259,7 +261,7 @@ p AS (
         coalesce(max(s) FILTER (WHERE NOT is_decision), max(s)) AS s, min(date) AS first_seen,
         max(date) AS last_seen, count(doc_key) AS n_evidence, bool_or(is_seed) AS is_seed
     FROM c GROUP BY namespace, head_id, relation, tail_id, paper)
-SELECT namespace, head_id, relation, tail_id, max(metaedge) AS metaedge, 1 - product(1 - s) AS confidence,
+SELECT namespace, head_id, relation, tail_id, max(metaedge) AS metaedge, {CONFIDENCE} AS confidence,
     min(first_seen) AS first_seen, max(last_seen) AS last_seen, sum(n_evidence)::BIGINT AS n_evidence,
     count(paper) AS n_docs, bool_or(is_seed) AS in_seed,
     list_sort(list_distinct(list(CASE WHEN is_seed THEN 'seed' ELSE 'extracted' END))) AS sources
@@ -272,7 +274,8 @@ CREATE OR REPLACE MACRO kg_edges(ns, as_of := NULL) AS TABLE
 
 CREATE OR REPLACE VIEW nodes AS SELECT * FROM kg_nodes_all(NULL);
 CREATE OR REPLACE VIEW edges AS SELECT * FROM kg_edges_all(NULL);
-"""
+""".replace("{CONFIDENCE}", reinforcement.sql_confidence(
+    "max(s) FILTER (WHERE is_seed)", "product(1 - s) FILTER (WHERE NOT is_seed)"))
 
 DDL = SEED_DDL + """
 -- comment / class_label: a KG tool instance's comment and its tool-created class (NULL otherwise); evidence.property:
@@ -311,6 +314,18 @@ CREATE TABLE IF NOT EXISTS adjudications(
     against_head_id VARCHAR NOT NULL, against_relation VARCHAR NOT NULL, against_tail_id VARCHAR NOT NULL,
     against_confidence DOUBLE, against_first_seen DATE, against_last_seen DATE, against_n_evidence INTEGER,
     against_in_seed BOOLEAN, reason VARCHAR NOT NULL, run_id VARCHAR NOT NULL, merged_at TIMESTAMP NOT NULL,
+    PRIMARY KEY (namespace, doc_key, triple_id, against_head_id, against_relation, against_tail_id));
+-- What a date's papers said against a KG edge without winning on their own (kg/supersession.py): one row per
+-- triple the conflict agent sent to review or discarded against the edge (against_*), with its calibrated
+-- probability p of being right. The weight of these rows over time can supersede the edge (an adjudication
+-- 'replace' row then says so); a re-merge of the date replaces its rows, like its evidence. A KG without this table
+-- was made before the seed-prior confidence rule: opening it creates the table and the views again.
+CREATE TABLE IF NOT EXISTS contradictions(
+    namespace VARCHAR NOT NULL, date DATE NOT NULL, doc_key VARCHAR NOT NULL, triple_id VARCHAR NOT NULL,
+    head_id VARCHAR NOT NULL, relation VARCHAR NOT NULL, tail_id VARCHAR NOT NULL,
+    against_head_id VARCHAR NOT NULL, against_relation VARCHAR NOT NULL, against_tail_id VARCHAR NOT NULL,
+    p DOUBLE NOT NULL CHECK (p >= 0 AND p <= 1), action VARCHAR NOT NULL, evidence VARCHAR NOT NULL,
+    run_id VARCHAR NOT NULL, merged_at TIMESTAMP NOT NULL,
     PRIMARY KEY (namespace, doc_key, triple_id, against_head_id, against_relation, against_tail_id));
 -- Which documents a merge took in, with the fingerprint of what it merged (merge.document_fingerprint), written in
 -- the merge's transaction: a document evaluated but absent here (or with another fingerprint) is unmerged, and the
@@ -413,7 +428,8 @@ class KGStore:
             try:
                 present = con.execute(
                     "SELECT (SELECT count(*) FROM duckdb_views() WHERE view_name IN ('nodes', 'edges')) "
-                    "+ (SELECT count(*) FROM duckdb_tables() WHERE table_name IN ('adjudications', 'merged_documents')),"
+                    "+ (SELECT count(*) FROM duckdb_tables() WHERE table_name IN ('adjudications', 'merged_documents',"
+                    " 'contradictions')),"
                     " (SELECT count(*) FROM duckdb_tables() WHERE table_name = 'seed_nodes'),"
                     " (SELECT count(*) FROM duckdb_tables() WHERE NOT internal),"
                     " (SELECT count(*) FROM duckdb_columns() WHERE list_contains(?, table_name || '.' || column_name))",
@@ -427,10 +443,10 @@ class KGStore:
                 con.close()
             if present[2] and not present[1]:
                 raise StoreCorrupt("KG", self.path, "a DuckDB database without the KG's tables (seed_nodes)", KG_REMEDY)
-            if present[0] == 4 and present[3] == len(ADDED_COLUMNS):
+            if present[0] == 5 and present[3] == len(ADDED_COLUMNS):
                 self._ready = True
                 return
-            if present[0] == 4:  # an older file gets the columns added since, and the views that read them
+            if present[0] == 5:  # an older file gets the columns added since, and the views that read them
                 con = self._open(read_only=False)
                 try:
                     for stmt in added_columns_ddl():
@@ -719,7 +735,7 @@ class KGStore:
 
     def remove_document(self, doc_key: str) -> list[DocumentFootprint]:
         """Delete everything `doc_key` contributed, in every namespace, in one transaction: its evidence, new
-        entities, adjudications and merged_documents row. Confidence and evidence counts need no update: the
+        entities, adjudications, contradictions and merged_documents row. Confidence and evidence counts need no update: the
         views aggregate what remains, exactly as after a merge. The date's increments row and the other documents
         of that date are marked unmerged, so the next `karma run` re-merges the date without this document
         (its same-day adjudications are decided again by merge_increment). Idempotent; returns the footprint."""
@@ -734,7 +750,7 @@ class KGStore:
                         con.execute("DELETE FROM increments WHERE namespace = ? AND date = ?", [f.namespace, f.date])
                         con.execute("DELETE FROM merged_documents WHERE namespace = ? AND date = ?",
                                     [f.namespace, f.date])
-                for table in ("evidence", "extracted_nodes", "adjudications", "merged_documents"):
+                for table in ("evidence", "extracted_nodes", "adjudications", "contradictions", "merged_documents"):
                     con.execute(f"DELETE FROM {table} WHERE doc_key = ?", [doc_key])  # noqa: S608 - fixed names
                 con.execute("COMMIT")
             except BaseException:

@@ -30,6 +30,18 @@ from karma_dagster.metrics.gold_relations import _ids, gold_pairs
 
 POSITIVE_LABELS = frozenset({"Positive_Correlation", "causes", "upregulates"})
 
+# Why a unit is unjudged because the corpus never annotates what it states (outside the gold's scope), as opposed
+# to a unit the gold covers that could not be judged (a mention not placed on the gold text): both stay "unjudged"
+# (no gold says whether they are right), and the split says how much of it a better alignment could still judge.
+NOT_ANNOTATED = "the corpus does not annotate "  # + the end's type (a gene in BC5CDR)
+CID_KINDS = "CID gold annotates chemical-disease pairs only"
+CID_NON_CAUSAL = "CID gold cannot judge a non-causal relation off a CID pair"
+
+
+def outside_scope(why: str) -> bool:
+    """Whether an unjudged unit's reason is a kind, type or relation the corpus does not annotate."""
+    return why.startswith(NOT_ANNOTATED) or why in (CID_KINDS, CID_NON_CAUSAL)
+
 
 class JudgedUnit(BaseModel):
     """One accepted (document, pair) and its verdict: right True/False, or None with the reason it is unjudged."""
@@ -67,6 +79,17 @@ class Judgement(BaseModel):
 
     def unjudged_reasons(self) -> dict[str, int]:
         return dict(Counter(u.why for u in self.units if u.right is None))
+
+    @property
+    def outside_scope(self) -> int:
+        """Unjudged units the corpus does not annotate at all (counted among the unjudged, shown apart)."""
+        return sum(u.right is None and outside_scope(u.why) for u in self.units)
+
+    def scope_line(self) -> str:
+        """What the unjudged are: outside the gold's scope, or in it but not judged (printed beside one_line)."""
+        n, s = self.unjudged, self.outside_scope
+        return (f"unjudged {n} of {len(self.units)}: outside the gold's scope {s} (a kind pair, type or relation the "
+                f"corpus does not annotate), in its scope but not judged {n - s}")
 
     def one_line(self) -> str:
         """The line `karma gold-eval` prints for the accepted triples."""
@@ -118,7 +141,7 @@ def end_ids(mention_id: str, mentions: pd.DataFrame, gold: PubTatorDoc,
     if ids:
         return ids, "span"
     if ner_type(str(first["type"])) not in types:
-        return None, f"the corpus does not annotate {ner_type(str(first['type']))}"
+        return None, f"{NOT_ANNOTATED}{ner_type(str(first['type']))}"
     if placed.empty:
         return None, "mention not placed on the gold text"
     return set(), "not a gold entity"
@@ -177,7 +200,7 @@ def judge_row(t: object, d: DocumentTriples, types: frozenset[str], cdr_only: bo
     if hi is None or ti is None:
         return frozenset((head, tail)), None, None, hwhy if hi is None else twhy
     if cdr_only and kinds != {"Chemical", "Disease"}:
-        return frozenset((head, tail)), None, None, "CID gold annotates chemical-disease pairs only"
+        return frozenset((head, tail)), None, None, CID_KINDS
     hits = [frozenset((a, b)) for a in sorted(hi) for b in sorted(ti) if a != b and frozenset((a, b)) in gold]
     positive = label in POSITIVE_LABELS or kg_rel in POSITIVE_LABELS
     if hits:
@@ -186,7 +209,7 @@ def judge_row(t: object, d: DocumentTriples, types: frozenset[str], cdr_only: bo
         return hits[0], True, label in gold[hits[0]], "gold pair"
     key = frozenset((sorted(hi)[0] if hi else f"~{head}", sorted(ti)[0] if ti else f"~{tail}"))
     if cdr_only and not positive:
-        return key, None, None, "CID gold cannot judge a non-causal relation off a CID pair"
+        return key, None, None, CID_NON_CAUSAL
     return key, False, False, "not a gold entity" if not (hi and ti) else "not a gold pair"
 
 

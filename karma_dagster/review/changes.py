@@ -13,8 +13,13 @@ from karma_dagster.review import accepting
 from karma_dagster.review.models import ReviewItem
 
 
-def reinforced(old: float, new: float) -> float:
-    """MedKGent's reinforcement of an edge by a paper it had no reading from, as the KG's edges view aggregates it."""
+def reinforced(old: float, new: float, *, seed_only: bool = False) -> float:
+    """An edge's confidence once a paper it had no reading from adds `new`, as the KG's edges view aggregates it:
+    MedKGent's reinforcement, or for an edge only the seed states, the seed's prior beside that paper
+    (kg/reinforcement.py). A seed edge that papers already support is reinforced as its papers are (exact when
+    they lift it above its prior; an upper bound otherwise)."""
+    if seed_only:
+        return reinforcement.with_prior(old, new)
     return reinforcement.combine([old, new])
 
 
@@ -55,7 +60,8 @@ def describe(item: ReviewItem, edges: dict, nodes: dict, papers: dict | None = N
         parts.append(f"edge already read from paper {item.source_paper} (score {same[0].confidence:.2f}, unchanged)")
     elif same:
         old = same[0].confidence
-        parts.append(f"reinforces edge (score {old:.2f} → {reinforced(old, item.score):.2f})")
+        new = reinforced(old, item.score, seed_only=same[0].in_seed and not same[0].n_docs)
+        parts.append(f"reinforces edge (score {old:.2f} → {new:.2f})")
     else:
         parts.append(f"new edge (score {item.score:.2f})")
     for end, name, kind in (("head_id", item.head_name, item.head_kind), ("tail_id", item.tail_name, item.tail_kind)):

@@ -229,7 +229,8 @@ def test_prompt_injection_and_hostile_strings_never_become_sql_paths_or_invalid_
     assert not failed, failed
     (key,) = keys
     dump = kg_dump(p.storage.kg_path())
-    assert dump["tables"] == ["adjudications", "admission_refusals", "evidence", "extracted_nodes", "increments",
+    assert dump["tables"] == ["adjudications", "admission_refusals", "contradictions", "evidence", "extracted_nodes",
+                              "increments",
                               "kg_sizes", "merged_documents", "node_synonyms", "seed_edge_attrs", "seed_edges",
                               "seed_node_attrs", "seed_nodes"], "no table dropped or added"
     rows = evidence_rows(p)
