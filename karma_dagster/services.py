@@ -39,9 +39,13 @@ def cached(key: tuple, build: Callable[[], Any]) -> Any:
 
 def clear() -> None:
     """Forget every built object (after a seed import: the lexicon and the index changed)."""
+    from karma_dagster import stage_store
+
     with _LOCK:
         _CACHE.clear()
         _FINGERPRINTS.clear()
+        _BY_KG_STATE.clear()
+    stage_store.forget_reads()
 
 
 def seed_fingerprint(data: DataPaths) -> str:
@@ -52,8 +56,7 @@ def seed_fingerprint(data: DataPaths) -> str:
         return kg_store(data).seed_fingerprint()
     if not data.kg.exists():
         return "no-kg"
-    stamp = tuple((s.st_mtime_ns, s.st_size) if (s := _stat(p)) else None
-                  for p in (data.kg, data.kg.with_name(data.kg.name + ".wal")))
+    stamp = _kg_state(data)
     with _LOCK:
         known = _FINGERPRINTS.get(str(data.kg))
         if known and known[0] == stamp:
@@ -72,6 +75,35 @@ def _stat(path: Path) -> os.stat_result | None:
         return path.stat()
     except FileNotFoundError:
         return None
+
+
+def _kg_state(data: DataPaths) -> tuple:
+    """The DuckDB KG file and its WAL as they are on disk now: any commit (here or in another process) appends to
+    the WAL or rewrites the file, and so changes it."""
+    return tuple((s.st_ino, s.st_mtime_ns, s.st_ctime_ns, s.st_size) if (s := _stat(p)) else None
+                 for p in (data.kg, data.kg.with_name(data.kg.name + ".wal")))
+
+
+_BY_KG_STATE: dict[tuple, tuple[tuple, Any]] = {}
+
+
+def by_kg_state(data: DataPaths, name: tuple, read: Callable[[], Any]) -> Any:
+    """`read()` (a query of the DuckDB KG) answered again only when the KG changed on disk since this process last
+    asked: every stage of every document asks the same questions, and each one opens the file under its lock.
+    The state is taken before the query, so a commit during it makes the next call ask again. A Postgres KG is
+    asked each time (readers take no lock there)."""
+    if kg_url() or not data.kg.exists():
+        return read()
+    state = _kg_state(data)
+    key = (str(data.kg), *name)
+    with _LOCK:
+        known = _BY_KG_STATE.get(key)
+    if known is not None and known[0] == state:
+        return known[1]
+    value = read()
+    with _LOCK:
+        _BY_KG_STATE[key] = (state, value)
+    return value
 
 
 @lru_cache(maxsize=1)
@@ -182,7 +214,7 @@ def linkable_index(data: DataPaths, namespace: str, before: dt.date | None = Non
     the index update — syncs the namespace's index rows to the KG first."""
     index = entity_index(data)
     if kg_exists(data):
-        fingerprint, entities = kg_store(data).extracted_entities(namespace, known=index.synced_fingerprint(namespace))
+        fingerprint, entities = _extracted_entities(data, namespace, known=index.synced_fingerprint(namespace))
         if entities is not None:
             index.sync_namespace(namespace, entities, fingerprint)
     return index.view(namespace, before)
@@ -209,7 +241,7 @@ def identity_index(data: DataPaths, namespace: str | None = None, before: dt.dat
     key = ("identity_extracted", kg_display(data), seed_fingerprint(data), namespace)
     with _LOCK:
         known = _CACHE.get(key)
-    fingerprint, entities = kg_store(data).extracted_entities(namespace, known=known[0] if known else None)
+    fingerprint, entities = _extracted_entities(data, namespace, known=known[0] if known else None)
     if entities is not None or known is None:
         layer = base.with_nodes(Node(e["id"], e["name"], e["kind"], tuple(e["synonyms"]), source="extracted",
                                      first_seen=e["first_seen"]) for e in entities or [])
@@ -219,9 +251,19 @@ def identity_index(data: DataPaths, namespace: str | None = None, before: dt.dat
     return known[1].as_of(before)
 
 
+def _extracted_entities(data: DataPaths, namespace: str, known: str | None) -> tuple[str, list[dict] | None]:
+    """KGStore.extracted_entities, read once per state of the KG file (by_kg_state): (fingerprint, entities), the
+    entities None when the fingerprint is `known`."""
+    if kg_url():  # asked each time: the entities only when they changed
+        return kg_store(data).extracted_entities(namespace, known=known)
+    fingerprint, entities = by_kg_state(data, ("extracted_entities", namespace),
+                                        lambda: kg_store(data).extracted_entities(namespace))
+    return fingerprint, None if fingerprint == known else entities
+
+
 def kg_kind_lookup(data: DataPaths) -> Callable[[str], str | None]:
-    """id -> KG node kind, loaded once per call site (one query instead of one per triple)."""
-    return kg_store(data).node_kinds().get
+    """id -> KG node kind, loaded once per state of the KG (one query instead of one per triple)."""
+    return by_kg_state(data, ("node_kinds",), lambda: kg_store(data).node_kinds()).get
 
 
 def existing_relations_lookup(

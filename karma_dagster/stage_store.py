@@ -15,6 +15,8 @@ import json
 import os
 import re
 import tempfile
+import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +78,7 @@ class StageStore:
             )
         if self.remote:
             return _read_object(path)
-        return read_parquet_checked(path, "stage table", STAGE_REMEDY, base=self.root.parent)
+        return _read_local(path, self.root.parent)
 
     def recorded(self, namespace: str, stage: str, partition: str) -> dict[str, Any]:
         """What the stage reported for this document when it wrote the table ({} for a table written without),
@@ -111,6 +113,46 @@ class StageStore:
         for path in files:
             path.unlink(missing_ok=True)
         return files
+
+
+READ_CACHE_TABLES = 64  # a document's stage tables, read by several later stages of its chain
+_READ_CACHE: OrderedDict[tuple, pd.DataFrame] = OrderedDict()
+_READ_LOCK = threading.Lock()
+
+
+def _read_local(path: Path, base: Path) -> pd.DataFrame:
+    """A local table, read and checked once per version of its file in this process: later stages of a chain read
+    the same upstream tables again (the relations, aligned and evaluated stages all read the entities). A version is
+    the file's inode, size and change times: a write replaces the file (a new inode), damage changes its ctime."""
+    key = _version(path)
+    if key is not None:
+        with _READ_LOCK:
+            cached = _READ_CACHE.get(key)
+            if cached is not None:
+                _READ_CACHE.move_to_end(key)
+        if cached is not None:
+            return cached.copy()
+    frame = read_parquet_checked(path, "stage table", STAGE_REMEDY, base=base)
+    if key is not None and _version(path) == key:  # not replaced while it was read
+        with _READ_LOCK:
+            _READ_CACHE[key] = frame.copy()
+            while len(_READ_CACHE) > READ_CACHE_TABLES:
+                _READ_CACHE.popitem(last=False)
+    return frame
+
+
+def forget_reads() -> None:
+    """Drop the remembered tables (services.clear: as in a fresh process)."""
+    with _READ_LOCK:
+        _READ_CACHE.clear()
+
+
+def _version(path: Path) -> tuple | None:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return str(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
 def _read_object(path: Any) -> pd.DataFrame:

@@ -279,3 +279,19 @@ def test_llm_typed_answer_is_placed_through_the_schema(fresh_server):
         ("Visfatin", "GeneOrGeneProduct"), ("levothyroxine", "ChemicalEntity"),
         ("hypothyroidism", "DiseaseOrPhenotypicFeature"), ("fatigue", "DiseaseOrPhenotypicFeature")]
     assert backbone.usage().invalid_items == 1  # Population: the schema has no kind for it
+
+
+def test_a_papers_texts_read_in_one_batch_give_the_mentions_read_one_by_one(lexicon, train_docs):
+    """The chain reads each paper's texts through DictionaryNER.prefetch (one nlp.pipe) and recalls them: the
+    mentions must be those of reading each text alone, with the learned NER in the pipeline too."""
+    texts = [t for d in train_docs[:6] for t in (d.title, d.abstract, d.text)]
+    alone = DictionaryNER(lexicon)
+    one_by_one = [alone.recognize(t) for t in texts]
+    batched = DictionaryNER(lexicon)
+    batched.prefetch(texts)
+    batched.nlp = None  # every answer below must come from the batch, not a new pass
+    assert [batched.recognize(t) for t in texts] == one_by_one
+    assert any(one_by_one), "real abstracts have mentions"
+    first = batched.recognize(texts[0])
+    first.clear()  # a caller's list is its own: the remembered mentions stay
+    assert batched.recognize(texts[0]) == one_by_one[0]

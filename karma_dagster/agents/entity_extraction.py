@@ -247,7 +247,9 @@ def extract_entities_counted(
     by_identity: Counter[str] = Counter()
     rejected = RejectedNames()
     proposed = 0
-    # the backbone's NER calls overlap (up to its concurrency limit); screening and index stay in this thread
+    # the dictionary reads the document's summaries in one batch (its screen below, and a local backbone's NER, then
+    # recall them); the backbone's NER calls overlap (up to its concurrency limit); screening and index stay here
+    dictionary.prefetch(s.text for s in summaries)
     proposals = backbone_map(backbone, lambda s: backbone.recognize(s.text), summaries)
     per_summary: list[list[Screened]] = []
     for s, proposed_spans in zip(summaries, proposals, strict=True):

@@ -14,7 +14,7 @@ The single-agent baseline uses the same pass-throughs (it has no summarizer, deb
 from __future__ import annotations
 
 from karma_dagster.agents.evaluator import kept_and_aligned
-from karma_dagster.dictionary.sentences import split_sentences
+from karma_dagster.dictionary.sentence_memo import split_sentences
 from karma_dagster.schemas.records import (
     AlignedRow,
     EvaluatedRow,

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pydantic import TypeAdapter, ValidationError
 
 from karma_dagster.backbones.base import Backbone
-from karma_dagster.dictionary.sentences import split_sentences
+from karma_dagster.dictionary.sentence_memo import split_sentences
 from karma_dagster.params import KarmaParams
 from karma_dagster.schemas.records import RawSection, SectionKind, SegmentRow
 

@@ -32,7 +32,7 @@ from karma_dagster.params import KarmaParams
 from karma_dagster.schemas.records import MentionRow, MentionSpan, SegmentRow, SummaryRow, TripleRow
 
 try:  # the shared sentence splitter (helper A2's); the fallback keeps this module usable on its own
-    from karma_dagster.dictionary.sentences import split_sentences
+    from karma_dagster.dictionary.sentence_memo import split_sentences
 except ImportError:  # pragma: no cover - only when dictionary/sentences.py is absent
     import re
 

@@ -19,6 +19,8 @@ import warnings
 # scispaCy builds an empty global matcher when a text has no abbreviation; harmless, and once per call.
 warnings.filterwarnings("ignore", message=r".*\[W036\].*")
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -62,6 +64,7 @@ if not Doc.has_extension("karma_long_forms"):
     Doc.set_extension("karma_long_forms", default=None)
 
 
+MEMO_TEXTS = 2048  # texts whose mentions a DictionaryNER remembers (a paper's sections, segments and summaries)
 UNIONS = ("dictionary_first", "learned_first", "longest")  # how a learned span and an overlapping hit are settled
 
 
@@ -304,6 +307,10 @@ class DictionaryNER:
             config={"suppress_undefined_abbreviations": suppress_undefined_abbreviations, "union": union}
         )
         ruler.load(lexicon)
+        # The reader, the summarizer, the entity agent and its dictionary screen each ask about the same texts; the
+        # pipeline is a pure function of the text, so a text is read once (and a paper's texts in one nlp.pipe).
+        self._memo: OrderedDict[str, tuple[MentionSpan, ...]] = OrderedDict()
+        self._memo_lock = threading.Lock()
 
     @property
     def version(self) -> str:
@@ -327,7 +334,31 @@ class DictionaryNER:
     def recognize(self, text: str) -> list[MentionSpan]:
         if not isinstance(text, str):
             raise TypeError(f"DictionaryNER.recognize needs a str, got {type(text).__name__}")
-        return self._spans(self.nlp(text))
+        known = self._recall(text)
+        if known is not None:
+            return list(known)
+        spans = tuple(self._spans(self.nlp(text)))
+        self._remember(text, spans)
+        return list(spans)
+
+    def prefetch(self, texts: Iterable[str], batch_size: int = 64) -> None:
+        """Read the texts not read yet in one `nlp.pipe` pass; `recognize` then answers them from memory."""
+        todo = list(dict.fromkeys(t for t in texts if isinstance(t, str) and self._recall(t) is None))
+        for text, doc in zip(todo, self.nlp.pipe(todo, batch_size=batch_size), strict=True):
+            self._remember(text, tuple(self._spans(doc)))
+
+    def _recall(self, text: str) -> tuple[MentionSpan, ...] | None:
+        with self._memo_lock:
+            known = self._memo.get(text)
+            if known is not None:
+                self._memo.move_to_end(text)
+            return known
+
+    def _remember(self, text: str, spans: tuple[MentionSpan, ...]) -> None:
+        with self._memo_lock:
+            self._memo[text] = spans
+            while len(self._memo) > MEMO_TEXTS:
+                self._memo.popitem(last=False)
 
     def recognize_many(self, texts: Iterable[str], batch_size: int = 64) -> list[list[MentionSpan]]:
         return [self._spans(doc) for doc in self.nlp.pipe(texts, batch_size=batch_size)]

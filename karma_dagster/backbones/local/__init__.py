@@ -66,6 +66,7 @@ class LocalBackbone(Backbone):
         return cleanup.clean_document(doc)
 
     def score_relevance(self, sections: list[RawSection], kg_context: Sequence[str]) -> list[float]:
+        self.ner.prefetch(s.text for s in sections)  # the paper's sections in one NER batch (the summarizer reuses it)
         return reader.score_sections(sections, self.ner.count_hits, kg_context)
 
     def summarize(self, section: RawSection, max_sentences: int) -> str:

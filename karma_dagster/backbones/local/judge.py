@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from karma_dagster.backbones.base import AlignmentAnswer, DebateAnswer, EvaluationSignals, TripleQuery
 from karma_dagster.dictionary.cues import hedge_cue, negation_cue, relation_cue
-from karma_dagster.dictionary.sentences import count_tokens
+from karma_dagster.dictionary.sentence_memo import count_tokens
 from karma_dagster.kg.schema import KGSchema
 
 JUDGE_VERSION = "local-judge-v1"

@@ -29,7 +29,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from karma_dagster.dictionary.cues import lexicon_hit_counter, relation_cues
-from karma_dagster.dictionary.sentences import count_tokens, split_sentences
+from karma_dagster.dictionary.sentence_memo import count_tokens, split_sentences
 from karma_dagster.schemas.records import RawSection
 
 VERSION = "local-reader-v2"

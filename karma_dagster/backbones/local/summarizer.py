@@ -26,7 +26,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from karma_dagster.dictionary.cues import relation_cues
-from karma_dagster.dictionary.sentences import split_sentences
+from karma_dagster.dictionary.sentence_memo import split_sentences
 
 VERSION = "local-summarizer-v2"  # v2: every sentence naming an entity of a segment with two stays
 
