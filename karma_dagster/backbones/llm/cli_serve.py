@@ -25,7 +25,6 @@ def cmd_llm_serve(args: argparse.Namespace) -> int:
     def stop(_sig: int, _frame: Any) -> None:
         raise _Stop  # leaves server.wait() in the main thread; the server is stopped once, below
 
-    signal.signal(signal.SIGTERM, stop)
     print(f"serving {settings.alias} at {server.url} (OpenAI-compatible; no key). A backbone reaches it with\n"
           f"  model: hosted_vllm/{settings.alias}\n  api_base: {server.url}\n"
           f"and with function calling (backbones with `mode: tools`) as\n"
@@ -33,6 +32,7 @@ def cmd_llm_serve(args: argparse.Namespace) -> int:
           f"Ctrl-C or SIGTERM stops it.", flush=True)
     code = 0
     try:
+        signal.signal(signal.SIGTERM, stop)
         code = server.wait()  # the server ended by itself: say so with a non-zero exit
     except (KeyboardInterrupt, _Stop):
         pass
