@@ -40,6 +40,8 @@ class RunReport(BaseModel):
     judge_warnings: dict[str, str] = {}
     # documents without a publication date (dated by arrival or the `undated` setting) and those it skipped
     dates: UndatedSummary | None = None
+    # backbone -> document -> the `warning` a stage reported for it (e.g. a tools-mode model that called no tool)
+    stage_warnings: dict[str, dict[str, str]] = {}
     # doc_key -> "title — first author et al., journal, date" of the documents the report names (name_papers)
     papers: dict[str, str] = {}
 
@@ -60,6 +62,9 @@ class RunReport(BaseModel):
         if self.documents_failed:
             out += ["", "Documents that failed (their partitions only; the KG is unchanged by them):"]
             out += [f"- {self.named(k)}: {v}" for k, v in sorted(self.documents_failed.items())]
+        for name, by_doc in self.stage_warnings.items():
+            out += ["", f"WARNING, backbone {name}: {len(by_doc)} document(s) ran without error but say:"]
+            out += [f"- {self.named(k)}: {why}" for k, why in sorted(by_doc.items())]
         if self.judge_warnings:
             out += ["", "Warning: the judge is not independent of these backbones' chains (their LLM correctness "
                     "grades a chain with its own model or rules; name another model as `judge:` in backbones.yaml):"]
@@ -82,10 +87,22 @@ def _stage_figures(stages: StageStore, ns: str, stage: Stage, keys: list[str]) -
     return totals
 
 
+def _stage_warnings(stages: StageStore, ns: str, registry: Sequence[Stage], keys: list[str]) -> dict[str, str]:
+    """Each document's `warning` figure, as its stage recorded it with the table (StageStore.recorded): a run
+    that succeeded yet did nothing useful is never reported as a silent `ok`."""
+    out: dict[str, str] = {}
+    for key in keys:
+        for stage in registry:
+            if stages.exists(ns, stage.name, key) and (why := stages.recorded(ns, stage.name, key).get("warning")):
+                out[key] = f"{stage.name}: {why}" if key not in out else f"{out[key]}; {stage.name}: {why}"
+    return out
+
+
 def build_report(stages: StageStore, kg: KGStore, namespaces: list[str], documents: list[str] | None = None,
                  registry: Sequence[Stage] = STAGES, catalog: Catalog | None = None) -> RunReport:
     """`catalog`: also say which documents have no publication date, and why (ingest/undated.py)."""
     reports = []
+    warnings: dict[str, dict[str, str]] = {}
     for ns in namespaces:
         first = registry[0].name
         keys = [k for k in (documents if documents is not None else stages.partitions(ns, first))
@@ -97,11 +114,15 @@ def build_report(stages: StageStore, kg: KGStore, namespaces: list[str], documen
         now = kg.snapshot_counts(as_of=None, namespace=ns)
         figures.update(zip(KG_FIGURES, (seed.n_nodes, seed.n_edges, now.n_nodes, now.n_edges, now.n_evidence)))
         reports.append(BackboneReport(backbone=ns, figures=figures))
-    return RunReport(backbones=reports, dates=undated_summary(catalog) if catalog is not None else None)
+        if warned := _stage_warnings(stages, ns, registry, keys):
+            warnings[ns] = warned
+    return RunReport(backbones=reports, dates=undated_summary(catalog) if catalog is not None else None,
+                     stage_warnings=warnings)
 
 
 def name_papers(report: RunReport, catalog: Catalog) -> RunReport:
-    """Fill `report.papers` for the documents it names (failed, undated) from the catalog; returns the report."""
-    keys = [*report.documents_failed, *(u.doc_key for u in (report.dates.undated if report.dates else []))]
+    """Fill `report.papers` for the documents it names (failed, undated, warned) from the catalog; returns the report."""
+    keys = [*report.documents_failed, *(u.doc_key for u in (report.dates.undated if report.dates else [])),
+            *(k for by_doc in report.stage_warnings.values() for k in by_doc)]
     report.papers = {k: p.label() for k, p in catalog.papers(keys).items() if p.title}
     return report

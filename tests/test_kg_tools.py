@@ -438,7 +438,8 @@ def test_a_scripted_function_calling_model_grows_the_kg_through_the_tools_only(t
         [],  # segment 1 done
         [("create_statement", args({"subject": METFORMIN, "predicate": "treats", "object": GESTATIONAL_DIABETES,
                                     "evidence": "Metformin is used in gestational diabetes."}))],
-        [("search_property", args({"text": "treats"}))] * 5,  # a model that never stops: the step limit ends it
+        # a model that never stops (a new question each time): the step limit ends it
+        [("search_property", args({"text": f"treats {i}"})) for i in range(5)],
     ]
     with _ToolCallServer(turns) as srv:
         openings = [[{"role": "system", "content": "Grow the KG with the tools."},
@@ -462,10 +463,26 @@ def test_a_scripted_function_calling_model_grows_the_kg_through_the_tools_only(t
     assert kg.snapshot_counts(namespace=NS).n_evidence == 2 and kg.count_extracted_nodes(NS) == 1
 
 
+def test_a_model_that_only_repeats_an_answered_call_ends_its_segment(tools: KGTools):
+    from karma_dagster.kg_tools.loop import run_tool_loop
+
+    # what SmolLM2 does under llama-cpp-python's chatml-function-calling, whose template drops the `tool` turns:
+    # it never sees the answer, so it asks again; the loop runs a call once per segment and moves on
+    same = ("search_instance", json.dumps({"text": "metformin"}))
+    turns = [[same], [("search_instance", json.dumps({"type": None, "text": "metformin"}))], [same], [same]]
+    with _ToolCallServer(turns) as srv:
+        result = run_tool_loop(tools, [[{"role": "user", "content": "Segment one."}]], model="openai/scripted",
+                               api_base=srv.url, api_key="not-a-key", max_steps=10)
+    assert (result.steps, result.repeated, result.rounds, result.stopped) == (2, 1, 3, "done")
+    assert len(srv.requests) == 3 and result.silent_segments == 0
+
+
 # ---------------------------------------------------------------- the `tools` chain mode (Dagster, a scripted LLM)
 PAPER = ("900002|t|Metformin in gestational diabetes\n"
          "900002|a|Metformin improved glycaemic control in women with gestational diabetes. "
          "Lisinopril lowered blood pressure.\n\n")
+SILENT_PAPER = ("900003|t|Ward rounds in winter\n"  # the scripted model answers it in prose, calling no tool
+                "900003|a|The ward was quiet and the weather was mild.\n\n")
 
 
 def _tools_model(request: dict):
@@ -474,6 +491,8 @@ def _tools_model(request: dict):
         from fake_openai_server import karma_responder
 
         return karma_responder(request)
+    if "900003" in request["messages"][1]["content"]:
+        return "This segment states no relation between biomedical entities."
     turn = sum(m["role"] == "assistant" for m in request["messages"])
     segment = re.search(r"segment (\S+):", request["messages"][1]["content"]).group(1)
     if turn == 0:
@@ -505,19 +524,22 @@ def test_the_tools_mode_grows_the_kg_in_the_chains_place_and_is_a_row_of_the_com
                                 api_key="sk-karma-test-0000-not-a-real-key", mode="tools")
         backbones = {"local": BackboneConfig(), ns: config}
         p = make_pipeline(backbones=backbones)
-        (p.inbox / "tools.pubtator").write_text(PAPER)
+        (p.inbox / "tools.pubtator").write_text(PAPER + SILENT_PAPER)
         defs = build_definitions(backbones=backbones, storage=p.storage)
         assert runner.import_kg(defs, p.instance)
         keys, failed = runner.register_inbox(defs, p.instance)
-        assert len(keys) == 1 and not failed
+        assert len(keys) == 2 and not failed
         assert not runner.run_documents(defs, p.instance, keys, log=lambda _m: None)
         for name in backbones:
-            assert all(runner.run_increments(defs, p.instance, name, [date_of_document_key(keys[0])]).values())
+            dates = sorted({date_of_document_key(k) for k in keys})
+            assert all(runner.run_increments(defs, p.instance, name, dates).values())
         ok, table = runner.run_comparison(defs, p.instance)
-    key = keys[0]
-    tool_requests = [r for r in srv.requests if r.get("tools")]
+        report = runner.run_report(defs, p.instance, 0.0, {})
+    [key] = [k for k in keys if "900002" in k]
+    [silent] = [k for k in keys if "900003" in k]
+    tool_requests = [r for r in srv.requests if r.get("tools") and "900002" in r["messages"][1]["content"]]
     assert len(tool_requests) == 3 and {t["function"]["name"] for t in tool_requests[0]["tools"]} >= set(ARGS)
-    assert len(srv.requests) == 3, "the tools chain asks the model nothing but the tool loop"
+    assert len(srv.requests) == 4, "the tools chain asks the model nothing but the tool loop"
     assert "agent: tools_agent" in tool_requests[0]["messages"][0]["content"]
     # the refusals went back to the model; only the valid statement is staged and carried to `evaluated`
     answers = [m["content"] for m in tool_requests[2]["messages"] if m["role"] == "tool"]
@@ -545,6 +567,14 @@ def test_the_tools_mode_grows_the_kg_in_the_chains_place_and_is_a_row_of_the_com
     assert ok, table
     rows = {line.split("|")[1].strip(): line for line in table.splitlines() if line.startswith("| ")}
     assert "| tools |" in rows[ns] and "| multi_agent |" in rows["local"]
+    # a document on which the model called no tool ran "ok" but is no silent ok: the entities asset and the run
+    # report say so
+    quiet = document_metadata(p, dg.AssetKey([ns, "entities"]), silent)
+    assert quiet["tool_calls"] == 0 and quiet["segments_without_tool_call"] == quiet["segments"] >= 1
+    assert "made no tool call" in quiet["warning"] and "warning" not in store.recorded(ns, "entities", key)
+    assert list(report.stage_warnings) == [ns] and list(report.stage_warnings[ns]) == [silent]
+    assert "made no tool call" in report.stage_warnings[ns][silent]
+    assert f"WARNING, backbone {ns}: 1 document(s)" in report.markdown()
 
 
 def test_the_tools_mode_is_an_llm_chain_of_the_same_shape_with_its_own_code_versions():

@@ -5,7 +5,12 @@ the server's grammar, and every count is read back from the server's own access 
 from __future__ import annotations
 
 import logging
+import signal
 import shutil
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 
 import dagster as dg
@@ -23,7 +28,7 @@ from karma_dagster.backbones.llm import (
     LLMOutputError,
     PromptStore,
 )
-from karma_dagster.backbones.llm.local_server import LocalLLMServer, ServerSettings, runtime_missing
+from karma_dagster.backbones.llm.local_server import LocalLLMServer, ServerSettings, free_port, runtime_missing
 from karma_dagster.backbones.llm.outputs import AlignmentOutput, JudgeOutput
 from karma_dagster.backbones.llm.structured import FormMemory
 from karma_dagster.backbones.base import TripleQuery
@@ -53,9 +58,28 @@ def abstract_text(pmid: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def llm_server(tmp_path_factory: pytest.TempPathFactory):
-    with LocalLLMServer(ServerSettings(port=0), log_path=tmp_path_factory.mktemp("llm") / "server.log") as srv:
-        yield srv
+def llm_serve():
+    """`karma llm-serve` itself, the one server of this module (the last test stops it with SIGTERM), and a
+    handle on what it serves: its URL and its access log (`answered()`)."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; from karma_dagster.cli import main; sys.exit(main())",
+                             "llm-serve", "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    handle = LocalLLMServer(ServerSettings(port=port))  # the CLI's own log path for this port; not started here
+    deadline = time.monotonic() + 180
+    while not handle.answering():
+        assert proc.poll() is None, f"karma llm-serve exited with {proc.returncode}: {proc.stdout.read()}"
+        assert time.monotonic() < deadline, "karma llm-serve did not answer within 180 s"
+        time.sleep(0.5)
+    yield proc, handle
+    if proc.poll() is None:  # the SIGTERM test did not run (deselected): stop it the same way
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+
+
+@pytest.fixture(scope="module")
+def llm_server(llm_serve):
+    return llm_serve[1]
 
 
 def smollm2(server: LocalLLMServer, **kw: object) -> BackboneConfig:
@@ -260,3 +284,55 @@ def test_a_stage_that_fails_on_the_real_model_still_books_what_it_spent(make_pip
     failed = [t for t in ledger.totals(["agent", "status"], backbone="tiny") if t.group["status"] == "failed"]
     assert [t.group["agent"] for t in failed] == ["reader"]
     assert failed[0].calls == answered >= 2 and failed[0].tokens_out > 0
+
+
+# ---------------------------------------------------------------- the tools mode on the real model
+@pytest.mark.timeout(2400)  # ~30 s on an idle machine; its ~3,300 prompt tokens took 430 s at load 19 on 2 cores
+def test_a_tools_mode_run_on_the_real_model_makes_a_tool_call_the_kg_tools_validate(make_pipeline, llm_server,
+                                                                                    monkeypatch):
+    from karma_dagster.kg_tools import chain as tools_chain
+    from karma_dagster.kg_tools.staging import TOOL_LOG
+
+    # one request of the loop is the behaviour asked about (the model calls a tool); the step limit bounds the time
+    monkeypatch.setattr(tools_chain, "STEP_LIMIT", 1)
+    ns = "smollm2-tools"
+    p = make_pipeline(backbones={ns: smollm2(llm_server, model=f"hosted_vllm/{ns}", mode="tools", concurrency=1,
+                                             max_tokens=512, timeout=1800)})
+    (p.inbox / f"pmid-{ABSTRACT_PMID}.pubtator").write_text(one_abstract(ABSTRACT_PMID))
+    assert runner.import_kg(p.defs, p.instance)
+    keys, _ = runner.register_inbox(p.defs, p.instance)
+    start = len(llm_server.answered())
+    assert runner.run_documents(p.defs, p.instance, keys, log=lambda _m: None) == {}
+    assert llm_server.answered()[start:] == [200]  # the tool loop's one request, nothing else of the chain
+
+    calls = p.storage.stage_store().read(ns, TOOL_LOG, keys[0]).to_dict("records")
+    print("tool calls:", [(c["tool"], c["ok"], c["message"][:120]) for c in calls])
+    assert len(calls) >= 1  # the model called a tool, and the KG tools answered it: accepted, or refused with why
+    assert all(c["ok"] or c["message"].strip() for c in calls)  # a refusal says why (e.g. "no class 'string'")
+    meta = document_metadata(p, dg.AssetKey([ns, "entities"]), keys)
+    assert meta["tool_calls"] == len(calls) and "warning" not in meta
+
+
+# ---------------------------------------------------------------- stopping: this module's last test
+def test_sigterm_stops_karma_llm_serve_with_exit_0_even_during_a_generation(llm_serve):
+    proc, handle = llm_serve
+
+    def generate() -> None:
+        try:
+            litellm.completion(model="hosted_vllm/smollm2", api_base=handle.url, max_tokens=2000, timeout=300,
+                               messages=[{"role": "user", "content": "Write a long story about a cat."}])
+        except Exception:  # noqa: BLE001 - the server goes away mid-answer: that is the point
+            pass
+
+    busy = threading.Thread(target=generate, daemon=True)
+    busy.start()  # a generation in progress: uvicorn's graceful shutdown would wait for it
+    time.sleep(2.0)
+    started = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    code = proc.wait(timeout=120)
+    elapsed = time.monotonic() - started
+    print(f"karma llm-serve stopped {elapsed:.1f} s after SIGTERM, exit {code}")  # speed: bench/, not asserted
+    said = proc.stdout.read()
+    assert code == 0, said
+    assert said.rstrip().endswith("stopped"), said
+    assert not handle.answering()  # the llama.cpp server went with it

@@ -54,6 +54,10 @@ def build(namespaces: list[str]) -> dg.AssetsDefinition:
             for field, value in b.figures.items():
                 metadata[f"{b.backbone}/{field}"] = value
         metadata["documents_failed"] = len(report.documents_failed)
+        metadata["documents_warned"] = sum(len(d) for d in report.stage_warnings.values())
+        for ns, by_doc in report.stage_warnings.items():
+            context.log.warning(f"karma_report: backbone {ns}: {len(by_doc)} document(s) with a warning, e.g. "
+                                f"{next(iter(by_doc.values()))}")
         if report.dates is not None:  # dates never invented silently (ingest/dates.py)
             metadata["documents_undated"] = len(report.dates.undated)
             metadata["documents_skipped_undated"] = len(report.dates.skipped)

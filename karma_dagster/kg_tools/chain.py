@@ -17,6 +17,7 @@ the backbone's usage like any agent's (the stage's ledger row).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -34,6 +35,14 @@ PROMPT = "tools_agent"
 STATEMENTS, ENTITIES = "tool_statements", "tool_entities"  # the tools chain's staging tables
 STEP_LIMIT = 40  # tool calls per document: a model that never stops is stopped here
 TRANSCRIPT_ROWS = 30  # calls shown in the entities asset's metadata (all of them are in the tool_calls table)
+_LOG = logging.getLogger("karma_dagster.tools")
+
+
+def no_tool_call_warning(model: str, segments: int) -> str:
+    """What a run says when the model answered every segment without calling a tool: nothing was written."""
+    return (f"WARNING: model {model!r} made no tool call on {segments} segment(s): the document added nothing to "
+            "the KG. A model served without a function-calling chat format answers in prose (for `karma llm-serve`, "
+            "ask for the `-tools` model name, e.g. hosted_vllm/smollm2-tools)")
 
 
 class _Inputs(Protocol):
@@ -97,14 +106,19 @@ def entities(x: _Inputs) -> tuple[list[BaseModel], dict[str, object]]:
                            on_usage=getattr(_llm(x.backbone), "_record", None), **_llm_params(x.backbone))
     transcript = tools.transcript()
     rows = stage.mentions()
-    return rows, {
+    figures: dict[str, object] = {
         "tool_calls": result.steps, "model_requests": result.rounds, "stopped": result.stopped,
         "calls_accepted": result.accepted, "calls_refused": result.refused, "step_limit": STEP_LIMIT,
+        "calls_repeated": result.repeated, "segments_without_tool_call": result.silent_segments,
         "statements_staged": len(stage.triples()), "instances_staged": sum(r.status == "new" for r in rows),
         "segments": len(segments),
         "transcript": [{"seq": r.seq, "tool": r.tool, "ok": r.ok, "arguments": r.arguments[:300],
                         "answer": r.message[:300]} for r in transcript[:TRANSCRIPT_ROWS]],
     }
+    if result.steps == 0:  # kept with the stage's table too: the run report reads it from there (report.py)
+        figures["warning"] = no_tool_call_warning(_llm_params(x.backbone)["model"], len(segments))
+        _LOG.warning("%s, document %s: %s", x.backbone.name, x.document, figures["warning"])
+    return rows, figures
 
 
 def staged(model: type[BaseModel], what: str) -> Callable[[_Inputs], tuple[list[BaseModel], dict[str, object]]]:

@@ -10,12 +10,14 @@ the litellm arguments (model, api_base, ...); kg_tools/chain.py runs it as the `
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from pydantic import BaseModel
 
 from karma_dagster.backbones.base import Usage
+from karma_dagster.backbones.llm.deadline import deadline_seconds, speed_of
 from karma_dagster.kg_tools.schemas import tool_schemas
 from karma_dagster.kg_tools.session import KGTools
 
@@ -26,6 +28,8 @@ class ToolLoopResult(BaseModel):
     stopped: str  # "done" (the model stopped calling tools on every segment) or "step_limit"
     accepted: int
     refused: int
+    silent_segments: int = 0  # segments on which the model made no tool call at all
+    repeated: int = 0  # calls the model asked again with the same arguments in a segment: not run twice
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float | None = 0.0  # None: the model is not in litellm's price list (tokens only)
@@ -51,12 +55,27 @@ def _message_dict(message: Any) -> dict[str, Any]:
     return out
 
 
+def _call_key(call: dict[str, Any]) -> str:
+    """A call's identity within a segment: its tool and its arguments (JSON text normalised when it parses)."""
+    raw = call["function"]["arguments"]
+    try:
+        raw = json.dumps(json.loads(raw), sort_keys=True) if isinstance(raw, str) else json.dumps(raw, sort_keys=True)
+    except (TypeError, ValueError):
+        pass
+    return f"{call['function']['name']} {raw}"
+
+
 def run_tool_loop(tools: KGTools, openings: Sequence[list[dict[str, str]]], *, model: str, max_steps: int = 30,
                   completion: Callable[..., Any] | None = None, on_usage: Callable[[Usage], None] | None = None,
                   **llm_kwargs: Any) -> ToolLoopResult:
     """For each segment's opening messages (the rendered prompt: system + the segment), run the tool calls the
     model asks for until it answers without one (next segment) or `max_steps` tool calls have been made in all.
-    `on_usage` is told of each answered request at once, so a loop that fails half-way has still booked it."""
+    A turn that only repeats calls already answered in the segment ends the segment: a model that does not read
+    its tools' answers (a small one, or a chat format that drops the `tool` turns, as llama-cpp-python's
+    chatml-function-calling does) would otherwise ask the same until the step limit.
+    `on_usage` is told of each answered request at once, so a loop that fails half-way has still booked it.
+    `timeout` (in `llm_kwargs`) is the floor of each request's deadline, grown by the server's measured speed for
+    the conversation so far (backbones/llm/deadline.py)."""
     if tools.document is None:
         raise ValueError("run_tool_loop: the KGTools session needs a document (its writes are staged per document)")
     if max_steps < 1:
@@ -66,18 +85,28 @@ def run_tool_loop(tools: KGTools, openings: Sequence[list[dict[str, str]]], *, m
 
         completion = litellm.completion
     schemas = tool_schemas(include_read=True)
-    steps = rounds = accepted = refused = prompt_tokens = completion_tokens = 0
+    floor = float(llm_kwargs.pop("timeout", 600.0))
+    speed = speed_of(model, llm_kwargs.get("api_base"))
+    schema_chars = len(json.dumps(schemas))
+    steps = rounds = accepted = refused = prompt_tokens = completion_tokens = silent = repeated = 0
     cost: float | None = 0.0
     for opening in openings:
         messages: list[dict[str, Any]] = [dict(m) for m in opening]
+        seen: set[str] = set()
         while True:
             if steps >= max_steps:
                 return ToolLoopResult(steps=steps, rounds=rounds, stopped="step_limit", accepted=accepted,
-                                      refused=refused, prompt_tokens=prompt_tokens,
-                                      completion_tokens=completion_tokens, cost_usd=cost)
-            response = completion(model=model, messages=messages, tools=schemas, tool_choice="auto", **llm_kwargs)
+                                      refused=refused, prompt_tokens=prompt_tokens, silent_segments=silent,
+                                      repeated=repeated, completion_tokens=completion_tokens, cost_usd=cost)
+            tokens_in = (schema_chars + sum(len(str(m.get("content") or "")) for m in messages)) // 4  # ~4 chars a token
+            timeout = deadline_seconds(floor, tokens_in, int(llm_kwargs.get("max_tokens") or 0), speed.rates())
+            started = time.monotonic()
+            response = completion(model=model, messages=messages, tools=schemas, tool_choice="auto", timeout=timeout,
+                                  **llm_kwargs)
             rounds += 1
             usage = getattr(response, "usage", None)
+            speed.record(int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0),
+                         time.monotonic() - started)
             prompt_tokens += int(getattr(usage, "prompt_tokens", 0) or 0)
             completion_tokens += int(getattr(usage, "completion_tokens", 0) or 0)
             price = _cost(response)
@@ -88,15 +117,26 @@ def run_tool_loop(tools: KGTools, openings: Sequence[list[dict[str, str]]], *, m
             message = response.choices[0].message
             turn = _message_dict(message)
             if "tool_calls" not in turn:
+                silent += not seen
                 break
+            fresh = [c for c in turn["tool_calls"] if _call_key(c) not in seen]
+            repeated += len(turn["tool_calls"]) - len(fresh)
+            if not fresh:
+                break  # nothing but calls already answered: the model is not moving on
             messages.append(turn)
             for call in turn["tool_calls"]:
+                if _call_key(call) in seen:
+                    messages.append({"role": "tool", "tool_call_id": call["id"],
+                                     "content": "REFUSED: you made this exact call already; its answer is above."})
+                    continue
                 if steps >= max_steps:
                     break
+                seen.add(_call_key(call))
                 result = tools.call(call["function"]["name"], call["function"]["arguments"])
                 steps += 1
                 accepted, refused = accepted + result.ok, refused + (not result.ok)
                 messages.append({"role": "tool", "tool_call_id": call["id"],
                                  "content": result.text() + "\n" + json.dumps(result.data, default=str)[:4000]})
     return ToolLoopResult(steps=steps, rounds=rounds, stopped="done", accepted=accepted, refused=refused,
-                          prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cost_usd=cost)
+                          silent_segments=silent, repeated=repeated, prompt_tokens=prompt_tokens,
+                          completion_tokens=completion_tokens, cost_usd=cost)

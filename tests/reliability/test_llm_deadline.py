@@ -111,3 +111,58 @@ def test_a_fast_call_under_the_deadline_succeeds(server: FakeOpenAIServer, rende
 def test_a_deadline_that_is_not_a_positive_number_is_refused(bad: float) -> None:
     with pytest.raises(ValueError, match="timeout"):
         LLMClient("openai/fake-model", timeout=bad, name="x")
+
+
+# ---------------------------------------------------------------- the deadline grows with the request and the server
+def test_the_deadline_rule_grows_with_the_prompt_and_the_measured_speed_and_keeps_timeout_as_its_floor() -> None:
+    from karma_dagster.backbones.llm.deadline import DEADLINE_MAX_S, SAFETY, Rates, deadline_seconds
+
+    assert deadline_seconds(180, 5000, 1024, None) == 180  # nothing measured yet: the backbone's timeout
+    slow = Rates(prefill=10.0, decode=2.0, answers=5)  # a loaded machine
+    assert deadline_seconds(180, 3000, 512, slow) == pytest.approx(SAFETY * (3000 / 10 + 512 / 2))
+    assert deadline_seconds(180, 6000, 512, slow) > deadline_seconds(180, 3000, 512, slow)  # a longer prompt
+    fast = Rates(prefill=300.0, decode=80.0, answers=5)
+    assert deadline_seconds(180, 3000, 512, fast) == 180  # a fast server keeps its settings' deadline
+    assert deadline_seconds(180, 10**6, 10**5, slow) == DEADLINE_MAX_S  # what the rule adds is bounded
+    assert deadline_seconds(4000, 10**6, 10**5, slow) == 4000  # ... never below the setting
+
+
+def test_the_server_speed_is_measured_from_answers_prefill_and_decode_apart() -> None:
+    from karma_dagster.backbones.llm.deadline import ServerSpeed
+
+    speed = ServerSpeed()
+    assert speed.rates() is None
+    speed.record(3000, 100, 3000 / 300 + 100 / 60)  # one answer: both phases bounded from below
+    one = speed.rates()
+    assert one is not None and one.prefill <= 300 and one.decode <= 60
+    for tokens_in, tokens_out in ((500, 400), (2000, 50), (1200, 250), (800, 30)):
+        speed.record(tokens_in, tokens_out, tokens_in / 300 + tokens_out / 60)
+    rates = speed.rates()
+    assert rates is not None and rates.answers == 5
+    assert rates.prefill == pytest.approx(300, rel=1e-6) and rates.decode == pytest.approx(60, rel=1e-6)
+    speed.record(100, 0, 1.0)  # no answer tokens: says nothing of speed
+    assert speed.rates().answers == 5
+
+
+def test_a_call_to_a_server_measured_slow_gets_a_longer_deadline(server: FakeOpenAIServer,
+                                                                 rendered: RenderedPrompt) -> None:
+    from karma_dagster.backbones.llm import deadline
+    from karma_dagster.backbones.llm.client import _litellm
+
+    _litellm()  # imported before the bounded calls (on a loaded machine the import alone can outlast BOUND)
+    deadline.forget()
+    late = Fault(200, delay=DEADLINE + 1.0, then=GOOD)  # an honest answer, later than the backbone's timeout
+    server.script(late)
+    _, error, _ = bounded(lambda: client(server).complete_json(rendered, AlignmentOutput))
+    assert isinstance(error, LLMCallError) and "deadline" in str(error)  # the fixed deadline ends it
+    # the same server measured at 20 prompt tokens/s and 5 answer tokens/s: this request's deadline grows past it
+    speed = deadline.speed_of("openai/fake-model", server.url)
+    for tokens_in, tokens_out in ((40, 5), (20, 10), (60, 2)):
+        speed.record(tokens_in, tokens_out, tokens_in / 20 + tokens_out / 5)
+    grown = client(server, max_tokens=4)
+    assert grown.deadline(40) == pytest.approx(deadline.SAFETY * (40 / 20 + 4 / 5))
+    server.script(late)
+    result, error, _ = bounded(lambda: grown.complete_json(rendered, AlignmentOutput))
+    assert error is None, error
+    assert result[0] == AlignmentOutput(kg_relation="treats", probability=0.9)
+    deadline.forget()

@@ -23,20 +23,33 @@ def cmd_llm_serve(args: argparse.Namespace) -> int:
         return 2
 
     def stop(_sig: int, _frame: Any) -> None:
-        server.stop()
+        raise _Stop  # leaves server.wait() in the main thread; the server is stopped once, below
 
-    signal.signal(signal.SIGTERM, stop)
     print(f"serving {settings.alias} at {server.url} (OpenAI-compatible; no key). A backbone reaches it with\n"
           f"  model: hosted_vllm/{settings.alias}\n  api_base: {server.url}\n"
-          f"Ctrl-C stops it.", flush=True)
+          f"and with function calling (backbones with `mode: tools`) as\n"
+          f"  model: hosted_vllm/{settings.tools_alias}\n"
+          f"Ctrl-C or SIGTERM stops it.", flush=True)
+    code = 0
     try:
-        server.wait()
-    except KeyboardInterrupt:
+        signal.signal(signal.SIGTERM, stop)
+        code = server.wait()  # the server ended by itself: say so with a non-zero exit
+    except (KeyboardInterrupt, _Stop):
         pass
     finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):  # a second signal must not interrupt the stop itself
+            signal.signal(sig, signal.SIG_IGN)
         server.stop()
+    if code:
+        print(f"karma llm-serve: the llama.cpp server exited with code {code} (log: {server.log_path})",
+              file=sys.stderr)
+        return 1
     print("stopped", flush=True)
     return 0
+
+
+class _Stop(Exception):
+    """SIGTERM arrived: stop the server and exit 0 (a service manager's normal stop)."""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

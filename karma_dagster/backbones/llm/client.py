@@ -3,8 +3,10 @@
 litellm is imported lazily (its import costs seconds and, unless told otherwise, fetches a price map): the
 first call sets LITELLM_LOCAL_MODEL_COST_MAP=True when it is unset, so an offline machine never reaches out.
 
-A backbone's `timeout` is a total deadline per attempt (connect + every read), enforced here: litellm hands it to
-httpx, where it bounds each phase and each read separately, so a server sending a byte a second never trips it.
+A backbone's `timeout` is the floor of a total deadline per attempt (connect + every read), enforced here: litellm
+hands its timeout to httpx, where it bounds each phase and each read separately, so a server sending a byte a
+second never trips it. The deadline grows with the request's prompt and the server's measured speed (deadline.py
+states the rule).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from pydantic import BaseModel, ValidationError
 
 from karma_dagster.backbones.base import Usage
 from karma_dagster.backbones.llm.cache import ResponseCache, cache_key
+from karma_dagster.backbones.llm.deadline import deadline_seconds, speed_of
 from karma_dagster.backbones.llm.structured import (
     Constraints,
     Form,
@@ -403,13 +406,13 @@ class LLMClient:
               constrain: Constraints | None = None, seed: int | None = None) -> tuple[str, UsageDelta]:
         """One answered request. A refusal of the structured-output form is asked again at once in the next form
         (structured.py); it spends no retry, since the server answered and said why."""
-        self._check_fits(messages, agent)  # once per request, not per retry or form
+        tokens_in = self._check_fits(messages, agent)  # once per request, not per retry or form
         forms = self.forms()
         at = FormMemory.start(self.model, self.api_base, forms)
         while True:
             try:
                 return self._request(messages, agent, request_fields(forms[at], output_model, constrain),
-                                     temperature, prompt, seed)
+                                     temperature, prompt, seed, tokens_in)
             except _FormRefused as exc:
                 nxt = FormMemory.refused(self.model, self.api_base, at, forms, self.name, str(exc))
                 if nxt is None:
@@ -422,7 +425,7 @@ class LLMClient:
 
     def _request(self, messages: list[dict[str, str]], agent: str, fmt: dict[str, Any],
                  temperature: float | None = None, prompt: str | None = None,
-                 seed: int | None = None) -> tuple[str, UsageDelta]:
+                 seed: int | None = None, tokens_in: int = 0) -> tuple[str, UsageDelta]:
         lt = _litellm()
         transient = _transient_errors()
         kwargs: dict[str, Any] = {
@@ -443,13 +446,20 @@ class LLMClient:
         if self._api_key:
             kwargs["api_key"] = self._api_key
         attempts = self.max_retries + 1
+        speed = speed_of(self.model, self.api_base)
         for attempt in range(attempts):
             try:
                 with self._slots:
+                    deadline = self.deadline(tokens_in)  # per attempt: the measurements may have moved
+                    kwargs["timeout"] = deadline  # httpx's per-read bound must not end the wait first
+                    started = time.monotonic()
                     response = _within_deadline(
-                        lambda: lt.completion(**kwargs), self.timeout,
-                        lambda: f"no complete reply within the total deadline of {self.timeout:g} s (the `timeout` "
-                                f"of backbone {self.name!r} bounds connect and all reads of one attempt)")
+                        lambda: lt.completion(**kwargs), deadline,
+                        lambda: f"no complete reply within the total deadline of {deadline:g} s (backbone "
+                                f"{self.name!r}: its `timeout` {self.timeout:g} s, grown for {tokens_in} prompt "
+                                f"tokens and {self.max_tokens} max_tokens at the server's measured speed; "
+                                f"backbones/llm/deadline.py)")
+                    elapsed = time.monotonic() - started
                 break
             except Exception as exc:
                 if isinstance(exc, getattr(lt, "ContextWindowExceededError", ())):
@@ -474,6 +484,8 @@ class LLMClient:
                 self._sleep(self._delay(attempt, _retry_after(exc)))
         content = response.choices[0].message.content or ""
         raw_usage = getattr(response, "usage", None)
+        speed.record(int(getattr(raw_usage, "prompt_tokens", 0) or 0),
+                     int(getattr(raw_usage, "completion_tokens", 0) or 0), elapsed)
         try:
             cost: float | None = float(lt.completion_cost(completion_response=response))
         except Exception:  # model not priced in litellm's map (local servers, new models)
@@ -485,21 +497,29 @@ class LLMClient:
             cost_usd=cost,
         )
 
-    def _check_fits(self, messages: list[dict[str, str]], agent: str) -> None:
-        """With `context_tokens` set, a request that cannot fit is refused before it is sent (litellm's count for
-        the model, or its default tokenizer for an unknown one: an estimate, so the server's own refusal is
-        reported the same way)."""
+    def deadline(self, tokens_in: int) -> float:
+        """Seconds one attempt with `tokens_in` prompt tokens may take (deadline.py's rule)."""
+        return deadline_seconds(self.timeout, tokens_in, self.max_tokens,
+                                speed_of(self.model, self.api_base).rates())
+
+    def _check_fits(self, messages: list[dict[str, str]], agent: str) -> int:
+        """The request's prompt tokens, for its deadline. With `context_tokens` set they are counted (litellm's
+        count for the model, or its default tokenizer for an unknown one: an estimate, so the server's own refusal
+        is reported the same way) and a request that cannot fit is refused before it is sent; without it, ~4
+        characters a token is close enough for a deadline and never loads a tokenizer."""
+        estimate = sum(len(str(m.get("content", ""))) for m in messages) // 4
         if not self.context_tokens:
-            return
+            return estimate
         try:
             need = int(_litellm().token_counter(model=self.model, messages=messages))
         except Exception:  # no tokenizer for this model: ~4 characters a token
-            need = sum(len(str(m.get("content", ""))) for m in messages) // 4
+            need = estimate
         if need + self.max_tokens > self.context_tokens:
             raise LLMContextError(
                 f"backbone {self.name!r}, agent {agent!r}: the request needs ~{need} prompt tokens + {self.max_tokens} "
                 f"for the answer, more than the model's context of {self.context_tokens} tokens",
                 backbone=self.name, agent=agent, model=self.model)
+        return need
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
         backoff = min(self.backoff_max, self.backoff_base * (2 ** attempt)) * random.uniform(0.5, 1.0)

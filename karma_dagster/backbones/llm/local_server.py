@@ -29,6 +29,13 @@ from karma_dagster.project.safe_files import open_fresh
 SMOLLM2 = "smollm2"
 _SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_PORT = 8088  # backbones.yaml's smollm2 entry points at it
+TOOLS_SUFFIX = "-tools"  # the same model under a second name, with a function-calling chat format
+# llama-cpp-python's chat format that turns a request's `tools` into tool calls (it states the tools in the system
+# turn and holds the model to "functions.<name>:" + the tool's JSON schema by grammar). Only the tools alias uses
+# it: that handler drops the request's `seed` and renders no `tool` role turn, so the KARMA chain keeps the
+# model's own template under the plain alias.
+TOOLS_CHAT_FORMAT = "chatml-function-calling"
+STOP_GRACE_S = 1.5  # SIGTERM, then SIGKILL after this long: the server keeps no state that a kill would lose
 
 
 class LLMServerError(RuntimeError):
@@ -78,13 +85,21 @@ class ServerSettings(BaseModel):
     n_threads: int = Field(2, ge=1)
     start_timeout: float = Field(120.0, gt=0)
 
+    @property
+    def tools_alias(self) -> str:
+        """The name under which the server answers with tool calls (`mode: tools` backbones ask for it)."""
+        return self.alias + TOOLS_SUFFIX
+
 
 class LocalLLMServer:
     """Context manager: starts `python -m llama_cpp.server` on 127.0.0.1 and waits until it answers `/v1/models`.
 
     `url` is the OpenAI-compatible base (`http://127.0.0.1:PORT/v1`): litellm's `hosted_vllm/<alias>` with that
-    `api_base` reaches it with no key. The server's own log goes to `log_path`; `stop()` ends it (SIGTERM, then
-    SIGKILL), and so does leaving the `with` block.
+    `api_base` reaches it with no key. Two names are served from one model file: `alias` (the model's own chat
+    template: structured output, seeds) and `alias-tools` (TOOLS_CHAT_FORMAT: function calling); the server holds
+    one of them at a time and reloads the file when a request names the other (well under a second for SmolLM2).
+    The server's own log goes to `log_path`; `stop()` ends it within STOP_GRACE_S (SIGTERM, then SIGKILL), and so
+    does leaving the `with` block.
     """
 
     def __init__(self, settings: ServerSettings | None = None, *, log_path: Path | None = None) -> None:
@@ -98,11 +113,20 @@ class LocalLLMServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
-    def command(self) -> list[str]:
+    def config(self) -> dict[str, object]:
+        """llama-cpp-python's server config file: both names of the model, on 127.0.0.1 only."""
         s = self.settings
-        return [sys.executable, "-m", "llama_cpp.server", "--model", str(self.model_path), "--model_alias", s.alias,
-                "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(s.n_ctx),
-                "--n_threads", str(s.n_threads)]
+        model = {"model": str(self.model_path), "n_ctx": s.n_ctx, "n_threads": s.n_threads}
+        return {"host": "127.0.0.1", "port": self.port,
+                "models": [{**model, "model_alias": s.alias},
+                           {**model, "model_alias": s.tools_alias, "chat_format": TOOLS_CHAT_FORMAT}]}
+
+    @property
+    def config_path(self) -> Path:
+        return self.log_path.with_name(self.log_path.stem + ".config.json")
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "llama_cpp.server", "--config_file", str(self.config_path)]
 
     def answering(self) -> bool:
         try:
@@ -118,6 +142,8 @@ class LocalLLMServer:
         with socket.socket() as s:
             if s.connect_ex(("127.0.0.1", self.port)) == 0:
                 raise LLMServerError(f"port {self.port}: something already listens there (choose --port, or 0)")
+        with open_fresh(self.config_path) as fh:
+            fh.write(json.dumps(self.config(), indent=1).encode())
         log = open_fresh(self.log_path)  # this server's requests only (answered()); a planted link is not followed
         self._proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                       start_new_session=True)
@@ -136,17 +162,22 @@ class LocalLLMServer:
                              f"{self.settings.start_timeout:g} s (log: {self.log_path.name})")
 
     def stop(self) -> None:
+        """SIGTERM to the server's process group, SIGKILL after STOP_GRACE_S (uvicorn's graceful shutdown waits
+        for a generation in progress, which can take minutes on a loaded machine); never raises for a server
+        that is already gone."""
         proc, self._proc = self._proc, None
         if proc is None or proc.poll() is not None:
             return
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-        except ProcessLookupError:
-            pass
+        for sig, grace in ((signal.SIGTERM, STOP_GRACE_S), (signal.SIGKILL, STOP_GRACE_S)):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                proc.wait(timeout=grace)
+                break
+            except subprocess.TimeoutExpired:
+                continue
 
     def answered(self) -> list[int]:
         """The HTTP status of every chat request this server has answered so far, from its access log."""
