@@ -1,7 +1,7 @@
 """Bundles the project's shipped files (prompts/, data/, backbones.yaml, dagster_home/dagster.yaml) into the wheel
 as package data.
 
-They live at the project root (prompts/ is a required top-level name) and `karma_dagster.paths` finds them
+They live at the project root (prompts/ is a required top-level name) and `karma_dagster.runtime.paths` finds them
 there in a checkout; a non-editable install finds this copy under karma_dagster/_bundled/ instead.
 Everything else about the package is in pyproject.toml.
 """
@@ -13,7 +13,7 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
-# what karma_dagster.paths.project_root() must hold; dagster_home/dagster.yaml is the instance config `karma init`
+# what karma_dagster.runtime.paths.project_root() must hold; dagster_home/dagster.yaml is the instance config `karma init`
 # copies into a new project (only that file: the rest of dagster_home/ is run-time data)
 SHIPPED = ("prompts", "data", "backbones.yaml", "dagster_home/dagster.yaml")
 

@@ -28,8 +28,8 @@ from karma_dagster.backbones.local.relations import RELATION_TYPES, LocalRelatio
 from karma_dagster.ingest.pubtator import PubTatorDoc, read_pubtator
 from karma_dagster.metrics.gold import PredictedMention, PredictedTriple, comparable_id, score_gold
 from karma_dagster.metrics.gold_relations import evaluate_entities
-from karma_dagster.params import KarmaParams
-from karma_dagster.paths import DataPaths
+from karma_dagster.runtime.params import KarmaParams
+from karma_dagster.runtime.paths import DataPaths
 from karma_dagster.schemas.records import MentionRow, SummaryRow
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: dict[str, list[list[MentionRow]]] = {}
     backbone_parts = None
     if not args.no_end_to_end:
-        from karma_dagster import services
+        from karma_dagster.runtime import services
 
         data = DataPaths(args.data_dir or "", "", args.cache_dir)
         if not data.kg.exists():

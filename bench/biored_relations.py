@@ -34,7 +34,7 @@ from karma_dagster.backbones.local.relations import (
 )
 from karma_dagster.ingest.pubtator import read_pubtator
 from karma_dagster.metrics.gold_relations import evaluate, evaluate_entities, format_table
-from karma_dagster.params import KarmaParams
+from karma_dagster.runtime.params import KarmaParams
 
 CID = "CID"
 

@@ -20,12 +20,12 @@ from karma_dagster.backbones.base import Backbone
 from karma_dagster.definitions import build_definitions
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.ingest.inbox import scan_inbox
-from karma_dagster.params import KarmaParams
-from karma_dagster.paths import DataPaths
+from karma_dagster.runtime.params import KarmaParams
+from karma_dagster.runtime.paths import DataPaths
 from karma_dagster.resources.backbones import backbone_configs_from_file
 from karma_dagster.resources.storage import KarmaStorageResource
 from karma_dagster.schemas.frames import records_to_frame
-from karma_dagster.stage_store import StageStore
+from karma_dagster.runtime.stage_store import StageStore
 from karma_dagster.stages import StageInputs, chain_for
 
 

@@ -18,8 +18,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from karma_dagster.cogmg.benchmark import evaluate_set, markdown  # noqa: E402
 from karma_dagster.cogmg.questions import load_all  # noqa: E402
-from karma_dagster.config import BackboneSettings  # noqa: E402
-from karma_dagster.paths import DataPaths  # noqa: E402
+from karma_dagster.runtime.config import BackboneSettings  # noqa: E402
+from karma_dagster.runtime.paths import DataPaths  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

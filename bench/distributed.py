@@ -69,7 +69,8 @@ def daemon_pass(work: Path, inbox: Path, cache: Path, storage: str) -> tuple[flo
     warm-up backfill of the first document (the code location loaded once, as in a running daemon)."""
     import dagster as dg
 
-    from karma_dagster import runner, services
+    from karma_dagster import runner
+    from karma_dagster.runtime import services
     from karma_dagster.definitions import build_definitions
     from karma_dagster.jobs import chain_keys
     from karma_dagster.resources.backbones import BackboneConfig

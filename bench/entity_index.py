@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import entity_index_names as names_mod  # noqa: E402
 
 from karma_dagster.kg.entity_index import EntityIndex, KGEntity, compatible_kinds  # noqa: E402
-from karma_dagster.params import KarmaParams  # noqa: E402
+from karma_dagster.runtime.params import KarmaParams  # noqa: E402
 
 LAYER_CONFIGS = ("layer-4", "layer-8", "layer-16", "layer-32", "layer-exact", "numpy-exact")
 LANCE_CONFIGS = ("lance-flat", "lance-ivf-pq", "lance-ivf-flat", "lance-ivf-hnsw-sq")

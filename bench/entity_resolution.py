@@ -22,17 +22,17 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from karma_dagster import services
+from karma_dagster.runtime import services
 from karma_dagster.agents.entity_extraction import extract_entities_counted
-from karma_dagster.config import BackboneSettings
+from karma_dagster.runtime.config import BackboneSettings
 from karma_dagster.dictionary.lexicon import CORPUS_TYPE, corpus_vocab_id
 from karma_dagster.ingest.pubtator import read_pubtator
 from karma_dagster.kg import dedupe
 from karma_dagster.kg.backends import open_kg_store
 from karma_dagster.kg.entity_index import compatible_kinds
 from karma_dagster.metrics.gold import PredictedMention, score_gold
-from karma_dagster.params import KarmaParams
-from karma_dagster.paths import DataPaths, data_file
+from karma_dagster.runtime.params import KarmaParams
+from karma_dagster.runtime.paths import DataPaths, data_file
 from karma_dagster.schemas.records import SummaryRow
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"

@@ -80,7 +80,7 @@ def tally(answers: list[list[str]], questions: list) -> str:  # noqa: ANN001
 
 def answerers() -> tuple[list[tuple[str, object]], list[str]]:
     """(name, BackboneSettings) of the keyed litellm models of backbones.yaml, and why the others were skipped."""
-    from karma_dagster.config import read_backbones
+    from karma_dagster.runtime.config import read_backbones
 
     out, skipped, models = [], [], set()
     for name, e in read_backbones().backbones.items():
@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     from karma_dagster.cogmg.kg_context import TOKEN_ESTIMATOR, KGContext, kg_context
     from karma_dagster.kg.backends import kg_exists, kg_store
     from karma_dagster.metrics.qa import load_questions
-    from karma_dagster.paths import DataPaths
+    from karma_dagster.runtime.paths import DataPaths
 
     data = DataPaths(args.data_dir)
     if not kg_exists(data):
@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"smollm2: skipped ({why})")
         else:
             server = LocalLLMServer(ServerSettings(port=0), log_path=tmp / "server.log").start()
-            from karma_dagster.config import BackboneSettings
+            from karma_dagster.runtime.config import BackboneSettings
 
             models.insert(0, ("smollm2 (SmolLM2-135M-Instruct Q4_1, llama.cpp, 2 threads)", BackboneSettings(
                 kind="litellm", model="hosted_vllm/smollm2", api_base=server.url, context_tokens=8192,

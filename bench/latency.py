@@ -35,9 +35,9 @@ import dagster as dg  # noqa: E402
 
 from karma_dagster import runner  # noqa: E402
 from karma_dagster.definitions import build_definitions  # noqa: E402
-from karma_dagster.document_states import states_in_stores  # noqa: E402
+from karma_dagster.runtime.document_states import states_in_stores  # noqa: E402
 from karma_dagster.jobs import merges  # noqa: E402
-from karma_dagster.paths import data_file  # noqa: E402
+from karma_dagster.runtime.paths import data_file  # noqa: E402
 from karma_dagster.resources.backbones import backbone_configs_from_file  # noqa: E402
 from karma_dagster.resources.storage import KarmaStorageResource  # noqa: E402
 from karma_dagster.sensors.kg_increments import DEBOUNCE_S  # noqa: E402

@@ -49,13 +49,14 @@ def main() -> int:
     import litellm
 
     from conftest import PipelineFactory
-    from karma_dagster import runner, services
+    from karma_dagster import runner
+    from karma_dagster.runtime import services
     from karma_dagster.backbones.llm import LLMBackbone, LLMClient, PromptStore
     from karma_dagster.backbones.llm.local_server import LocalLLMServer, ServerSettings
     from karma_dagster.ingest.keys import date_of_document_key
-    from karma_dagster.ledger import Ledger, ledger_path
+    from karma_dagster.runtime.ledger import Ledger, ledger_path
     from karma_dagster.metrics.gold_run import evaluate_file
-    from karma_dagster.params import KarmaParams
+    from karma_dagster.runtime.params import KarmaParams
     from karma_dagster.resources.backbones import BackboneConfig
     from karma_dagster.schemas.records import RawSection
 

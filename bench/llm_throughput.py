@@ -93,7 +93,7 @@ class ServerProcess:
 def saturation(url: str, responder: Latency, concurrencies: list[int], latency: float) -> list[list[str]]:
     from karma_dagster.backbones.llm import LLMBackbone, LLMClient
     from karma_dagster.ingest.pubtator import parse_pubtator_lines
-    from karma_dagster.prompts import PromptStore
+    from karma_dagster.runtime.prompts import PromptStore
     from karma_dagster.schemas.records import RawSection
 
     with gzip.open(REPO / "data" / "corpora" / "bc5cdr-train.pubtator.gz", "rt") as fh:
@@ -120,7 +120,7 @@ def chain(url: str, responder: Latency, concurrencies: list[int], inbox_files: l
 
     from karma_dagster import runner
     from karma_dagster.definitions import build_definitions
-    from karma_dagster.ledger import Ledger, ledger_path
+    from karma_dagster.runtime.ledger import Ledger, ledger_path
     from karma_dagster.resources.backbones import BackboneConfig
     from karma_dagster.resources.storage import KarmaStorageResource
 

@@ -18,7 +18,7 @@ from karma_dagster.dictionary.ner_training import MODEL_DIR, split_holdout
 from karma_dagster.dictionary.normalization import normalize_document
 from karma_dagster.ingest.pubtator import read_pubtator
 from karma_dagster.metrics.gold_mentions import score_mentions
-from karma_dagster.paths import data_file
+from karma_dagster.runtime.paths import data_file
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -59,7 +59,7 @@ def reader_recall(papers: Path, cache: Path) -> tuple[Counter[str], Counter[str]
     from karma_dagster.backbones.local import reader as local_reader
     from karma_dagster.dictionary.lexicon import Lexicon
     from karma_dagster.dictionary.ner import DictionaryNER
-    from karma_dagster.params import KarmaParams
+    from karma_dagster.runtime.params import KarmaParams
 
     ner = DictionaryNER(Lexicon.build(cache_dir=cache))
 

@@ -16,8 +16,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from karma_dagster import services
-from karma_dagster.paths import DataPaths
+from karma_dagster.runtime import services
+from karma_dagster.runtime.paths import DataPaths
 from karma_dagster.review.cogmg_items import collect_cogmg
 from karma_dagster.review.karma_items import collect_karma
 from karma_dagster.review.queue import ReviewQueue

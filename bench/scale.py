@@ -41,7 +41,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import dagster as dg  # noqa: E402
 from dagster_graphql.test.utils import execute_dagster_graphql  # noqa: E402
 
-from karma_dagster import runner, services  # noqa: E402
+from karma_dagster import runner  # noqa: E402
+from karma_dagster.runtime import services
 from karma_dagster.definitions import build_definitions  # noqa: E402
 from karma_dagster.jobs import DOCUMENT_JOB  # noqa: E402
 from karma_dagster.assets.chain import stage_key  # noqa: E402

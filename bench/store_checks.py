@@ -50,9 +50,9 @@ def index_row(size: int, repeat: int, tmp: Path) -> str:
 
 
 def kg_row(repeat: int, tmp: Path) -> str:
-    from karma_dagster import services
+    from karma_dagster.runtime import services
     from karma_dagster.kg.store import KGStore
-    from karma_dagster.paths import DataPaths, data_file
+    from karma_dagster.runtime.paths import DataPaths, data_file
 
     data = DataPaths(tmp / "kg", cache_dir=tmp / "cache")
     services.import_seed_kg(data, data_file("seed_kg", "nodes.tsv"), data_file("seed_kg", "edges.sif.gz"),

@@ -30,13 +30,14 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import dagster as dg  # noqa: E402
 from dagster._core.storage.dagster_run import IN_PROGRESS_RUN_STATUSES  # noqa: E402
 
-from karma_dagster import runner, services  # noqa: E402
+from karma_dagster import runner  # noqa: E402
+from karma_dagster.runtime import services
 from karma_dagster.assets.chain import stage_key  # noqa: E402
 from karma_dagster.definitions import build_definitions  # noqa: E402
 from karma_dagster.ingest.catalog import Catalog  # noqa: E402
 from karma_dagster.ingest.inbox import scan_inbox  # noqa: E402
 from karma_dagster.ingest.keys import date_of_document_key  # noqa: E402
-from karma_dagster.params import KarmaParams  # noqa: E402
+from karma_dagster.runtime.params import KarmaParams  # noqa: E402
 from karma_dagster.resources.backbones import BackboneConfig  # noqa: E402
 from karma_dagster.resources.storage import KarmaStorageResource  # noqa: E402
 from karma_dagster.schemas.frames import records_to_frame  # noqa: E402

@@ -15,9 +15,9 @@ from typing import NoReturn
 
 
 def _defs(args: argparse.Namespace):
-    from karma_dagster.config import not_configured, read_backbones
+    from karma_dagster.runtime.config import not_configured, read_backbones
     from karma_dagster.definitions import build_definitions
-    from karma_dagster.paths import backbones_label
+    from karma_dagster.runtime.paths import backbones_label
     from karma_dagster.resources.backbones import backbone_configs_from_file
     from karma_dagster.resources.storage import KarmaStorageResource
 
@@ -65,7 +65,7 @@ def _say_if_dedupe_due(args: argparse.Namespace) -> None:
     """A KG grown before one-node-per-entity (issue 27) holds extracted nodes that are seed nodes: say so once."""
     from karma_dagster.kg import dedupe
     from karma_dagster.kg.backends import kg_store
-    from karma_dagster.paths import DataPaths
+    from karma_dagster.runtime.paths import DataPaths
 
     store = kg_store(DataPaths(getattr(args, "data_dir", "") or ""))
     if not store.exists():
@@ -146,7 +146,7 @@ def _print_undated(path: Path) -> None:
 
 def _print_comparison(defs, inst) -> bool:  # noqa: ANN001
     from karma_dagster import runner
-    from karma_dagster.config import read_backbones
+    from karma_dagster.runtime.config import read_backbones
 
     ok, table = runner.run_comparison(defs, inst)
     print("\n# backbones side by side (backbone_comparison; CSV and PNG under <data_dir>/metrics/)\n")
@@ -165,10 +165,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_gold_eval(args: argparse.Namespace) -> int:
 
-    from karma_dagster import services
+    from karma_dagster.runtime import services
     from karma_dagster.metrics.gold_run import KGView, evaluate_file, summary_table
-    from karma_dagster.params import KarmaParams
-    from karma_dagster.paths import data_file
+    from karma_dagster.runtime.params import KarmaParams
+    from karma_dagster.runtime.paths import data_file
 
     files = [Path(f) for f in args.pubtator]
     missing = [str(f) for f in files if not f.is_file()]
@@ -260,7 +260,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
 
 def cmd_ledger(args: argparse.Namespace) -> int:
     """Totals of the cost ledger; only the data dir is needed (no definitions, no Dagster instance)."""
-    from karma_dagster.ledger import GROUPS, Ledger, format_failed, format_totals, ledger_path
+    from karma_dagster.runtime.ledger import GROUPS, Ledger, format_failed, format_totals, ledger_path
     from karma_dagster.resources.storage import KarmaStorageResource
 
     by = [c.strip() for c in args.by.split(",") if c.strip()]
@@ -295,7 +295,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_remove(args: argparse.Namespace) -> int:
     """Remove one document: its KG evidence, stage tables (every backbone) and catalog entry; 2 = unknown key."""
-    from karma_dagster.removal import UnknownDocument, plan_removal, remove_document
+    from karma_dagster.runtime.removal import UnknownDocument, plan_removal, remove_document
     from karma_dagster.resources.storage import KarmaStorageResource
 
     data = KarmaStorageResource(inbox=args.inbox or "", data_dir=args.data_dir or "").paths()
@@ -353,15 +353,15 @@ class UsageError(Exception):
 # Exceptions that mean "the input is wrong", by qualified name: a raised exception's module is loaded already,
 # so the check imports nothing (and `karma` stays fast). Each names its input in its message.
 USAGE_ERRORS = frozenset({
-    "karma_dagster.config.ConfigError", "karma_dagster.export.run.ExportError",
+    "karma_dagster.runtime.config.ConfigError", "karma_dagster.export.run.ExportError",
     "karma_dagster.kg.location.KGLocationError", "karma_dagster.ingest.errors.IngestError",
-    "karma_dagster.date_range.DateRangeError", "karma_dagster.kg.seed_import.SeedImportError",
+    "karma_dagster.runtime.date_range.DateRangeError", "karma_dagster.kg.seed_import.SeedImportError",
     "karma_dagster.kg.seed_guard.SeedImportRefused",
     "karma_dagster.ingest.pubtator.PubTatorError", "karma_dagster.review.queue.ReviewError",
     "karma_dagster.cogmg.questions.QuestionFileError", "karma_dagster.kg.schema.SchemaError",
-    "karma_dagster.prompts.PromptError", "karma_dagster.kg.names.NameRejected",
-    "karma_dagster.cogmg.decompose_local.NoLinkableEntity", "karma_dagster.removal.UnknownDocument",
-    "karma_dagster.shared_storage.StorageURLError", "karma_dagster.project.discover.ProjectError",
+    "karma_dagster.runtime.prompts.PromptError", "karma_dagster.kg.names.NameRejected",
+    "karma_dagster.cogmg.decompose_local.NoLinkableEntity", "karma_dagster.runtime.removal.UnknownDocument",
+    "karma_dagster.runtime.shared_storage.StorageURLError", "karma_dagster.project.discover.ProjectError",
     "karma_dagster.project.starter.InitError", "karma_dagster.cli.UsageError", "pydantic_core._pydantic_core.ValidationError",
 })
 DISK_FULL = ("no space left on device", "database or disk is full", "disk is full", "disk full")
@@ -396,7 +396,7 @@ def explain(command: str, exc: BaseException, data_dir: Path | None = None) -> t
     names = {f"{c.__module__}.{c.__qualname__}" for c in type(exc).__mro__}
     prefix = f"karma {command}: " if command else "karma: "
     message = _one_line(str(exc))
-    if "karma_dagster.integrity.StoreCorrupt" in names:
+    if "karma_dagster.runtime.integrity.StoreCorrupt" in names:
         return prefix + message, STORE_CORRUPT_EXIT
     if isinstance(exc, OSError) and (exc.errno == errno.ENOSPC or message.lower().startswith("[errno 28]")):
         where = exc.filename or "the data folder"
@@ -431,7 +431,7 @@ def _data_dir(argv: list[str]) -> Path:
         given = argv[argv.index("--data-dir") + 1]
     if given:
         return Path(given)
-    from karma_dagster.paths import default_data_dir
+    from karma_dagster.runtime.paths import default_data_dir
 
     try:
         return default_data_dir()
@@ -475,7 +475,7 @@ def main(argv: list[str] | None = None) -> int:
         print(line, file=sys.stderr)
         return code
     finally:
-        from karma_dagster import config
+        from karma_dagster.runtime import config
 
         config.listen_to_reads(previous)
 
@@ -483,7 +483,7 @@ def main(argv: list[str] | None = None) -> int:
 def _say_which_backbones_file(command: str):  # noqa: ANN202 - the listener it replaced
     """The header line of a command's output the first time it reads a backbones.yaml: which one (the project's
     or the package default), named without an absolute path. On stdout: an error stays the one stderr line."""
-    from karma_dagster import config, paths
+    from karma_dagster.runtime import config, paths
 
     said: set[Path] = set()
 
@@ -604,7 +604,7 @@ def _run_interruptible(args: argparse.Namespace) -> int:
     says what was stopped and what remains, and exits 128 + the signal (130, 143); a second signal quits at once."""
     from dagster._core.errors import DagsterExecutionInterruptedError
 
-    from karma_dagster import interrupts
+    from karma_dagster.runtime import interrupts
     from karma_dagster.runner import INTERRUPTED_TAG
 
     with interrupts.watching() as watch:

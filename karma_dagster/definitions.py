@@ -12,7 +12,8 @@ from collections.abc import Sequence
 
 import dagster as dg
 
-from karma_dagster import executors, jobs
+from karma_dagster import jobs
+from karma_dagster.runtime import executors
 from karma_dagster.assets import knowledge_graph, report
 from karma_dagster.assets.chain import check_backbone_groups, stage_asset
 from karma_dagster.assets.freshness import freshness_sensor
@@ -20,10 +21,10 @@ from karma_dagster.assets.comparison import comparison_assets
 from karma_dagster.assets.exports import export_assets
 from karma_dagster.assets.questions import question_assets
 from karma_dagster.assets.seed_kg import seed_kg
-from karma_dagster.config import BackboneStatus, read_backbones
+from karma_dagster.runtime.config import BackboneStatus, read_backbones
 from karma_dagster.kg.location import install_scrubber
 from karma_dagster.partitioning.mode import PartitionMode
-from karma_dagster.paths import backbones_label
+from karma_dagster.runtime.paths import backbones_label
 from karma_dagster.resources.backbones import (
     BackboneConfig,
     BackbonesResource,

@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.ingest.undated import UndatedSummary, undated_summary
 from karma_dagster.kg.store import KGStore
-from karma_dagster.stage_store import StageStore
+from karma_dagster.runtime.stage_store import StageStore
 from karma_dagster.stages import STAGES, Stage
 
 KG_FIGURES = ("kg_nodes_before", "kg_edges_before", "kg_nodes_after", "kg_edges_after", "kg_evidence")

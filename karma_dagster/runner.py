@@ -24,12 +24,12 @@ import dagster as dg
 from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
 from dagster._core.utils import make_new_backfill_id
 
-from karma_dagster import interrupts, paths, services
-from karma_dagster import date_range
+from karma_dagster.runtime import interrupts, paths, services
+from karma_dagster.runtime import date_range
 from karma_dagster.assets.batching import MAX_DOCUMENTS_PER_RUN
 from karma_dagster.assets.chain import kg_key
-from karma_dagster.config import BackboneStatus
-from karma_dagster.document_states import DocumentStates, states_in_stores, unmerged_dates
+from karma_dagster.runtime.config import BackboneStatus
+from karma_dagster.runtime.document_states import DocumentStates, states_in_stores, unmerged_dates
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.ingest.inbox import scan_inbox
 from karma_dagster.ingest.keys import date_of_document_key
@@ -52,8 +52,8 @@ from karma_dagster.partitioning.definitions import (
     first_kg_date,
 )
 from karma_dagster.partitioning.order import keys_between, positions
-from karma_dagster.progress import Progress
-from karma_dagster.removal import remove_deleted_citations, retire_rekeyed
+from karma_dagster.runtime.progress import Progress
+from karma_dagster.runtime.removal import remove_deleted_citations, retire_rekeyed
 from karma_dagster.report import RunReport
 from karma_dagster.resources.backbones import BackbonesResource
 from karma_dagster.resources.storage import KarmaStorageResource
@@ -67,7 +67,7 @@ QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 def instance() -> dg.DagsterInstance:
     """The instance of $DAGSTER_HOME; its creation holds the home's lock so two processes that start together on
     a fresh home do not both set up Dagster's SQLite schema (home.py)."""
-    from karma_dagster.home import under_home_lock
+    from karma_dagster.runtime.home import under_home_lock
     from karma_dagster.project.discover import ProjectError
 
     if not os.environ.get("DAGSTER_HOME"):

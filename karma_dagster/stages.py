@@ -20,8 +20,8 @@ from pathlib import Path
 import pandas as pd
 from pydantic import BaseModel
 
-from karma_dagster import date_range
-from karma_dagster import services
+from karma_dagster.runtime import date_range
+from karma_dagster.runtime import services
 from karma_dagster.agents.conflict_resolution import resolve_conflicts
 from karma_dagster.agents.entity_extraction import extract_entities_counted
 from karma_dagster.agents.evaluator import evaluate_triples, kept_and_aligned, triple_contexts
@@ -34,12 +34,12 @@ from karma_dagster.agents.single_agent import own_answer_params, paper_chunks
 from karma_dagster.agents.summarizer import summarize_segments
 from karma_dagster.backbones.base import Backbone
 from karma_dagster.backbones.llm.backbone import EVALUATOR_PROMPTS
-from karma_dagster.config import BackboneSettings
+from karma_dagster.runtime.config import BackboneSettings
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.ingest.keys import date_of_document_key
 from karma_dagster.kg_tools import chain as tools_chain
-from karma_dagster.params import KarmaParams
-from karma_dagster.paths import DataPaths
+from karma_dagster.runtime.params import KarmaParams
+from karma_dagster.runtime.paths import DataPaths
 from karma_dagster.schemas.frames import frame_to_records
 from karma_dagster.schemas.records import (
     AlignedRow,
@@ -62,7 +62,7 @@ from karma_dagster.schemas.tables import (
     SegmentsTable,
     SummariesTable,
 )
-from karma_dagster.stage_store import StageStore
+from karma_dagster.runtime.stage_store import StageStore
 
 LOCAL_CHAIN_VERSION = "local-chain-v2"  # v2: evaluated rows carry evidence_score, C/Cl/R may be n/a (issue 10)
 VARIANT_VERSION = "v1"  # of the pass-throughs and the single-agent steps below
@@ -481,7 +481,7 @@ def code_version(stage: Stage, settings: BackboneSettings, prompts_root: Path | 
     """An asset's code_version: its prompt files' hash on LLM backbones, the algorithm versions on local;
     a pass-through or a single-agent step is other code (`variant`), and every stage of the single-agent baseline
     runs on another backbone (over an LLM, another prompt file; its chunk size cuts the papers)."""
-    from karma_dagster.prompts import PromptStore
+    from karma_dagster.runtime.prompts import PromptStore
 
     stage = variant_of(stage, settings)
     if settings.kind == "litellm":

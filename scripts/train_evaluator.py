@@ -40,7 +40,7 @@ from karma_dagster.metrics.gold_relations import gold_pairs  # noqa: E402
 from karma_dagster.metrics.gold_sources import aligned_mentions, gold_document  # noqa: E402
 from karma_dagster.metrics.judging import DocumentTriples, annotated_types, judge_row, placed_mentions  # noqa: E402
 from karma_dagster.metrics.gold import CDR_LABEL  # noqa: E402
-from karma_dagster.paths import data_file  # noqa: E402
+from karma_dagster.runtime.paths import data_file  # noqa: E402
 from karma_dagster.schemas.frames import frame_to_records  # noqa: E402
 from karma_dagster.schemas.records import MentionRow, ResolvedRow, SegmentRow  # noqa: E402
 

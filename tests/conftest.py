@@ -78,7 +78,7 @@ def make_module_pipeline(tmp_path_factory: pytest.TempPathFactory, shared_cache:
 @pytest.fixture(scope="module")
 def rendered():
     """One real rendered prompt (schema alignment of a plain triple) for the LLM client's tests."""
-    from karma_dagster.prompts import PromptStore, default_prompt_root
+    from karma_dagster.runtime.prompts import PromptStore, default_prompt_root
 
     triple = {"head_name": "lisinopril", "head_type": "Compound", "relation": "Negative_Correlation",
               "tail_name": "hypertension", "tail_type": "Disease", "evidence": "Lisinopril lowered blood pressure."}

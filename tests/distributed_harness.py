@@ -253,7 +253,8 @@ def reference_run(work: Path, inbox: Path, cache_dir: Path) -> Outcome:
     """What `karma run` does on one machine: SQLite instance, local disk, every step in process."""
     import dagster as dg
 
-    from karma_dagster import runner, services
+    from karma_dagster import runner
+    from karma_dagster.runtime import services
     from karma_dagster.definitions import build_definitions
     from karma_dagster.resources.backbones import BackboneConfig
     from karma_dagster.resources.storage import KarmaStorageResource
@@ -290,7 +291,8 @@ def distributed_backfill(stack: Stack, inbox: Path, cache_dir: Path, workers: in
     KARMA_EXECUTOR=celery). `warmup` documents go first, untimed (every worker process loads its models once)."""
     import dagster as dg
 
-    from karma_dagster import runner, services
+    from karma_dagster import runner
+    from karma_dagster.runtime import services
     from karma_dagster.definitions import build_definitions
     from karma_dagster.jobs import chain_keys
     from karma_dagster.resources.backbones import BackboneConfig

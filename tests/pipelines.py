@@ -10,7 +10,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from karma_dagster import services
+from karma_dagster.runtime import services
 from karma_dagster.definitions import build_definitions
 from karma_dagster.kg.store import KGStore
 from karma_dagster.resources.backbones import BackboneConfig

@@ -16,11 +16,11 @@ from partition_views import document_metadata
 from karma_dagster import runner, stages
 from karma_dagster.agents.integration import collect_document
 from karma_dagster.agents.pass_through import unevaluated, unresolved, unsummarized
-from karma_dagster.config import ConfigError, BackboneSettings, read_backbones
+from karma_dagster.runtime.config import ConfigError, BackboneSettings, read_backbones
 from karma_dagster.definitions import build_definitions
-from karma_dagster.ledger import Ledger, ledger_path
+from karma_dagster.runtime.ledger import Ledger, ledger_path
 from karma_dagster.backbones.local import correctness
-from karma_dagster.params import KarmaParams
+from karma_dagster.runtime.params import KarmaParams
 from karma_dagster.resources.backbones import BackboneConfig
 from karma_dagster.schemas.frames import frame_to_records, records_to_frame
 from karma_dagster.schemas.records import EvaluatedRow, ResolvedRow

@@ -30,8 +30,8 @@ from karma_dagster.kg.seed_import import SeedImportError, import_generic, import
 from karma_dagster.kg.store import KGStore, NodeIn
 from karma_dagster.kg_tools.session import KGTools
 from karma_dagster.mcp_server.server import build_server
-from karma_dagster.params import KarmaParams
-from karma_dagster.paths import DataPaths
+from karma_dagster.runtime.params import KarmaParams
+from karma_dagster.runtime.paths import DataPaths
 from karma_dagster.review.cogmg_items import items_from_completions
 from karma_dagster.review.karma_items import collect_karma, refused_items
 from karma_dagster.review.merge_inputs import merge_accepted

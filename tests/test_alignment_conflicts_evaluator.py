@@ -21,7 +21,7 @@ from karma_dagster.dictionary.sentences import count_tokens, split_sentences
 from karma_dagster.ingest.pubtator import read_pubtator
 from karma_dagster.kg.schema import KGSchema, SchemaError
 from karma_dagster.kg.store import EdgeFacts
-from karma_dagster.params import EvaluatorWeights, KarmaParams
+from karma_dagster.runtime.params import EvaluatorWeights, KarmaParams
 from karma_dagster.schemas.records import MentionRow, TripleRow
 
 SHARED = Path(os.environ.get("KARMA_SHARED_DATA", Path(__file__).resolve().parents[1].parent / "shared" / "data"))

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from karma_dagster import runner, services
+from karma_dagster import runner
+from karma_dagster.runtime import services
 from karma_dagster.kg.store import KGStore
 from karma_dagster.stages import STAGE_NAMES
 from karma_dagster.definitions import build_definitions

@@ -13,7 +13,7 @@ import dagster as dg
 from karma_dagster import runner, stages
 from karma_dagster.definitions import build_definitions
 from karma_dagster.jobs import DOCUMENT_JOB
-from karma_dagster.ledger import Ledger, ledger_path
+from karma_dagster.runtime.ledger import Ledger, ledger_path
 from karma_dagster.resources.backbones import BackboneConfig
 from partition_views import BY_DATE, document_metadata, partitions_of
 

@@ -15,21 +15,21 @@ from types import SimpleNamespace
 import dagster as dg
 import pytest
 
-from karma_dagster import services
+from karma_dagster.runtime import services
 from karma_dagster.cogmg import complete
 from karma_dagster.cogmg.answer import answer_question, run_plan
 from karma_dagster.cogmg.benchmark import benchmark
 from karma_dagster.cogmg.models import LinkedEntity, QueryPlan, QueryStep
 from karma_dagster.cogmg.pipeline import complete_answer
 from karma_dagster.cogmg.questions import load_set
-from karma_dagster.config import BackboneSettings
+from karma_dagster.runtime.config import BackboneSettings
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.ingest.inbox import scan_inbox
 from karma_dagster.kg.store import KGStore
-from karma_dagster.params import KarmaParams
-from karma_dagster.paths import DataPaths
+from karma_dagster.runtime.params import KarmaParams
+from karma_dagster.runtime.paths import DataPaths
 from karma_dagster.schemas.frames import records_to_frame
-from karma_dagster.stage_store import StageStore
+from karma_dagster.runtime.stage_store import StageStore
 from karma_dagster.stages import StageInputs, chain_for
 
 REPO = Path(__file__).resolve().parents[1]
@@ -187,7 +187,7 @@ def _seed_edges() -> set[tuple[str, str, str]]:
     import csv
     import gzip
 
-    from karma_dagster.services import kg_schema
+    from karma_dagster.runtime.services import kg_schema
 
     names = {r["id"]: r["name"] for r in csv.DictReader((REPO / "data/seed_kg/nodes.tsv").open(), delimiter="\t")}
     rel = {me.abbrev: me.relation for me in kg_schema().metaedges}

@@ -16,7 +16,8 @@ import pytest
 from partition_views import document_metadata, partition_of
 from stub_backbones import PartialBackbone
 
-from karma_dagster import runner, services
+from karma_dagster import runner
+from karma_dagster.runtime import services
 from karma_dagster.agents import integration
 from karma_dagster.agents.conflict_resolution import resolve_conflicts
 from karma_dagster.agents.evaluator import evaluate_triples
@@ -30,12 +31,12 @@ from karma_dagster.kg.merge import TripleValidationError, merge_increment
 from karma_dagster.kg.schema import KGSchema, SchemaError
 from karma_dagster.kg.seed_import import import_hetionet
 from karma_dagster.kg.store import EdgeFacts, KGStore, NodeIn
-from karma_dagster.params import KarmaParams
-from karma_dagster.paths import DataPaths
+from karma_dagster.runtime.params import KarmaParams
+from karma_dagster.runtime.paths import DataPaths
 from karma_dagster.schemas.frames import frame_to_records, records_to_frame
 from karma_dagster.schemas.records import AlignedRow, DocumentRow, EvaluatedRow, MentionRow, ResolvedRow, TripleRow
 from karma_dagster.schemas.tables import ResolvedTable
-from karma_dagster.stage_store import StageStore
+from karma_dagster.runtime.stage_store import StageStore
 from karma_dagster.stages import StageInputs, by_name
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -20,8 +20,8 @@ from karma_dagster import runner
 from karma_dagster.backbones.llm.cache import ResponseCache
 from karma_dagster.backbones.llm.client import LLMClient
 from karma_dagster.ingest.catalog import Catalog
-from karma_dagster.ledger import Ledger, LedgerRow, ledger_path
-from karma_dagster.params import KarmaParams
+from karma_dagster.runtime.ledger import Ledger, LedgerRow, ledger_path
+from karma_dagster.runtime.params import KarmaParams
 from karma_dagster.scheduling.controller import (
     Candidate,
     ControllerParams,
@@ -303,7 +303,7 @@ def test_the_llm_utility_orders_papers_and_is_recorded(registered, tmp_path):
 
 
 def test_controller_backbone_from_backbones_yaml(tmp_path, monkeypatch):
-    from karma_dagster.paths import DataPaths
+    from karma_dagster.runtime.paths import DataPaths
 
     data = DataPaths(data_dir=tmp_path / "karma")
     path = tmp_path / "backbones.yaml"

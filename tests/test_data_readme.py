@@ -5,7 +5,7 @@ import re
 from collections import defaultdict
 
 from karma_dagster.backbones.local.training_data import read_exclusions
-from karma_dagster.paths import data_file
+from karma_dagster.runtime.paths import data_file
 
 
 def _readme_rows() -> dict[tuple[str, str], set[str]]:

@@ -26,7 +26,7 @@ from karma_dagster.kg.seed_import import import_hetionet
 from karma_dagster.kg.store import KGStore
 from karma_dagster.report import RunReport, build_report
 from karma_dagster.resources.storage import KarmaStorageResource
-from karma_dagster.stage_store import StageStore
+from karma_dagster.runtime.stage_store import StageStore
 from kg_backends import kg_backend  # noqa: F401 - fixture
 
 REPO = Path(__file__).resolve().parents[1]

@@ -14,7 +14,7 @@ from karma_dagster import cli, runner
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.ingest.keys import date_of_document_key
 from karma_dagster.partitioning.definitions import documents_partitions
-from karma_dagster.paths import data_file
+from karma_dagster.runtime.paths import data_file
 
 SAMPLE_INBOX = data_file("inbox")
 

@@ -9,8 +9,8 @@ import yaml
 from partition_views import BY_DATE
 
 from karma_dagster.definitions import build_definitions
-from karma_dagster.config import BackboneSettings
-from karma_dagster.params import KarmaParams
+from karma_dagster.runtime.config import BackboneSettings
+from karma_dagster.runtime.params import KarmaParams
 from karma_dagster.resources.backbones import BackboneConfig, BackbonesResource, backbone_configs_from_file, settings_of
 from karma_dagster.resources.params import KarmaParamsResource
 from karma_dagster.stages import STAGE_NAMES, by_name
@@ -154,7 +154,7 @@ def test_resources_carry_the_cores_defaults_into_a_run():
 def test_backbones_file_is_read_strictly_and_errors_name_the_file_and_the_key(tmp_path):
     import pytest
 
-    from karma_dagster.config import ConfigError, read_backbones
+    from karma_dagster.runtime.config import ConfigError, read_backbones
 
     f = tmp_path / "backbones.yaml"
     f.write_text("backbones:\n  ollama: {kind: litellm, model: ollama/x, api_bse: 'http://127.0.0.1:1'}\n")

@@ -13,7 +13,7 @@ import jsonschema
 import pytest
 import yaml
 
-from karma_dagster import executors, shared_storage
+from karma_dagster.runtime import executors, shared_storage
 
 REPO = Path(__file__).resolve().parent.parent
 DEPLOY = REPO / "deploy"

@@ -36,8 +36,8 @@ from karma_dagster.ingest.pubtator import read_pubtator
 from karma_dagster.metrics.gold import score_gold
 from karma_dagster.metrics.gold_relations import evaluate_entities, format_table, predict_document_entities
 from karma_dagster.metrics.gold_run import GoldEvalScores
-from karma_dagster.params import KarmaParams
-from karma_dagster.paths import data_file
+from karma_dagster.runtime.params import KarmaParams
+from karma_dagster.runtime.paths import data_file
 from karma_dagster.schemas.records import MentionRow, MentionSpan, SegmentRow, SummaryRow
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"

@@ -19,7 +19,7 @@ from karma_dagster.dictionary.ner import DictionaryNER
 from karma_dagster.ingest.pubtator import read_pubtator
 from karma_dagster.kg.entity_index import EntityIndex, KGEntity
 from karma_dagster.metrics.gold_mentions import score_mentions
-from karma_dagster.params import KarmaParams
+from karma_dagster.runtime.params import KarmaParams
 from karma_dagster.schemas.records import MentionSpan, SummaryRow
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -264,7 +264,7 @@ def test_llm_typed_answer_is_placed_through_the_schema(fresh_server):
     import json
 
     from karma_dagster.backbones.llm import LLMBackbone, LLMClient
-    from karma_dagster.prompts import PromptStore, default_prompt_root
+    from karma_dagster.runtime.prompts import PromptStore, default_prompt_root
 
     text = "Visfatin, an adipokine, rose with levothyroxine in hypothyroidism and fatigue, in serum."
     fresh_server.script(json.dumps({"entities": [

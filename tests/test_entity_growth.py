@@ -14,12 +14,13 @@ import pytest
 from fake_openai_server import FakeOpenAIServer, agent_of, karma_responder
 
 from partition_views import document_metadata
-from karma_dagster import runner, services
+from karma_dagster import runner
+from karma_dagster.runtime import services
 from karma_dagster.ingest.keys import date_of_document_key
 from karma_dagster.kg.entity_index import EXTRACTED_TABLE
 from karma_dagster.kg.merge import merge_increment
 from karma_dagster.kg.store import KGStore, NodeIn
-from karma_dagster.paths import DataPaths
+from karma_dagster.runtime.paths import DataPaths
 from karma_dagster.resources.backbones import BackboneConfig
 
 REPO = Path(__file__).resolve().parents[1]

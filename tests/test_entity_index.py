@@ -10,7 +10,7 @@ import pytest
 
 from karma_dagster.kg.embeddings import HashingCharNgramEmbedder, MiniLMEmbedder, normalize_name
 from karma_dagster.kg.entity_index import EntityIndex, KGEntity, word_distance
-from karma_dagster.params import KarmaParams
+from karma_dagster.runtime.params import KarmaParams
 
 HETIONET = Path(__file__).resolve().parents[1] / "data" / "vocab" / "hetionet-nodes.tsv.gz"
 KINDS = {"Disease", "Compound", "Symptom", "Side Effect", "Gene", "Pharmacologic Class"}

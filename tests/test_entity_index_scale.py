@@ -12,7 +12,7 @@ import pytest
 
 from karma_dagster.kg.entity_index import IVF_BUILD_KEY, IVF_TABLE, EntityIndex, KGEntity, compatible_kinds
 from karma_dagster.kg.name_vectors import IVFParams
-from karma_dagster.params import KarmaParams
+from karma_dagster.runtime.params import KarmaParams
 from test_entity_index import hetionet_entities
 
 KINDS = {"Disease", "Compound", "Symptom", "Side Effect", "Gene", "Pharmacologic Class", "Anatomy"}

@@ -11,7 +11,7 @@ import dagster as dg
 import pytest
 from sensor_ticks import tick
 
-from karma_dagster import paths
+from karma_dagster.runtime import paths
 
 PAPER = "PMC4686705.xml"
 

@@ -12,14 +12,14 @@ from pydantic import BaseModel
 
 from karma_dagster import jobs, stages
 from karma_dagster.report import build_report
-from karma_dagster.stage_store import StageStore
+from karma_dagster.runtime.stage_store import StageStore
 
 PACKAGE = Path(__file__).resolve().parent.parent / "karma_dagster"
 
 # Low to high; a module may import its own layer or lower ones, never a higher one. The last layer is the
 # Dagster section: the only modules that may import dagster.
 LAYERS: list[tuple[str, ...]] = [
-    ("project", "paths", "strict_keys", "params", "schemas", "prompts", "config", "date_range", "interrupts", "progress",
+    ("runtime", "project", "paths", "strict_keys", "params", "schemas", "prompts", "config", "date_range", "interrupts", "progress",
      "integrity", "shared_storage", "web"),
     ("dictionary", "ingest", "kg", "stage_store"),
     ("backbones",),
@@ -67,7 +67,11 @@ def _imports(name: str, path: Path, known: set[str]) -> tuple[set[str], bool]:
 
 
 def _top(name: str) -> str:
-    return name.split(".")[1] if "." in name else ""
+    """The module's place in the house: its top folder, or for a runtime helper the helper itself."""
+    parts = name.split(".")
+    if len(parts) > 2 and parts[1] == "runtime":
+        return parts[2]
+    return parts[1] if len(parts) > 1 else ""
 
 
 def _layer(name: str) -> int:
@@ -151,7 +155,7 @@ def test_importing_the_code_location_or_a_job_name_builds_nothing():
             "def refuse(*a, **k): raise SystemExit('Definitions built at import')\n"
             "dg.Definitions.__init__ = refuse\n"
             "import karma_dagster.definitions, karma_dagster.jobs, karma_dagster.runner, karma_dagster.cli\n"
-            "from karma_dagster import services\n"
+            "from karma_dagster.runtime import services\n"
             "print('litellm' in sys.modules, len(services._CACHE))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -236,3 +240,11 @@ def test_a_stage_may_read_only_what_it_declares(tmp_path):
         assert "documents" in str(exc)
     else:
         raise AssertionError("a stage reading a table no earlier stage writes must be refused")
+
+
+def test_the_package_root_shows_the_flow_not_its_helpers():
+    """The root holds the stage registry, the Dagster section's entry points and the CLI; every helper lives in the
+    folder of its concern (runtime/ for settings, paths, stores, caches, signals, progress)."""
+    loose = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(loose) <= 8, f"modules at the package root: {loose}"
+    assert {"stages.py", "definitions.py", "cli.py"} <= set(loose)

@@ -250,8 +250,9 @@ def test_dedupe_dry_run_lists_the_folds_of_round_two(base) -> None:
 def test_karma_dedupe_command_and_the_repair_due_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import argparse
 
-    from karma_dagster import cli, services
-    from karma_dagster.paths import DataPaths
+    from karma_dagster import cli
+    from karma_dagster.runtime import services
+    from karma_dagster.runtime.paths import DataPaths
 
     data = DataPaths(str(tmp_path / "karma"))
     services.import_seed_kg(data, SEED / "nodes.tsv", SEED / "edges.sif.gz", "hetionet", 0.9)

@@ -28,7 +28,7 @@ from karma_dagster.kg.edges import edge_text
 from karma_dagster.kg.merge import merge_increment
 from karma_dagster.kg.seed_import import import_hetionet
 from karma_dagster.kg.store import KGStore, NodeIn
-from karma_dagster.paths import DataPaths
+from karma_dagster.runtime.paths import DataPaths
 from karma_dagster.review.app import create_app
 from karma_dagster.review.queue import ReviewQueue
 from karma_dagster.web.guard import TOKEN_HEADER

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from karma_dagster import services
+from karma_dagster.runtime import services
 from karma_dagster.cogmg.kg_context import (context_tool, BUDGET_MAX, BUDGET_MIN, KGContextError, estimate_tokens,
                                             kg_context)
 from karma_dagster.kg.merge import merge_increment
 from karma_dagster.kg.store import KGStore
-from karma_dagster.paths import DataPaths
+from karma_dagster.runtime.paths import DataPaths
 
 SEED = Path(__file__).resolve().parents[1] / "data" / "seed_kg"
 NS = "local"

@@ -12,7 +12,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from karma_dagster import services
+from karma_dagster.runtime import services
 from karma_dagster.cogmg import plan as cogmg_plan
 from karma_dagster.cogmg.models import LinkedEntity, QueryPlan, QueryStep
 from karma_dagster.kg.backends import kg_display, kg_exists, kg_store, open_kg_store
@@ -24,7 +24,7 @@ from karma_dagster.kg.seed_import import import_hetionet
 from karma_dagster.kg.store import KGStore, KGStoreError, NodeIn
 from karma_dagster.metrics import qa
 from karma_dagster.metrics.qa import Question
-from karma_dagster.paths import DataPaths
+from karma_dagster.runtime.paths import DataPaths
 from pg_server import PostgresServer
 
 SEED = Path(__file__).resolve().parents[1] / "data" / "seed_kg"

@@ -16,17 +16,17 @@ from pathlib import Path
 import pytest
 
 from partition_views import document_metadata
-from karma_dagster import services
+from karma_dagster.runtime import services
 from karma_dagster.agents.integration import collect_document
-from karma_dagster.document_states import table_fingerprint
+from karma_dagster.runtime.document_states import table_fingerprint
 from karma_dagster.kg import merge
 from karma_dagster.kg.store import KGStore
 from karma_dagster.kg_tools.schemas import ARGS, tool_schemas
 from karma_dagster.kg_tools.session import KGTools
 from karma_dagster.kg_tools.staging import ENTITIES, FINAL_STAGE, TOOL_LOG, staged_documents
-from karma_dagster.paths import DataPaths
+from karma_dagster.runtime.paths import DataPaths
 from karma_dagster.schemas.tables import EntitiesTable, EvaluatedTable
-from karma_dagster.stage_store import StageStore
+from karma_dagster.runtime.stage_store import StageStore
 
 
 SEED = Path(__file__).resolve().parents[1] / "data" / "seed_kg"
@@ -579,7 +579,7 @@ def test_the_tools_mode_grows_the_kg_in_the_chains_place_and_is_a_row_of_the_com
 
 def test_the_tools_mode_is_an_llm_chain_of_the_same_shape_with_its_own_code_versions():
     from karma_dagster import stages
-    from karma_dagster.config import BackboneSettings
+    from karma_dagster.runtime.config import BackboneSettings
 
     with pytest.raises(ValueError, match="mode 'tools' needs an LLM backbone"):
         BackboneSettings(kind="local", mode="tools")

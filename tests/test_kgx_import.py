@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from karma_dagster import runner, services
+from karma_dagster import runner
+from karma_dagster.runtime import services
 from karma_dagster.agents.entity_extraction import extract_entities_counted
 from karma_dagster.assets.seed_kg import import_summary
 from karma_dagster.dictionary.lexicon import Lexicon
@@ -30,7 +31,7 @@ from karma_dagster.export.kgx_import import import_kgx
 from karma_dagster.kg.merge import merge_increment
 from karma_dagster.kg.seed_import import SeedImportError, import_hetionet
 from karma_dagster.kg.store import KGStore
-from karma_dagster.params import KarmaParams
+from karma_dagster.runtime.params import KarmaParams
 from karma_dagster.schemas.records import SummaryRow
 from kg_backends import KGBackend, kg_backend  # noqa: F401 - fixture
 from test_exports import D3, NEW, NS, _row, grown  # noqa: F401 - `grown`: the module-scoped KG fixture

@@ -13,8 +13,8 @@ from stub_backbones import PartialBackbone
 from karma_dagster.backbones.base import EvaluationSignals
 from karma_dagster.backbones.local import correctness
 from karma_dagster.backbones.local.triple_features import blocked, features
-from karma_dagster.params import KarmaParams
-from karma_dagster.paths import data_file
+from karma_dagster.runtime.params import KarmaParams
+from karma_dagster.runtime.paths import data_file
 from karma_dagster.schemas.records import ResolvedRow
 from karma_dagster.schemas.triple_context import EndFacts, TripleContext
 

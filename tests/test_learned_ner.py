@@ -15,7 +15,7 @@ from karma_dagster.dictionary.ner_training import (MODEL_DIR, NerTrainingConfig,
                                                    sha256, train_ner)
 from karma_dagster.ingest.pubtator import read_pubtator
 from karma_dagster.metrics.gold_mentions import score_mentions
-from karma_dagster.paths import data_file
+from karma_dagster.runtime.paths import data_file
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / ".cache" / "lexicon"

@@ -13,8 +13,8 @@ from karma_dagster import cli
 from karma_dagster.backbones.base import Usage
 from karma_dagster.assets.chain import StageError, agent_errors, record_ledger
 from karma_dagster.stages import by_name
-from karma_dagster.ledger import Ledger, LedgerRow, format_totals, ledger_path
-from karma_dagster.stage_store import StageStore
+from karma_dagster.runtime.ledger import Ledger, LedgerRow, format_totals, ledger_path
+from karma_dagster.runtime.stage_store import StageStore
 
 
 def _write(path: str, worker: int, n: int) -> None:

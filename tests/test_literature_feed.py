@@ -19,7 +19,7 @@ import pytest
 
 from feed_server import Fault, FeedServer, Paper, corpus_papers, max_per_window
 from partition_views import partitions_of
-from karma_dagster.date_range import today
+from karma_dagster.runtime.date_range import today
 from karma_dagster.ingest.feed import writer
 from karma_dagster.ingest.feed.fetch import days_between, fetch_days
 from karma_dagster.ingest.feed.settings import FeedError, FeedSettings

@@ -29,8 +29,8 @@ from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.ingest.inbox import load_document, scan_inbox
 from karma_dagster.ingest.parse import IngestError, parse_file, source_format_of
 from karma_dagster.ingest.pubmed import PubMedCitation, parse_pubmed_stream
-from karma_dagster.paths import DataPaths
-from karma_dagster.removal import remove_deleted_citations
+from karma_dagster.runtime.paths import DataPaths
+from karma_dagster.runtime.removal import remove_deleted_citations
 
 REPO = Path(__file__).resolve().parents[1]
 INBOX = REPO / "data" / "inbox"
@@ -390,9 +390,10 @@ def test_bioc_xml_and_json_flow_through_karma_run_and_score_as_their_pubtator_go
     exports gives the same figures (the same backbone, dictionary and entity index)."""
     from literature_files import bioc_json, bioc_xml
 
-    from karma_dagster import runner, services
+    from karma_dagster import runner
+    from karma_dagster.runtime import services
     from karma_dagster.metrics.gold_run import evaluate_file
-    from karma_dagster.params import KarmaParams
+    from karma_dagster.runtime.params import KarmaParams
 
     p = make_pipeline()
     docs = list(corpus()[50:54])

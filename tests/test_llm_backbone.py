@@ -18,7 +18,7 @@ from fake_openai_server import FakeOpenAIServer, agent_of  # noqa: E402
 from karma_dagster.backbones.base import AlignmentAnswer, DebateAnswer, EvaluationSignals, TripleQuery  # noqa: E402
 from karma_dagster.backbones.llm import LLMBackbone, LLMClient, ResponseCache, locate_mentions  # noqa: E402
 from karma_dagster.ingest.pubtator import parse_pubtator_lines  # noqa: E402
-from karma_dagster.prompts import PromptStore, default_prompt_root  # noqa: E402
+from karma_dagster.runtime.prompts import PromptStore, default_prompt_root  # noqa: E402
 from karma_dagster.schemas.records import MentionSpan, ParsedDocument, RawSection  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent

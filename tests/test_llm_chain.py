@@ -10,7 +10,7 @@ from fake_openai_server import FakeOpenAIServer, agent_of
 
 from partition_views import document_metadata
 from karma_dagster import runner
-from karma_dagster.ledger import Ledger, ledger_path
+from karma_dagster.runtime.ledger import Ledger, ledger_path
 from karma_dagster.ingest.keys import date_of_document_key
 from karma_dagster.resources.backbones import BackboneConfig
 

@@ -16,7 +16,7 @@ from fake_openai_server import Fault, FakeOpenAIServer  # noqa: E402
 from karma_dagster.backbones.llm.cache import ResponseCache  # noqa: E402
 from karma_dagster.backbones.llm.client import LLMCallError, LLMClient, LLMOutputError, parse_json_reply  # noqa: E402
 from karma_dagster.backbones.llm.outputs import AlignmentOutput, ReaderOutput  # noqa: E402
-from karma_dagster.prompts import PromptStore, RenderedPrompt, default_prompt_root  # noqa: E402
+from karma_dagster.runtime.prompts import PromptStore, RenderedPrompt, default_prompt_root  # noqa: E402
 
 SECRET = "sk-test-DO-NOT-LEAK-123"
 GOOD = '{"kg_relation": "treats", "probability": 0.9}'

@@ -23,8 +23,8 @@ from fake_openai_server import FakeOpenAIServer, karma_responder  # noqa: E402
 from karma_dagster.agents.relation_extraction import extract_relations, sampled_probabilities  # noqa: E402
 from karma_dagster.agents.summarizer import summarize_segments  # noqa: E402
 from karma_dagster.backbones.llm import LLMBackbone, LLMClient, ResponseCache  # noqa: E402
-from karma_dagster.params import KarmaParams  # noqa: E402
-from karma_dagster.prompts import PromptStore, default_prompt_root  # noqa: E402
+from karma_dagster.runtime.params import KarmaParams  # noqa: E402
+from karma_dagster.runtime.prompts import PromptStore, default_prompt_root  # noqa: E402
 from karma_dagster.schemas.records import MentionRow, RawSection, SegmentRow, SummaryRow  # noqa: E402
 
 LATENCY = 0.2

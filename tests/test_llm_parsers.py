@@ -21,7 +21,7 @@ from fake_openai_server import FakeOpenAIServer, agent_of  # noqa: E402
 
 from karma_dagster.backbones.base import TripleQuery  # noqa: E402
 from karma_dagster.backbones.llm import LLMBackbone, LLMClient, LLMOutputError  # noqa: E402
-from karma_dagster.prompts import PromptStore, default_prompt_root  # noqa: E402
+from karma_dagster.runtime.prompts import PromptStore, default_prompt_root  # noqa: E402
 from karma_dagster.schemas.records import MentionSpan, ParsedDocument, RawSection  # noqa: E402
 
 TEXT = "Naloxone reverses the antihypertensive effect of clonidine in hypertensive rats."

@@ -34,7 +34,7 @@ from karma_dagster.backbones.llm.structured import FormMemory
 from karma_dagster.backbones.base import TripleQuery
 from karma_dagster.definitions import build_definitions
 from karma_dagster.ingest.keys import date_of_document_key
-from karma_dagster.ledger import Ledger, ledger_path
+from karma_dagster.runtime.ledger import Ledger, ledger_path
 from karma_dagster.resources.backbones import BackboneConfig
 
 REPO = Path(__file__).resolve().parents[1]
@@ -232,7 +232,7 @@ def test_single_agent_judge_controller_and_cogmg_prompts_answer_through_the_sche
     from karma_dagster.backbones.single_agent import SingleAgentBackbone
     from karma_dagster.cogmg.llm import complete, decompose
     from karma_dagster.cogmg.models import OpenTriple
-    from karma_dagster.paths import DataPaths
+    from karma_dagster.runtime.paths import DataPaths
     from karma_dagster.scheduling.llm_utility import LLMUtility, UtilityItem
 
     p, *_ = chain_run
@@ -259,7 +259,7 @@ def test_single_agent_judge_controller_and_cogmg_prompts_answer_through_the_sche
     data = DataPaths(p.storage.root(), inbox=p.inbox)
     plan = decompose("Which drugs treat pulmonary hypertension?", llm, data, "smollm2", 0.5)
     assert plan.decomposer.startswith("cogmg_decompose.v3@")
-    assert all(s.relation in __import__("karma_dagster.services", fromlist=["x"]).kg_schema().relation_names
+    assert all(s.relation in __import__("karma_dagster.runtime.services", fromlist=["x"]).kg_schema().relation_names
                for s in plan.steps)  # the grammar held the plan to the schema's relations
     fills = complete("Which drugs treat pulmonary hypertension?", [OpenTriple(
         head="?", relation="treats", tail="pulmonary hypertension", known_id="Disease::DOID:6432",

@@ -24,7 +24,7 @@ from replay import Recordings  # noqa: E402
 from karma_dagster.backbones.base import TripleQuery  # noqa: E402
 from karma_dagster.backbones.llm import LLMBackbone, LLMCallError, LLMClient  # noqa: E402
 from karma_dagster.ingest.pubtator import PubTatorDoc, parse_pubtator_lines  # noqa: E402
-from karma_dagster.prompts import PromptStore, default_prompt_root  # noqa: E402
+from karma_dagster.runtime.prompts import PromptStore, default_prompt_root  # noqa: E402
 from karma_dagster.schemas.records import RawSection  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent

@@ -19,10 +19,10 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from karma_dagster import services
+from karma_dagster.runtime import services
 from karma_dagster.kg.store import KGStore
 from karma_dagster.mcp_server.server import serve
-from karma_dagster.paths import DataPaths
+from karma_dagster.runtime.paths import DataPaths
 
 SEED = Path(__file__).resolve().parents[1] / "data" / "seed_kg"
 NS, DOC = "mcp", "2022-07-08_mcptest"

@@ -11,12 +11,12 @@ import pandas as pd
 import pytest
 
 from karma_dagster.backbones.base import TripleQuery
-from karma_dagster.config import read_backbones
+from karma_dagster.runtime.config import read_backbones
 from karma_dagster.ingest.pubtator import parse_pubtator_lines
 from karma_dagster.kg.store import KGStore
 from karma_dagster.metrics import comparison as cmp
 from karma_dagster.metrics.gold import PredictedMention, PredictedTriple, kg_to_vocab, raw_id, score_gold
-from karma_dagster.config import BackboneSettings
+from karma_dagster.runtime.config import BackboneSettings
 from karma_dagster.metrics.judge import LLMJudge, NoJudge, RuleJudge, judge_chain_overlap
 from karma_dagster.metrics.kg_metrics import (
     compute_kg_metrics,
@@ -29,7 +29,7 @@ from karma_dagster.metrics.kg_metrics import (
 )
 from karma_dagster.resources.backbones import BackboneConfig
 from karma_dagster.resources.judge import JudgeResource
-from karma_dagster.stage_store import StageStore
+from karma_dagster.runtime.stage_store import StageStore
 
 
 def evaluated_fixture() -> pd.DataFrame:
@@ -329,7 +329,7 @@ def test_comparison_table_has_a_row_per_backbone_with_ablations_n_a_and_the_judg
 
 
 def test_comparison_rows_read_the_metric_files(tmp_path):
-    from karma_dagster.config import BackboneStatus
+    from karma_dagster.runtime.config import BackboneStatus
 
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "kg_metrics.json").write_text(json.dumps({

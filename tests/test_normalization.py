@@ -12,7 +12,7 @@ from karma_dagster.dictionary.ner import DictionaryNER
 from karma_dagster.dictionary.normalization import (NormalizationConfig, document_taxon, mesh_head_id,
                                                     normalize_document)
 from karma_dagster.kg.entity_index import EntityIndex, KGEntity
-from karma_dagster.params import KarmaParams
+from karma_dagster.runtime.params import KarmaParams
 from karma_dagster.schemas.records import MentionSpan, SummaryRow
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -86,7 +86,7 @@ def test_wheel_install_finds_its_files_loads_the_code_location_and_runs(installe
     env.update(DAGSTER_HOME=str(work / "home"))
     (work / "home").mkdir()
     installed.share_cache(work / "home" / "karma")
-    probe = ("import dagster as dg, karma_dagster, karma_dagster.paths as p\n"
+    probe = ("import dagster as dg, karma_dagster, karma_dagster.runtime.paths as p\n"
              "from karma_dagster.definitions import defs\n"
              "d = defs(); dg.Definitions.validate_loadable(d)\n"
              "print(karma_dagster.__file__); print(p.project_root()); print(len(d.resolve_asset_graph().get_all_asset_keys()))")

@@ -17,7 +17,7 @@ from karma_dagster.agents.ingestion import document_text
 from karma_dagster.agents.reader import NON_CONTENT_KINDS, read_document
 from karma_dagster.ingest.parse import parse_file
 from karma_dagster.ingest.pdf import parse_pdf
-from karma_dagster.params import KarmaParams
+from karma_dagster.runtime.params import KarmaParams
 
 REPO = Path(__file__).resolve().parents[1]
 INBOX = REPO / "data" / "inbox"

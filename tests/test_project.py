@@ -10,8 +10,9 @@ import dagster as dg
 import pytest
 import yaml
 
-from karma_dagster import cli, paths
-from karma_dagster.config import read_backbones
+from karma_dagster import cli
+from karma_dagster.runtime import paths
+from karma_dagster.runtime.config import read_backbones
 from karma_dagster.ingest.inbox import inbox_files
 from karma_dagster.project.discover import ENV, MARKER, ProjectError, find
 from karma_dagster.project.starter import InitError, init_project
@@ -129,7 +130,7 @@ def test_a_project_with_its_own_prompts_uses_them(tmp_path, monkeypatch):
     assert "prompts/reader/reader.v1.jinja" in done.written
     monkeypatch.setenv(ENV, str(project))
     assert paths.prompts_dir() == project.resolve() / "prompts"
-    from karma_dagster.prompts import PromptStore
+    from karma_dagster.runtime.prompts import PromptStore
 
     assert PromptStore().latest("reader").path.is_relative_to(project.resolve())
 

@@ -10,7 +10,7 @@ import pytest
 
 from karma_dagster.backbones.llm.backbone import DEFAULT_ENTITY_TYPES, DEFAULT_RELATION_TYPES, _types
 from karma_dagster.backbones.llm.outputs import OUTPUT_MODELS
-from karma_dagster.prompts import PromptError, PromptStore, default_prompt_root
+from karma_dagster.runtime.prompts import PromptError, PromptStore, default_prompt_root
 
 AGENTS = ["ingestion", "reader", "summarizer", "entity_extraction", "relation_extraction", "schema_alignment",
           "conflict_resolution", "evaluator_confidence", "evaluator_clarity", "evaluator_relevance", "judge"]

@@ -14,7 +14,7 @@ from karma_dagster.agents.reader import BELOW_DELTA, ReaderError, clean_text, re
 from karma_dagster.backbones.local.reader import boilerplate_share, score_sections
 from karma_dagster.dictionary.sentences import split_sentences
 from karma_dagster.ingest.pubtator import read_pubtator
-from karma_dagster.params import KarmaParams
+from karma_dagster.runtime.params import KarmaParams
 from karma_dagster.schemas.records import RawSection
 
 REPO = Path(__file__).resolve().parents[1]

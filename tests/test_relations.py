@@ -20,7 +20,7 @@ from karma_dagster.backbones.local.relations import (
 from karma_dagster.agents.relation_extraction import RelationInputError, extract_relations
 from karma_dagster.ingest.pubtator import PubTatorDoc, read_pubtator
 from karma_dagster.metrics.gold_relations import evaluate
-from karma_dagster.params import KarmaParams
+from karma_dagster.runtime.params import KarmaParams
 from karma_dagster.schemas.records import MentionRow, MentionSpan, SummaryRow
 
 # Pair+type micro F1 measured on this held-out fifth at theta 0.4 when the test was written: 0.413

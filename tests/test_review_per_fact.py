@@ -13,7 +13,7 @@ import pytest
 from karma_dagster.kg.merge import merge_increment
 from karma_dagster.kg.schema import KGSchema
 from karma_dagster.kg.store import KGStore
-from karma_dagster.paths import DataPaths
+from karma_dagster.runtime.paths import DataPaths
 from karma_dagster.review.changes import with_changes
 from karma_dagster.review.cogmg_items import accepted_item_ids, completion_item_id, items_from_completions
 from karma_dagster.review.karma_items import collect_karma
@@ -22,7 +22,7 @@ from karma_dagster.review.models import DecisionIn, Evidence, ReviewItem, item_i
 from karma_dagster.review.queue import InvalidEdit, ReviewQueue
 from karma_dagster.schemas.frames import records_to_frame
 from karma_dagster.schemas.records import ResolvedRow
-from karma_dagster.stage_store import StageStore
+from karma_dagster.runtime.stage_store import StageStore
 from test_review_queue import (DIAB, DOC, GRAVES, METF, METFORMIN, METHIMAZOLE, T2DM, by_source, chain_rows,  # noqa: F401
                                completion, paths, resolved_row, seed_kg)
 

@@ -18,7 +18,7 @@ from karma_dagster.kg.merge import merge_increment
 from karma_dagster.kg.schema import KGSchema
 from karma_dagster.kg.seed_import import import_hetionet
 from karma_dagster.kg.store import KGStore
-from karma_dagster.paths import DataPaths
+from karma_dagster.runtime.paths import DataPaths
 from karma_dagster.review.changes import with_changes
 from karma_dagster.cogmg.store import CogmgStore
 from karma_dagster.review.cogmg_items import accepted_item_ids, collect_cogmg, completion_item_id, items_from_completions
@@ -28,7 +28,7 @@ from karma_dagster.review.models import DecisionIn
 from karma_dagster.review.queue import AlreadyDecided, InvalidEdit, ReviewError, ReviewQueue, UnknownItem
 from karma_dagster.schemas.frames import records_to_frame
 from karma_dagster.schemas.records import ResolvedRow
-from karma_dagster.stage_store import StageStore
+from karma_dagster.runtime.stage_store import StageStore
 
 SEED = Path(__file__).resolve().parents[1] / "data" / "seed_kg"
 METFORMIN, T2DM, PITUITARY = "Compound::DB00331", "Disease::DOID:9352", "Anatomy::UBERON:0000007"

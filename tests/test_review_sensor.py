@@ -9,7 +9,7 @@ import dagster as dg
 from karma_dagster.jobs import kg_jobs
 from karma_dagster.kg.store import KGStore
 from karma_dagster.partitioning.definitions import KG_DATES
-from karma_dagster.paths import DataPaths
+from karma_dagster.runtime.paths import DataPaths
 from karma_dagster.resources.storage import KarmaStorageResource
 from karma_dagster.review.merge_inputs import record_merged, review_docs
 from karma_dagster.review.models import DecisionIn

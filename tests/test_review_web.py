@@ -22,7 +22,7 @@ from starlette.testclient import TestClient
 
 from karma_dagster.cogmg.models import Passage
 from karma_dagster.kg.schema import KGSchema
-from karma_dagster.paths import DataPaths
+from karma_dagster.runtime.paths import DataPaths
 from karma_dagster.review.app import create_app
 from karma_dagster.review.changes import with_changes
 from karma_dagster.review.cogmg_items import items_from_completions
@@ -31,7 +31,7 @@ from karma_dagster.review.models import DecisionIn
 from karma_dagster.review.queue import ReviewQueue
 from karma_dagster.schemas.frames import records_to_frame
 from karma_dagster.schemas.records import ResolvedRow
-from karma_dagster.stage_store import StageStore
+from karma_dagster.runtime.stage_store import StageStore
 from karma_dagster.web.guard import TOKEN_HEADER
 from test_review_queue import (DOC, METFORMIN, SEED, T2DM, by_source, completion, filled_queue, paths,  # noqa: F401
                                resolved_row, seed_kg)

@@ -16,7 +16,7 @@ from karma_dagster.backbones.local import LocalBackbone
 from karma_dagster.backbones.local.relations import RELATION_TYPES, LocalRelationModel
 from karma_dagster.backbones.local.sampling import RelationSampler, logistic_draws
 from karma_dagster.ingest.pubtator import PubTatorDoc, read_pubtator
-from karma_dagster.params import KarmaParams
+from karma_dagster.runtime.params import KarmaParams
 from karma_dagster.schemas.frames import records_to_frame
 from karma_dagster.schemas.records import EvaluatedRow, MentionRow, MentionSpan, SummaryRow, TripleRow
 from karma_dagster.schemas.tables import RelationsTable

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from karma_dagster.backbones.llm.runtime_needed import needing_llama_cpp
-from karma_dagster.config import read_backbones
-from karma_dagster.paths import shipped
+from karma_dagster.runtime.config import read_backbones
+from karma_dagster.runtime.paths import shipped
 
 ROOT = Path(__file__).resolve().parents[1]
 FAKE_PYTHON = """#!/usr/bin/env bash

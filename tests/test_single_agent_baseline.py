@@ -17,10 +17,10 @@ from karma_dagster.agents.reader import NON_CONTENT_KINDS, clean_text
 from karma_dagster.agents.single_agent import SingleAgentError, own_answer_params, paper_chunks
 from karma_dagster.backbones.llm import make_llm_backbone
 from karma_dagster.backbones.single_agent import DOC_DECISION, LOCAL_DECISION, NoSuchAgent, SingleAgentBackbone
-from karma_dagster.config import BackboneSettings
+from karma_dagster.runtime.config import BackboneSettings
 from karma_dagster.definitions import build_definitions
 from karma_dagster.ingest.parse import parse_file
-from karma_dagster.params import KarmaParams
+from karma_dagster.runtime.params import KarmaParams
 from karma_dagster.resources.backbones import BackboneConfig
 from karma_dagster.resources.params import KarmaParamsResource
 from karma_dagster.schemas.records import MentionSpan

@@ -16,12 +16,12 @@ import pandas as pd
 import pytest
 from pydantic import BaseModel
 
-from karma_dagster import services
-from karma_dagster.integrity import StoreCorrupt
+from karma_dagster.runtime import services
+from karma_dagster.runtime.integrity import StoreCorrupt
 from karma_dagster.kg.store import KGStore
-from karma_dagster.paths import DataPaths
+from karma_dagster.runtime.paths import DataPaths
 from karma_dagster.schemas.frames import _dtype, frame_to_records, records_to_frame
-from karma_dagster.stage_store import StageStore
+from karma_dagster.runtime.stage_store import StageStore
 
 
 class _Row(BaseModel):  # every kind of column a stage row has

@@ -16,7 +16,7 @@ from karma_dagster.backbones.local.summarizer import (
 )
 from karma_dagster.dictionary.sentences import split_sentences
 from karma_dagster.ingest.pubtator import read_pubtator
-from karma_dagster.params import KarmaParams
+from karma_dagster.runtime.params import KarmaParams
 from karma_dagster.schemas.records import RawSection, SegmentRow
 
 REPO = Path(__file__).resolve().parents[1]

@@ -12,7 +12,7 @@ import re
 import dagster as dg
 import pytest
 
-from karma_dagster import paths
+from karma_dagster.runtime import paths
 from karma_dagster.definitions import build_definitions
 from karma_dagster.resources.backbones import BackboneConfig
 from karma_dagster.resources.storage import KarmaStorageResource
@@ -126,7 +126,7 @@ def test_backbones_status_from_karma_run_lists_every_backbone_with_its_state(tmp
 
 # ---------------------------------------------------------------- 5. one or two CCA tags per run
 def test_controller_runs_carry_two_cca_tags_at_most():
-    from karma_dagster.params import ControllerParams
+    from karma_dagster.runtime.params import ControllerParams
     from karma_dagster.scheduling.controller import Candidate, order
     from karma_dagster.scheduling.tiers import controller_tiers
     from karma_dagster.sensors.new_papers import plan_runs

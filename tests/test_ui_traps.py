@@ -12,7 +12,8 @@ import dagster as dg
 import pytest
 from partition_views import BY_DATE, partitions_of
 
-from karma_dagster import runner, services
+from karma_dagster import runner
+from karma_dagster.runtime import services
 from karma_dagster.assets.chain import stage_key
 from karma_dagster.definitions import build_definitions
 from karma_dagster.jobs import DOCUMENT_JOB

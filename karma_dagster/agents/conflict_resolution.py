@@ -20,7 +20,7 @@ from karma_dagster.backbones.base import Backbone, DebateAnswer, TripleQuery, ba
 from karma_dagster.kg import adjudication as adj
 from karma_dagster.kg.schema import KGSchema
 from karma_dagster.kg.edges import EdgeFacts, edge_text
-from karma_dagster.params import KarmaParams
+from karma_dagster.runtime.params import KarmaParams
 from karma_dagster.schemas.records import AlignedRow, ResolvedRow
 
 Pair = tuple[str, str]

@@ -46,7 +46,7 @@ from karma_dagster.kg.entity_index import Hit, compatible_kinds
 from karma_dagster.kg.identity import IdentityIndex
 from karma_dagster.kg.names import ID_MAX_CHARS, TYPE_MAX_CHARS, RejectedNames, Rejection, clean_name
 from karma_dagster.kg.schema import KGSchema
-from karma_dagster.params import KarmaParams
+from karma_dagster.runtime.params import KarmaParams
 from karma_dagster.schemas.records import MentionRow, MentionSpan, SummaryRow
 
 NO_HIT_DISTANCE = 2.0  # the largest cosine distance: nothing of a compatible kind in the index

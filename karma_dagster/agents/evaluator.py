@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 from karma_dagster.backbones.base import Backbone, TripleQuery, backbone_map
 from karma_dagster.backbones.local.triple_features import blocked
-from karma_dagster.params import KarmaParams
+from karma_dagster.runtime.params import KarmaParams
 from karma_dagster.schemas.records import EvaluatedRow, MentionRow, ResolvedRow, SegmentRow, evidence_score
 from karma_dagster.schemas.triple_context import EndFacts, TripleContext
 

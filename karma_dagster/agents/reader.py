@@ -17,7 +17,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from karma_dagster.backbones.base import Backbone
 from karma_dagster.dictionary.sentence_memo import split_sentences
-from karma_dagster.params import KarmaParams
+from karma_dagster.runtime.params import KarmaParams
 from karma_dagster.schemas.records import RawSection, SectionKind, SegmentRow
 
 # Kinds that carry no biomedical findings, dropped without scoring.

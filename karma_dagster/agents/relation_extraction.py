@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 from karma_dagster.backbones.base import Backbone, backbone_map
-from karma_dagster.params import KarmaParams
+from karma_dagster.runtime.params import KarmaParams
 from karma_dagster.schemas.records import MentionRow, MentionSpan, SegmentRow, SummaryRow, TripleRow
 
 try:  # the shared sentence splitter (helper A2's); the fallback keeps this module usable on its own

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from karma_dagster.backbones.base import Backbone, TripleQuery, backbone_map
 from karma_dagster.kg.schema import KGSchema, Metaedge
-from karma_dagster.params import KarmaParams
+from karma_dagster.runtime.params import KarmaParams
 from karma_dagster.schemas.records import AlignedRow, MentionRow, TripleRow
 
 

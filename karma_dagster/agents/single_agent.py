@@ -16,7 +16,7 @@ from pydantic import TypeAdapter
 from karma_dagster.agents.reader import NON_CONTENT_KINDS, clean_text
 from karma_dagster.backbones.base import Backbone
 from karma_dagster.dictionary.sentences import split_sentences
-from karma_dagster.params import KarmaParams
+from karma_dagster.runtime.params import KarmaParams
 from karma_dagster.schemas.records import RawSection, SectionKind, SegmentRow
 
 _SECTIONS = TypeAdapter(list[RawSection])

@@ -13,7 +13,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from karma_dagster.backbones.base import Backbone, backbone_map
 from karma_dagster.dictionary.sentence_memo import split_sentences
-from karma_dagster.params import KarmaParams
+from karma_dagster.runtime.params import KarmaParams
 from karma_dagster.schemas.records import RawSection, SegmentRow, SummaryRow
 
 log = logging.getLogger(__name__)

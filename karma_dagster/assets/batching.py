@@ -31,7 +31,7 @@ import dagster as dg
 import pandas as pd
 
 from karma_dagster.ingest.catalog import Catalog
-from karma_dagster.ledger import Ledger, LedgerRow
+from karma_dagster.runtime.ledger import Ledger, LedgerRow
 
 # Backfill policies are "beta" in 1.13 (stable behaviour since 1.6): say it once in this docstring, not per asset.
 warnings.filterwarnings("ignore", message="Parameter `backfill_policy`", category=dg.BetaWarning)

@@ -18,7 +18,7 @@ from pydantic import BaseModel
 
 from karma_dagster.assets.batching import DATE_BACKFILL_POLICY, STAGE_BACKFILL_POLICY, BatchState, per_document
 from karma_dagster.backbones.base import Backbone
-from karma_dagster.ledger import Ledger, LedgerRow, ledger_path
+from karma_dagster.runtime.ledger import Ledger, LedgerRow, ledger_path
 from karma_dagster.partitioning.definitions import documents_partitions, kg_dates_partitions
 from karma_dagster.partitioning.mode import PartitionMode
 from karma_dagster.resources.backbones import BackbonesResource
@@ -26,7 +26,7 @@ from karma_dagster.resources.params import KarmaParamsResource
 from karma_dagster.resources.storage import KarmaStorageResource
 from karma_dagster.schemas.frames import records_to_frame
 from karma_dagster.stages import ABLATED, SEED_KG, Stage, StageInputs
-from karma_dagster.stage_store import StageStore
+from karma_dagster.runtime.stage_store import StageStore
 
 
 def stage_key(namespace: str, stage: str) -> dg.AssetKey:

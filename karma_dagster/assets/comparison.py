@@ -14,7 +14,7 @@ from pathlib import Path
 import dagster as dg
 import pandas as pd
 
-from karma_dagster.config import BackboneStatus, statuses_markdown
+from karma_dagster.runtime.config import BackboneStatus, statuses_markdown
 from karma_dagster.assets.chain import backbone_group, kg_key, stage_key
 from karma_dagster.assets.freshness import kg_grew
 from karma_dagster.assets.notices import judge_notice

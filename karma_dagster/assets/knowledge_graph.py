@@ -8,7 +8,7 @@ import dagster as dg
 
 from karma_dagster.agents.integration import StageTableInvalid, collect_documents
 from karma_dagster.assets.chain import backbone_group, kg_key, stage_key
-from karma_dagster.document_states import evaluated_not_recorded, states_in_stores
+from karma_dagster.runtime.document_states import evaluated_not_recorded, states_in_stores
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.ingest.keys import date_of_document_key
 from karma_dagster.jobs import KG_WRITER_POOL
@@ -16,14 +16,14 @@ from karma_dagster.kg import day_order, invariants, merge
 from karma_dagster.kg.merge import IncrementStats, TripleValidationError
 from karma_dagster.partitioning.definitions import kg_dates_partitions
 from karma_dagster.partitioning.mode import PartitionMode
-from karma_dagster.paths import DataPaths
+from karma_dagster.runtime.paths import DataPaths
 from karma_dagster.resources.backbones import BackbonesResource
 from karma_dagster.resources.params import KarmaParamsResource
 from karma_dagster.resources.storage import KarmaStorageResource
 from karma_dagster.review.merge_inputs import DOC_PREFIX as REVIEW_PREFIX
 from karma_dagster.review.merge_inputs import record_merged, review_docs
 from karma_dagster.review.queue import ReviewQueue
-from karma_dagster.stage_store import StageStore
+from karma_dagster.runtime.stage_store import StageStore
 from karma_dagster.stages import FINAL_STAGE, SEED_KG, chain_version
 
 DESCRIPTION = (

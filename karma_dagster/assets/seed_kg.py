@@ -8,8 +8,8 @@ import dagster as dg
 from pydantic import Field
 
 from karma_dagster.resources.params import KarmaParamsResource
-from karma_dagster import services
-from karma_dagster.paths import data_file, display_path
+from karma_dagster.runtime import services
+from karma_dagster.runtime.paths import data_file, display_path
 from karma_dagster.resources.storage import KarmaStorageResource
 from karma_dagster.stages import SEED_KG
 

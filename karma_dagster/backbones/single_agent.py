@@ -38,9 +38,9 @@ from karma_dagster.backbones.base import (
     Usage,
 )
 from karma_dagster.backbones.local.judge import LocalJudge
-from karma_dagster.config import BACKBONE_MODES
+from karma_dagster.runtime.config import BACKBONE_MODES
 from karma_dagster.dictionary.lexicon import CORPUS_TYPE
-from karma_dagster.params import KarmaParams
+from karma_dagster.runtime.params import KarmaParams
 from karma_dagster.schemas.records import MentionSpan, ParsedDocument, RawSection
 
 SINGLE_AGENT_VERSION = "single-agent-v2"

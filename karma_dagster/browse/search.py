@@ -24,7 +24,7 @@ from pydantic import BaseModel
 from karma_dagster.dictionary.lexicon import read_tsv_gz
 from karma_dagster.kg.identity import Crosswalk, curie_key
 from karma_dagster.kg.store import KGStore
-from karma_dagster.paths import data_file
+from karma_dagster.runtime.paths import data_file
 
 MAX_HITS = 25
 Match = Literal["id", "xref", "name", "synonym"]

@@ -17,10 +17,10 @@ from karma_dagster.cogmg.grounding import ground_plan
 from karma_dagster.cogmg.models import Answer, Completion, OpenTriple, QueryPlan, QueryStep
 from karma_dagster.cogmg.plan import bridges, execute
 from karma_dagster.cogmg.questions import check_question
-from karma_dagster.config import BackboneSettings
+from karma_dagster.runtime.config import BackboneSettings
 from karma_dagster.kg.backends import kg_exists, kg_store
-from karma_dagster.params import KarmaParams
-from karma_dagster.paths import DataPaths
+from karma_dagster.runtime.params import KarmaParams
+from karma_dagster.runtime.paths import DataPaths
 
 NoLinkableEntity = decompose_local.NoLinkableEntity
 NOT_UNDERSTOOD = "not understood"

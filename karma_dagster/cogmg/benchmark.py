@@ -17,7 +17,7 @@ from karma_dagster.cogmg.answer import run_plan
 from karma_dagster.cogmg.models import Answer, Completion
 from karma_dagster.cogmg.questions import Question
 from karma_dagster.metrics.qa import normalize
-from karma_dagster.paths import DataPaths
+from karma_dagster.runtime.paths import DataPaths
 
 TripleKey = tuple[str, str, str]
 

@@ -43,9 +43,9 @@ class AskError(ValueError):
 def _backbone(name: str, data) -> tuple[Any, Any]:  # noqa: ANN001
     """(settings, the LLM backbone or None for local). A backbone named here runs even when backbones.yaml has it
     disabled, as with `karma run --backbone`; one whose key variable is unset cannot, with the same error."""
-    from karma_dagster import services
+    from karma_dagster.runtime import services
     from karma_dagster.cogmg import llm, write
-    from karma_dagster.config import read_backbones
+    from karma_dagster.runtime.config import read_backbones
 
     entries = read_backbones().backbones
     if name not in entries:
@@ -153,9 +153,9 @@ def cmd_ask(args: argparse.Namespace) -> int:
     from karma_dagster.cogmg.answer import answer_question
     from karma_dagster.cogmg.pipeline import complete_answer
     from karma_dagster.cogmg.questions import QuestionRejected, check_question
-    from karma_dagster.config import ConfigError
+    from karma_dagster.runtime.config import ConfigError
     from karma_dagster.kg.backends import kg_exists
-    from karma_dagster.paths import DataPaths
+    from karma_dagster.runtime.paths import DataPaths
 
     if not args.question.strip():
         print("karma ask: the question is empty", file=sys.stderr)

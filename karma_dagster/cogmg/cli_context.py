@@ -26,7 +26,7 @@ def add_parser(sub) -> None:  # noqa: ANN001 - argparse's private subparsers typ
 
 def cmd_context(args: argparse.Namespace) -> int:
     from karma_dagster.cogmg.kg_context import KGContextError, kg_context
-    from karma_dagster.paths import DataPaths
+    from karma_dagster.runtime.paths import DataPaths
 
     try:
         as_of = dt.date.fromisoformat(args.as_of) if args.as_of else None

@@ -13,15 +13,15 @@ from typing import Any
 
 import pandas as pd
 
-from karma_dagster import services
+from karma_dagster.runtime import services
 from karma_dagster.cogmg import llm
 from karma_dagster.cogmg.models import Completion, LinkedEntity, OpenTriple
 from karma_dagster.cogmg.passages import passage_index
 from karma_dagster.kg.embeddings import normalize_name
-from karma_dagster.params import KarmaParams
-from karma_dagster.paths import DataPaths
+from karma_dagster.runtime.params import KarmaParams
+from karma_dagster.runtime.paths import DataPaths
 from karma_dagster.schemas.records import MentionSpan
-from karma_dagster.stage_store import StageStore
+from karma_dagster.runtime.stage_store import StageStore
 
 CANDIDATE_STAGES = ("evaluated", "resolved", "aligned", "relations")  # furthest first
 RE_MIN_PROBABILITY = 0.5  # a passage pair's classifier p for a label that maps to the missing relation

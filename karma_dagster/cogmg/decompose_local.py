@@ -15,13 +15,13 @@ from __future__ import annotations
 
 from itertools import permutations
 
-from karma_dagster import services
+from karma_dagster.runtime import services
 from karma_dagster.cogmg.cues import answer_kinds, named_kinds, relation_cues, which_span
 from karma_dagster.cogmg.models import Hop, LinkedEntity, QueryPlan, QueryStep
 from karma_dagster.kg.embeddings import normalize_name
 from karma_dagster.kg.schema import KGSchema
-from karma_dagster.params import KarmaParams
-from karma_dagster.paths import DataPaths
+from karma_dagster.runtime.params import KarmaParams
+from karma_dagster.runtime.paths import DataPaths
 
 DECOMPOSER = "local: dictionary NER + entity index + relation-cue lexicon (cogmg/cues.py)"
 

@@ -36,8 +36,8 @@ from karma_dagster.kg import reinforcement
 from karma_dagster.kg.backends import kg_exists, kg_store
 from karma_dagster.kg_tools.bounds import CONTEXT_BUDGET_DEFAULT, CONTEXT_BUDGET_MAX, CONTEXT_BUDGET_MIN
 from karma_dagster.kg_tools.results import Refused, ToolResult
-from karma_dagster.params import KarmaParams
-from karma_dagster.paths import DataPaths
+from karma_dagster.runtime.params import KarmaParams
+from karma_dagster.runtime.paths import DataPaths
 
 BUDGET_MIN, BUDGET_MAX, BUDGET_DEFAULT = CONTEXT_BUDGET_MIN, CONTEXT_BUDGET_MAX, CONTEXT_BUDGET_DEFAULT  # tokens
 LINKED_MAX = 5  # linked entities whose neighbourhood is read (longest mention first)

@@ -12,10 +12,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from karma_dagster import services
+from karma_dagster.runtime import services
 from karma_dagster.cogmg.models import Hop, LinkedEntity, OpenTriple, QueryPlan, QueryStep
 from karma_dagster.kg.embeddings import normalize_name
-from karma_dagster.paths import DataPaths
+from karma_dagster.runtime.paths import DataPaths
 
 DECOMPOSE, COMPLETE = "cogmg_decompose", "cogmg_complete"
 MAX_STEPS = 6  # a plan's steps (each of up to two hops): the model's fan-out is bounded like the lexicon's

@@ -71,7 +71,7 @@ class OpenTriple(MissingTriple):
 
 
 def _schema_relations() -> list[str]:
-    from karma_dagster.services import kg_schema
+    from karma_dagster.runtime.services import kg_schema
 
     return kg_schema().relation_names
 

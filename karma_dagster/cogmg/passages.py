@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from karma_dagster.cogmg.models import Passage
 from karma_dagster.dictionary.sentences import split_sentences
-from karma_dagster.paths import DataPaths
-from karma_dagster.stage_store import StageStore
+from karma_dagster.runtime.paths import DataPaths
+from karma_dagster.runtime.stage_store import StageStore
 
 PASSAGE_TOKENS = 256
 _WORD = re.compile(r"\S+")

@@ -7,9 +7,9 @@ from typing import Any
 from karma_dagster.cogmg import complete
 from karma_dagster.cogmg.models import Answer, Completion
 from karma_dagster.cogmg.verify import verify
-from karma_dagster.config import BackboneSettings
-from karma_dagster.params import KarmaParams
-from karma_dagster.paths import DataPaths
+from karma_dagster.runtime.config import BackboneSettings
+from karma_dagster.runtime.params import KarmaParams
+from karma_dagster.runtime.paths import DataPaths
 
 
 def complete_answer(answer: Answer, *, settings: BackboneSettings, data: DataPaths, llm_backbone: Any = None,

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from karma_dagster.kg import names as kg_names
 from karma_dagster.kg_tools.bounds import QUESTION_MAX_CHARS  # the tools' schema bounds it too
-from karma_dagster.paths import data_file
+from karma_dagster.runtime.paths import data_file
 
 _NAME = r"[a-z0-9]+(?:[-_][a-z0-9]+)*"
 FILE_RE = re.compile(rf"^(?P<set>{_NAME})\.v(?P<version>[1-9]\d*)\.yaml$")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from karma_dagster import services
+from karma_dagster.runtime import services
 from karma_dagster.backbones.local.triple_features import contrasted_pair, negated_pair
 from karma_dagster.cogmg.grounding import find_span
 from karma_dagster.dictionary import cues

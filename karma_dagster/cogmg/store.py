@@ -15,7 +15,7 @@ from pathlib import Path
 from pydantic import TypeAdapter
 
 from karma_dagster.cogmg.models import Answer, Completion
-from karma_dagster.paths import DataPaths
+from karma_dagster.runtime.paths import DataPaths
 
 _SAFE = re.compile(r"^[A-Za-z0-9._-]+$")
 _COMPLETIONS = TypeAdapter(list[Completion])

@@ -21,7 +21,7 @@ from karma_dagster.cogmg.relation_reading import read
 from karma_dagster.kg import admission_rules as rules
 from karma_dagster.kg.embeddings import normalize_name
 from karma_dagster.kg.backends import kg_exists, kg_store
-from karma_dagster.paths import DataPaths
+from karma_dagster.runtime.paths import DataPaths
 
 TOP_K = 5
 MIN_RELATIVE_SCORE = 0.5

@@ -24,7 +24,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from karma_dagster.dictionary.lexicon import read_tsv_gz
-from karma_dagster.paths import data_file
+from karma_dagster.runtime.paths import data_file
 
 HGNC_FILE = "hgnc-genes.tsv.gz"
 _WORD = re.compile(r"[a-z][a-z0-9]+")

@@ -26,8 +26,8 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
 from karma_dagster.dictionary.variants import split_identifier, variant_id
-from karma_dagster.integrity import PARQUET_WRITE, StoreCorrupt, quarantine, read_parquet_checked
-from karma_dagster.paths import data_file
+from karma_dagster.runtime.integrity import PARQUET_WRITE, StoreCorrupt, quarantine, read_parquet_checked
+from karma_dagster.runtime.paths import data_file
 from karma_dagster.project.safe_files import replace_with
 
 LEXICON_VERSION = "lexicon.v1"

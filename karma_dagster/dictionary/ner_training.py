@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field
 
 from karma_dagster.dictionary.lexicon import CORPORA, CORPUS_TYPE
 from karma_dagster.ingest.pubtator import PubTatorDoc, read_pubtator
-from karma_dagster.paths import data_file
+from karma_dagster.runtime.paths import data_file
 
 LABELS: tuple[str, ...] = ("Gene", "Disease", "Chemical", "Variant", "Species", "CellLine")
 MODEL_DIR = data_file("models", "ner")

@@ -17,7 +17,7 @@ def export_dir(data_root: Path, namespace: str, fmt: str, as_of: dt.date) -> Pat
 
 def known_namespaces(store) -> list[str]:  # noqa: ANN001 - KGStore
     """Backbones of backbones.yaml (enabled or not) plus every namespace the KG holds rows of."""
-    from karma_dagster.config import read_backbones
+    from karma_dagster.runtime.config import read_backbones
 
     names = set(read_backbones().backbones)
     if store.exists():
@@ -28,7 +28,7 @@ def known_namespaces(store) -> list[str]:  # noqa: ANN001 - KGStore
 def cmd_export(args: argparse.Namespace) -> int:
     from karma_dagster.export.run import ExportError, check_base_iri, check_target, export_kg, parse_as_of
     from karma_dagster.kg.backends import kg_store
-    from karma_dagster.paths import DataPaths, display_path
+    from karma_dagster.runtime.paths import DataPaths, display_path
 
     try:
         as_of = parse_as_of(args.as_of) if args.as_of else dt.date.today()

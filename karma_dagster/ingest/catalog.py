@@ -27,7 +27,7 @@ from karma_dagster.ingest.dates import DateSource, DocumentDate, UndatedPolicy, 
 from karma_dagster.ingest.keys import content_hash, document_key
 from karma_dagster.ingest.papers import PaperInfo, PaperLookup, first_author
 from karma_dagster.ingest.source_rank import is_full_text, source_rank
-from karma_dagster.integrity import check_sqlite, sqlite_errors
+from karma_dagster.runtime.integrity import check_sqlite, sqlite_errors
 from karma_dagster.schemas.records import ParsedDocument, SourceFormat
 
 CATALOG_REMEDY = "restore it from a backup (moving it away makes the next `karma run` register the inbox anew)"

@@ -39,7 +39,7 @@ from pydantic import BaseModel, ConfigDict
 
 from karma_dagster.kg import reinforcement
 from karma_dagster.kg.edges import EdgeFacts, edge_text
-from karma_dagster.params import KarmaParams
+from karma_dagster.runtime.params import KarmaParams
 
 Action = Literal["keep", "discard", "replace", "review"]
 Verdict = Literal["agree", "contradict"]

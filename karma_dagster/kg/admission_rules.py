@@ -26,7 +26,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from karma_dagster import date_range
+from karma_dagster.runtime import date_range
 from karma_dagster.kg.identity import Crosswalk, compatible, curie_key, name_key
 from karma_dagster.kg.schema import KGSchema, Metaedge
 
@@ -111,7 +111,7 @@ def default_schema() -> KGSchema:
 def _mesh_kinds() -> dict[str, frozenset[str]]:
     """MeSH id -> kinds, from the shipped MeSH descriptors' trees and the supplementary drug records."""
     from karma_dagster.dictionary.lexicon import read_tsv_gz
-    from karma_dagster.paths import data_file
+    from karma_dagster.runtime.paths import data_file
 
     base = data_file("vocab")
     out: dict[str, frozenset[str]] = {}

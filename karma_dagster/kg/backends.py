@@ -14,7 +14,7 @@ from pathlib import Path
 
 from karma_dagster.kg.location import is_pg_url, kg_url, redacted
 from karma_dagster.kg.store import KGStore
-from karma_dagster.paths import DataPaths
+from karma_dagster.runtime.paths import DataPaths
 
 BACKENDS = ("duckdb", "postgres")
 

@@ -13,7 +13,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from karma_dagster.kg import invariants
     from karma_dagster.kg.admission_rules import RULES as ADMISSION
     from karma_dagster.kg.backends import kg_store
-    from karma_dagster.paths import DataPaths
+    from karma_dagster.runtime.paths import DataPaths
 
     rules = {**ADMISSION, **invariants.INVARIANTS}
     store = kg_store(DataPaths(args.data_dir or ""))

@@ -9,7 +9,7 @@ import sys
 def cmd_dedupe(args: argparse.Namespace) -> int:
     from karma_dagster.kg import dedupe
     from karma_dagster.kg.backends import kg_store
-    from karma_dagster.paths import DataPaths
+    from karma_dagster.runtime.paths import DataPaths
 
     store = kg_store(DataPaths(args.data_dir or ""))
     if not store.exists():

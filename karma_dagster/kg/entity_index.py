@@ -41,8 +41,8 @@ import pyarrow.compute as pc
 import scipy.sparse as sp
 from pydantic import BaseModel, ConfigDict
 
-from karma_dagster.integrity import StoreCorrupt, lance_is_corruption
-from karma_dagster.shared_storage import lance_storage_options, shared_lock, storage_root
+from karma_dagster.runtime.integrity import StoreCorrupt, lance_is_corruption
+from karma_dagster.runtime.shared_storage import lance_storage_options, shared_lock, storage_root
 from karma_dagster.kg.embeddings import Embedder, HashingCharNgramEmbedder, normalize_name
 from karma_dagster.kg.name_vectors import IVFParams, NameVectors, sparse_rows
 

@@ -31,7 +31,7 @@ from karma_dagster.dictionary.gene_aliases import GeneAliases
 from karma_dagster.dictionary.lexicon import read_tsv_gz
 from karma_dagster.kg.embeddings import normalize_name
 from karma_dagster.kg.name_xrefs import name_xrefs
-from karma_dagster.paths import data_file
+from karma_dagster.runtime.paths import data_file
 
 XREFS_FILE = "hetionet-xrefs.tsv.gz"
 MESH_FILE = "mesh-current.tsv.gz"

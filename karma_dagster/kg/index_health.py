@@ -15,11 +15,11 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
-from karma_dagster.integrity import StoreCorrupt
+from karma_dagster.runtime.integrity import StoreCorrupt
 from karma_dagster.kg.entity_index import INDEX_KIND, INDEX_REMEDY, EntityIndex, IndexCorrupt, KGEntity, set_aside
 from karma_dagster.kg.store import KGStore
-from karma_dagster.paths import display_path
-from karma_dagster.shared_storage import shared_lock
+from karma_dagster.runtime.paths import display_path
+from karma_dagster.runtime.shared_storage import shared_lock
 
 log = logging.getLogger(__name__)
 

@@ -53,7 +53,7 @@ from karma_dagster.kg.store import (
     metaedge_by_abbrev,
     schema_relations,
 )
-from karma_dagster.params import KarmaParams
+from karma_dagster.runtime.params import KarmaParams
 
 
 class TripleValidationError(ValueError):

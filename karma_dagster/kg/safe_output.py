@@ -33,7 +33,7 @@ def _inside(path: Path, root: Path) -> bool:
 def protected_folders(data=None, extra: Iterable[Path | str] = ()) -> tuple[list[tuple[str, Path]], list[Path]]:  # noqa: ANN001
     """([(what, folder)] never written and never inside the target, [folders the target must not be inside]).
     `data`: the command's DataPaths, if it has one."""
-    from karma_dagster.paths import _checkout_root, dagster_home
+    from karma_dagster.runtime.paths import _checkout_root, dagster_home
 
     never: list[tuple[str, Path | str]] = []
     stores: list[Path] = []
@@ -70,7 +70,7 @@ def check_output_folder(out: Path | str, *, kind: str, data=None, report: str | 
     for p in stores:
         if _inside(path, p):
             raise TargetRefused(f"{shown}: inside a store of the data dir ({p.name}); give a new folder elsewhere")
-    from karma_dagster.paths import dagster_home
+    from karma_dagster.runtime.paths import dagster_home
 
     home = _resolved(dagster_home())
     if _inside(path, home) and not (data_root is not None and _inside(path, data_root)):

@@ -26,7 +26,7 @@ import filelock
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer
 
-from karma_dagster.integrity import DUCKDB_OFFLINE, StoreCorrupt, duckdb_is_corruption
+from karma_dagster.runtime.integrity import DUCKDB_OFFLINE, StoreCorrupt, duckdb_is_corruption
 from karma_dagster.kg import keyed
 from karma_dagster.kg import reinforcement
 from karma_dagster.kg import names as kg_names

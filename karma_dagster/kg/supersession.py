@@ -34,7 +34,7 @@ from karma_dagster.kg import keyed
 from karma_dagster.kg import names as kg_names
 from karma_dagster.kg import reinforcement
 from karma_dagster.kg.edges import EdgeFacts
-from karma_dagster.params import KarmaParams
+from karma_dagster.runtime.params import KarmaParams
 
 MIN_PAPERS = 2  # one paper never overturns an edge on its own weight (the agent's margin already judged it)
 LOGIT_MARGIN = 1.0  # log-odds the contradiction must lead the edge by

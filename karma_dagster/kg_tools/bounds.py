@@ -12,7 +12,7 @@ the argument, the value and the bound: the caller's model reads it and calls aga
 
 from __future__ import annotations
 
-from karma_dagster import date_range
+from karma_dagster.runtime import date_range
 from karma_dagster.ingest.keys import check_document_key
 from karma_dagster.kg import names as kg_names
 from karma_dagster.kg_tools.results import Refused

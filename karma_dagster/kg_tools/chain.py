@@ -23,13 +23,13 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel
 
-from karma_dagster import services
+from karma_dagster.runtime import services
 from karma_dagster.kg_tools.loop import run_tool_loop
 from karma_dagster.kg_tools.session import KGTools
 from karma_dagster.kg_tools.staging import DocumentStage
-from karma_dagster.paths import DataPaths
+from karma_dagster.runtime.paths import DataPaths
 from karma_dagster.schemas.records import SummaryRow
-from karma_dagster.stage_store import StageStore
+from karma_dagster.runtime.stage_store import StageStore
 
 PROMPT = "tools_agent"
 STATEMENTS, ENTITIES = "tool_statements", "tool_entities"  # the tools chain's staging tables

@@ -5,15 +5,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from karma_dagster import services
+from karma_dagster.runtime import services
 from karma_dagster.kg.schema import KGSchema
 from karma_dagster.kg.backends import kg_exists, kg_store
 from karma_dagster.kg.store import KGStore
 from karma_dagster.kg_tools.ontology import Ontology
 from karma_dagster.kg_tools.results import Refused
 from karma_dagster.kg_tools.staging import ENTITIES, FINAL_STAGE, DocumentStage
-from karma_dagster.paths import DataPaths
-from karma_dagster.stage_store import StageStore
+from karma_dagster.runtime.paths import DataPaths
+from karma_dagster.runtime.stage_store import StageStore
 
 _SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 

@@ -19,7 +19,7 @@ from karma_dagster.kg_tools.context import ToolContext, safe_name
 from karma_dagster.kg_tools.results import Refused, ToolResult
 from karma_dagster.kg_tools.schemas import parse_arguments
 from karma_dagster.kg_tools.staging import ENTITIES, FINAL_STAGE, ToolCallRecord, check_doc_key, merge_staged
-from karma_dagster.paths import DataPaths
+from karma_dagster.runtime.paths import DataPaths
 
 DEFAULT_NAMESPACE = "tools"
 _WROTE = {"create_instance": "id", "create_statement": "triple_id", "create_class": "label", "create_property": "label"}

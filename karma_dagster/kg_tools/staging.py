@@ -30,12 +30,12 @@ from karma_dagster.kg.merge import IncrementStats
 from karma_dagster.kg.backends import kg_store
 from karma_dagster.kg_tools.bounds import document_key
 from karma_dagster.kg_tools.results import Refused
-from karma_dagster.params import KarmaParams
-from karma_dagster.paths import DataPaths
+from karma_dagster.runtime.params import KarmaParams
+from karma_dagster.runtime.paths import DataPaths
 from karma_dagster.schemas.frames import frame_to_records, records_to_frame
 from karma_dagster.schemas.records import EvaluatedRow, MentionRow
 from karma_dagster.schemas.tables import EntitiesTable, EvaluatedTable
-from karma_dagster.stage_store import StageStore
+from karma_dagster.runtime.stage_store import StageStore
 
 FINAL_STAGE = "evaluated"  # stages.FINAL_STAGE (what the KG increment merges); not imported: stages.py imports
 # kg_tools for the `tools` chain mode (tests/test_kg_tools.py checks the two agree)

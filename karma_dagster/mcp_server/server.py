@@ -36,7 +36,7 @@ from karma_dagster.kg_tools.results import ToolResult
 from karma_dagster.kg_tools.schemas import (ALL_ARGS, CONTEXT_ARGS, DOCUMENT_TEXT, READ_ARGS, MergeDocumentArgs,
                                            description, parameters)
 from karma_dagster.kg_tools.session import KGTools
-from karma_dagster.paths import DataPaths
+from karma_dagster.runtime.paths import DataPaths
 from karma_dagster.web.guard import LocalGuard, host_name, new_token, own_hosts, own_origins
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")

@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from karma_dagster.project.safe_files import replace_with
 
 if TYPE_CHECKING:
-    from karma_dagster.config import BackboneStatus
+    from karma_dagster.runtime.config import BackboneStatus
 
 # column -> (header, higher is better (None: not a quality, never bold), format); Table 1's metrics first
 COLUMNS: dict[str, tuple[str, bool | None, str]] = {

@@ -14,7 +14,7 @@ from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.metrics.gold import GoldScores, score_gold
 from karma_dagster.metrics.gold_sources import aligned_mentions, gold_document, predicted_triples
 from karma_dagster.metrics.judging import DocumentTriples, Judgement, judge_documents, placed_mentions
-from karma_dagster.stage_store import StageStore
+from karma_dagster.runtime.stage_store import StageStore
 
 
 def compute_gold(stages: StageStore, catalog: Catalog, inbox: Path,

@@ -33,7 +33,7 @@ from karma_dagster.ingest.bioc import read_bioc_gold
 from karma_dagster.ingest.parse import source_format_of
 from karma_dagster.ingest.pubtator import PubTatorDoc, read_pubtator
 from karma_dagster.metrics.gold import GoldScores, PredictedMention, PredictedTriple, comparable_id, score_gold
-from karma_dagster.params import KarmaParams
+from karma_dagster.runtime.params import KarmaParams
 from karma_dagster.schemas.records import SummaryRow
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Literal, Protocol
 
 from karma_dagster.backbones.base import TripleQuery
-from karma_dagster.config import BackboneSettings
+from karma_dagster.runtime.config import BackboneSettings
 from karma_dagster.dictionary.cues import hedge_cue, negation_cue, relation_cue
 
 Verdict = Literal["likely_correct", "uncertain", "likely_incorrect", "not_judged"]

@@ -26,11 +26,11 @@ import pandas as pd
 from pydantic import BaseModel
 
 from karma_dagster.backbones.base import TripleQuery
-from karma_dagster.config import BackboneSettings
+from karma_dagster.runtime.config import BackboneSettings
 from karma_dagster.kg.store import KGStore
 from karma_dagster.metrics.judge import VERDICTS, TripleJudge, judge_chain_overlap
 from karma_dagster.metrics.qa import QAAnswer, answer_with_and_without_increments, load_questions, score
-from karma_dagster.stage_store import StageStore
+from karma_dagster.runtime.stage_store import StageStore
 
 Edge = tuple[str, str, str]  # head, relation, tail
 REMOVED_ACTIONS = ("discard", "review")  # a triple the conflict resolution kept out of the KG

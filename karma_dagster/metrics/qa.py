@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from karma_dagster.backbones.base import TripleQuery
 from karma_dagster.kg.store import SEED_ONLY_NAMESPACE, KGStore
 from karma_dagster.metrics.judge import TripleJudge
-from karma_dagster.paths import data_file
+from karma_dagster.runtime.paths import data_file
 
 QUESTIONS_FILE = "sample_questions.v2.yaml"
 

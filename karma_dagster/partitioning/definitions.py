@@ -18,7 +18,7 @@ from collections.abc import Iterable
 
 import dagster as dg
 
-from karma_dagster.date_range import kg_start_date, split_dates
+from karma_dagster.runtime.date_range import kg_start_date, split_dates
 from karma_dagster.ingest.keys import date_of_document_key
 
 DOCUMENTS = "documents"

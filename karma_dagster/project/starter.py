@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel
 
-from karma_dagster import paths
+from karma_dagster.runtime import paths
 from karma_dagster.project import discover
 from karma_dagster.project.safe_files import create_new, make_dirs
 

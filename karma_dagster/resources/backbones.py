@@ -7,9 +7,10 @@ from pathlib import Path
 import dagster as dg
 from pydantic import Field
 
-from karma_dagster import paths, services, stages
+from karma_dagster import stages
+from karma_dagster.runtime import paths, services
 from karma_dagster.backbones.base import Backbone
-from karma_dagster.config import BackboneEntry, BackboneSettings, read_backbones
+from karma_dagster.runtime.config import BackboneEntry, BackboneSettings, read_backbones
 from karma_dagster.resources.mirror import mirror
 from karma_dagster.resources.strict import StrictConfig, StrictResource
 from karma_dagster.resources.storage import KarmaStorageResource

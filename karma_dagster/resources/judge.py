@@ -7,7 +7,7 @@ from pathlib import Path
 import dagster as dg
 from pydantic import Field
 
-from karma_dagster.config import read_backbones
+from karma_dagster.runtime.config import read_backbones
 from karma_dagster.metrics.judge import LLMJudge, NoJudge, RuleJudge, TripleJudge
 from karma_dagster.resources.backbones import BackboneConfig, BackbonesResource, config_of
 from karma_dagster.resources.storage import KarmaStorageResource

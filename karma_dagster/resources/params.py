@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from karma_dagster.params import KarmaParams
+from karma_dagster.runtime.params import KarmaParams
 from karma_dagster.resources.mirror import mirror
 from karma_dagster.resources.strict import StrictResource
 

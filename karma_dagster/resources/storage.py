@@ -12,9 +12,9 @@ from karma_dagster.ingest.limits import InputLimits
 from karma_dagster.kg import backends as kg_backends
 from karma_dagster.kg.store import KGStore
 from karma_dagster.partitioning.mode import PartitionMode, partition_mode
-from karma_dagster.paths import DataPaths, data_choice, display_path, inbox_choice
+from karma_dagster.runtime.paths import DataPaths, data_choice, display_path, inbox_choice
 from karma_dagster.resources.strict import StrictResource
-from karma_dagster.stage_store import StageStore
+from karma_dagster.runtime.stage_store import StageStore
 
 
 class KarmaStorageResource(StrictResource):

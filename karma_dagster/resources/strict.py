@@ -11,7 +11,7 @@ from typing import Any
 import dagster as dg
 from pydantic import model_validator
 
-from karma_dagster.strict_keys import check_keys
+from karma_dagster.runtime.strict_keys import check_keys
 
 
 class StrictConfig(dg.Config):

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from karma_dagster.kg.backends import kg_location, kg_store
-from karma_dagster.paths import DataPaths
+from karma_dagster.runtime.paths import DataPaths
 from karma_dagster.review.models import DEFAULT_DAGSTER_URL
 
 if TYPE_CHECKING:  # the page, the queue and the merge load only when the command runs: `karma` starts fast
@@ -51,7 +51,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 def collect(paths: DataPaths, queue: ReviewQueue, backbones: list[str] | None, completion_files: list[Path]) -> dict:
     from pydantic import TypeAdapter, ValidationError
 
-    from karma_dagster import services
+    from karma_dagster.runtime import services
     from karma_dagster.review.changes import with_changes
     from karma_dagster.review.models import ReviewItem
     from karma_dagster.review.queue import ReviewError

@@ -12,7 +12,7 @@ from pathlib import Path
 from karma_dagster.cogmg.models import Completion
 from karma_dagster.kg import admission_rules as rules
 from karma_dagster.cogmg.store import CogmgStore
-from karma_dagster.paths import DataPaths
+from karma_dagster.runtime.paths import DataPaths
 from karma_dagster.review.marks import find_spans
 from karma_dagster.review.models import Evidence, ReviewItem, item_id
 from karma_dagster.review.queue import ReviewQueue

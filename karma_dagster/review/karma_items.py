@@ -23,10 +23,10 @@ import pandas as pd
 from karma_dagster.kg.backends import kg_store
 from karma_dagster.kg.schema import KGSchema
 from karma_dagster.kg.store import KGStore
-from karma_dagster.paths import DataPaths
+from karma_dagster.runtime.paths import DataPaths
 from karma_dagster.review.marks import find_spans
 from karma_dagster.review.models import Evidence, ReviewItem, item_id
-from karma_dagster.stage_store import StageStore
+from karma_dagster.runtime.stage_store import StageStore
 
 
 def namespaces(paths: DataPaths) -> list[str]:

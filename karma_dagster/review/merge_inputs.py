@@ -30,19 +30,19 @@ from typing import Any
 from pydantic import BaseModel
 
 from karma_dagster.agents.integration import collect_document
-from karma_dagster.document_states import DocumentStates
+from karma_dagster.runtime.document_states import DocumentStates
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.kg import admission_rules as rules
 from karma_dagster.kg import merge
 from karma_dagster.kg.backends import kg_store, open_kg_store
 from karma_dagster.kg.merge import DocInput, IncrementStats, TripleValidationError
 from karma_dagster.kg.store import KGStore, NodeIn, load_schema, schema_relations
-from karma_dagster.params import KarmaParams
-from karma_dagster.paths import DataPaths
+from karma_dagster.runtime.params import KarmaParams
+from karma_dagster.runtime.paths import DataPaths
 from karma_dagster.review import accepting
 from karma_dagster.review.models import EXTENSION, Decision, ReviewItem
 from karma_dagster.review.queue import ReviewError, ReviewQueue, default_path
-from karma_dagster.stage_store import StageStore
+from karma_dagster.runtime.stage_store import StageStore
 
 DOC_PREFIX = "review_"
 ChainDocs = Callable[[str, dt.date], dict[str, DocInput]]  # (namespace, date) -> the chain's documents of that day

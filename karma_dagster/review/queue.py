@@ -24,7 +24,7 @@ from filelock import FileLock
 
 from karma_dagster.kg import names as kg_names
 from karma_dagster.kg.store import schema_relations
-from karma_dagster.paths import DataPaths
+from karma_dagster.runtime.paths import DataPaths
 from karma_dagster.review import accepting
 from karma_dagster.review.models import STATUSES, Decision, DecisionIn, QueueCounts, ReviewItem
 

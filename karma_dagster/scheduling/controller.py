@@ -35,8 +35,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from karma_dagster.integrity import check_sqlite, sqlite_errors
-from karma_dagster.params import ControllerParams
+from karma_dagster.runtime.integrity import check_sqlite, sqlite_errors
+from karma_dagster.runtime.params import ControllerParams
 
 PRIORITY_SCALE = 100  # score 1.23 -> dagster/priority 123
 RULE = "rule"  # utility_source of the rule-based U

@@ -19,9 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from karma_dagster.backbones.base import Usage
 from karma_dagster.backbones.llm.cache import ResponseCache
 from karma_dagster.backbones.llm.client import LLMClient
-from karma_dagster.config import read_backbones
-from karma_dagster.paths import DataPaths
-from karma_dagster.prompts import PromptStore
+from karma_dagster.runtime.config import read_backbones
+from karma_dagster.runtime.paths import DataPaths
+from karma_dagster.runtime.prompts import PromptStore
 
 log = logging.getLogger(__name__)
 PROMPT = "controller"

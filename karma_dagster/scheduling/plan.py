@@ -20,10 +20,10 @@ import logging
 import re
 from dataclasses import dataclass
 
-from karma_dagster import services
+from karma_dagster.runtime import services
 from karma_dagster.ingest.catalog import Catalog, DocumentEntry
-from karma_dagster.ledger import Ledger, ledger_path
-from karma_dagster.paths import DataPaths
+from karma_dagster.runtime.ledger import Ledger, ledger_path
+from karma_dagster.runtime.paths import DataPaths
 from karma_dagster.scheduling.controller import (
     RULE,
     Candidate,

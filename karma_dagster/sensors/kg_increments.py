@@ -32,8 +32,8 @@ from dagster._core.definitions.unresolved_asset_job_definition import Unresolved
 from dagster._core.storage.dagster_run import IN_PROGRESS_RUN_STATUSES
 
 from karma_dagster.assets.chain import kg_key
-from karma_dagster.date_range import split_dates
-from karma_dagster.document_states import DocumentStates, states_in_stores
+from karma_dagster.runtime.date_range import split_dates
+from karma_dagster.runtime.document_states import DocumentStates, states_in_stores
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.ingest.keys import DAY_RE, KEY_RE, date_of_document_key
 from karma_dagster.jobs import DOCUMENT_JOB, merges

@@ -15,7 +15,7 @@ import json
 
 import dagster as dg
 
-from karma_dagster.date_range import today
+from karma_dagster.runtime.date_range import today
 from karma_dagster.ingest.feed.fetch import due_days, fetch_days
 from karma_dagster.ingest.feed.settings import FeedError
 from karma_dagster.ingest.feed.state import Cursor

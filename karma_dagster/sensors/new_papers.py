@@ -21,12 +21,12 @@ from dagster._core.definitions.unresolved_asset_job_definition import Unresolved
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.ingest.inbox import scan_inbox
 from karma_dagster.jobs import READING_LANE
-from karma_dagster.params import ControllerParams
+from karma_dagster.runtime.params import ControllerParams
 from karma_dagster.partitioning.definitions import add_requests, documents_partitions
 from karma_dagster.resources.params import KarmaParamsResource
-from karma_dagster.removal import remove_deleted_citations, retire_rekeyed
+from karma_dagster.runtime.removal import remove_deleted_citations, retire_rekeyed
 from karma_dagster.resources.storage import KarmaStorageResource
-from karma_dagster.stage_store import StageStore
+from karma_dagster.runtime.stage_store import StageStore
 from karma_dagster.stages import FINAL_STAGE
 
 
@@ -36,11 +36,12 @@ from karma_dagster.stages import FINAL_STAGE
 # a 20,000-abstract PubTator file ~10 s) may run past the budget, so the budget leaves it the rest of the minute.
 SCAN_BUDGET_S = 15.0
 REQUESTS_PER_TICK = 1000
-# The controller's ordering waits at most CONTROLLER_BUDGET_S in a tick. Its first decision in a data folder builds
-# the dictionary lexicon it reads titles with (a dev check on the sample inbox measured that build at 835 s in the
-# sensor at load 20, so the first ticks failed at Dagster's 60 s): the decision goes on in one background thread of
-# the code server (warming the lexicon cache for the next ticks), and this tick's runs keep the default priority.
-CONTROLLER_BUDGET_S = 15.0
+# The controller's ordering waits at most CONTROLLER_BUDGET_S in a tick (with the scan's 15 s, a tick stays well under
+# 60 s). Its first decision in a data folder builds the dictionary lexicon it reads titles with (835 s in the sensor
+# at load 20 on a `dagster dev` check of the sample inbox, so the first ticks failed at Dagster's 60 s): the decision
+# goes on in one background thread of the code server (warming the lexicon cache for the next ticks), and this
+# tick's runs keep the default priority.
+CONTROLLER_BUDGET_S = 10.0
 _CONTROLLER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="karma-controller")
 _log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from dagster._core.definitions.assets.graph.asset_graph_subset import AssetGraph
 from dagster._core.definitions.partitions.subset.default import DefaultPartitionsSubset
 
 from karma_dagster.assets.chain import stage_key
-from karma_dagster.prompts import PromptStore
+from karma_dagster.runtime.prompts import PromptStore
 from karma_dagster.stages import Stage
 
 PromptVersions = dict[str, dict[str, str]]  # backbone -> prompt -> "reader.v2@1a2b3c4d5e6f"

@@ -10,7 +10,7 @@ import hashlib
 import dagster as dg
 from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
-from karma_dagster.date_range import split_dates
+from karma_dagster.runtime.date_range import split_dates
 from karma_dagster.kg.store import schema_relations
 from karma_dagster.partitioning.definitions import KG_DATES, first_kg_date, kg_dates_partitions
 from karma_dagster.resources.storage import KarmaStorageResource

@@ -152,7 +152,7 @@ def install_pause(spec: dict) -> None:
 
         Catalog.register_batch = pausing_register
     elif where == "stage":
-        from karma_dagster.stage_store import StageStore
+        from karma_dagster.runtime.stage_store import StageStore
 
         write, seen = StageStore.write, []
 

@@ -27,7 +27,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from karma_dagster import runner, services
+from karma_dagster import runner
+from karma_dagster.runtime import services
 
 JATS = ("PMC4686705.xml", "PMC4686705.json")
 NS = "local"
@@ -101,7 +102,7 @@ def _read_llm_cache(root: Path) -> object:
 
 
 def _read_ledger(root: Path) -> object:
-    from karma_dagster.ledger import Ledger
+    from karma_dagster.runtime.ledger import Ledger
 
     return Ledger(root / "ledger.sqlite").rows()
 
@@ -113,7 +114,7 @@ def _read_controller(root: Path) -> object:
 
 
 def _read_stage(root: Path) -> object:
-    from karma_dagster.stage_store import StageStore
+    from karma_dagster.runtime.stage_store import StageStore
 
     return StageStore(root / "stages").read(NS, "evaluated", _stage_file(root).stem)
 
@@ -202,7 +203,7 @@ def test_a_damaged_store_is_named_with_its_file_and_left_as_it_was(data, store_n
 
 def _read(store: Store, root: Path) -> None:
     try:
-        from karma_dagster import integrity
+        from karma_dagster.runtime import integrity
     except ImportError:  # the code before this check existed: nothing to reset
         pass
     else:
@@ -281,7 +282,7 @@ def test_a_damaged_row_of_the_catalog_is_named_by_a_later_read(data):
 # ---------------------------------------------------------------- derived caches: rebuilt, with a warning
 def _small_pubtator(tmp_path: Path, n: int = 40) -> Path:
     """The first n BioRED training abstracts: enough for the relation model to train in a second."""
-    from karma_dagster.paths import data_file
+    from karma_dagster.runtime.paths import data_file
 
     blocks = gzip.open(data_file("corpora", "biored-train.pubtator.gz"), "rt", encoding="utf-8").read().split("\n\n")
     out = tmp_path / "biored-small.pubtator"
@@ -392,7 +393,7 @@ def test_a_dagster_materialization_fails_with_the_message(module_run, pristine):
         assert failures, "the step must fail"
         error = failures[0].event_specific_data.error  # Dagster's "Error occurred while executing op", caused by:
         assert error.cause.cls_name == "StoreCorrupt", error.cause.cls_name
-        assert error.cause.message.startswith("karma_dagster.integrity.StoreCorrupt: corrupt KG: kg.duckdb ("), \
+        assert error.cause.message.startswith("karma_dagster.runtime.integrity.StoreCorrupt: corrupt KG: kg.duckdb ("), \
             error.cause.message
     finally:
         shutil.move(keep, kg)

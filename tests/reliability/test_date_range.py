@@ -14,7 +14,8 @@ import dagster as dg
 import pytest
 from sensor_ticks import tick
 
-from karma_dagster import date_range, runner
+from karma_dagster import runner
+from karma_dagster.runtime import date_range
 from karma_dagster.ingest.keys import date_of_document_key
 from karma_dagster.partitioning.definitions import KG_DATES, first_kg_date
 

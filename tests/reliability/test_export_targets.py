@@ -23,7 +23,7 @@ import pytest
 from karma_dagster.export import cli_export
 from karma_dagster.kg.seed_import import import_hetionet
 from karma_dagster.kg.store import KGStore
-from karma_dagster.paths import DataPaths, project_root
+from karma_dagster.runtime.paths import DataPaths, project_root
 from karma_dagster.resources.storage import KarmaStorageResource
 
 SEED = Path(__file__).resolve().parents[2] / "data" / "seed_kg"

@@ -20,8 +20,8 @@ import pytest
 from pydantic import ValidationError
 
 from karma_dagster import runner
-from karma_dagster.config import ConfigError, read_backbones
-from karma_dagster.params import KarmaParams
+from karma_dagster.runtime.config import ConfigError, read_backbones
+from karma_dagster.runtime.params import KarmaParams
 from karma_dagster.resources.backbones import BackboneConfig, BackbonesResource
 from karma_dagster.resources.params import KarmaParamsResource
 from karma_dagster.resources.storage import KarmaStorageResource

@@ -283,8 +283,8 @@ def _dump(store: KGStore) -> dict[str, list[tuple]]:
 def test_evidence_naming_no_node_is_reported_with_counts_and_examples(grown_file: Path, tmp_path: Path) -> None:
     """What today's silent replace left behind (seed nodes gone under evidence), reported wherever it is checked:
     after an import (the import's summary) and when `karma run` opens the KG (services.dangling_evidence)."""
-    from karma_dagster import services
-    from karma_dagster.paths import DataPaths
+    from karma_dagster.runtime import services
+    from karma_dagster.runtime.paths import DataPaths
 
     data = DataPaths(tmp_path / "data")
     data.root.mkdir()

@@ -20,8 +20,9 @@ from pathlib import Path
 import lancedb
 import pytest
 
-from karma_dagster import runner, services
-from karma_dagster.paths import DataPaths
+from karma_dagster import runner
+from karma_dagster.runtime import services
+from karma_dagster.runtime.paths import DataPaths
 
 NS = "local"
 JATS = ("PMC4686705.xml", "PMC4686705.json")

@@ -23,7 +23,7 @@ from test_crash_points import FIRST, SECOND, make_inbox
 from karma_dagster import runner
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.jobs import DOCUMENT_JOB, kg_job_name
-from karma_dagster.paths import DataPaths
+from karma_dagster.runtime.paths import DataPaths
 
 PAUSE = {"pause": "stage", "stage": "relations", "nth": 1}
 

@@ -19,7 +19,8 @@ import duckdb
 import pytest
 from reliability_helpers import SAMPLE_INBOX, dagster_instance
 
-from karma_dagster import runner, services
+from karma_dagster import runner
+from karma_dagster.runtime import services
 from karma_dagster.jobs import DOCUMENT_JOB
 
 FIRST = ("PMC4686705.xml", "PMC4686705.json")

@@ -16,7 +16,7 @@ import pytest
 from fake_openai_server import FakeOpenAIServer, Fault, agent_of, karma_responder
 
 from karma_dagster import cli, runner
-from karma_dagster.ledger import Ledger, LedgerRow, ledger_path
+from karma_dagster.runtime.ledger import Ledger, LedgerRow, ledger_path
 from karma_dagster.resources.backbones import BackboneConfig
 
 TIMEOUT = 3.0

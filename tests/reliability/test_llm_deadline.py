@@ -22,7 +22,7 @@ from fake_openai_server import Fault, FakeOpenAIServer  # noqa: E402
 
 from karma_dagster.backbones.llm.client import LLMCallError, LLMClient  # noqa: E402
 from karma_dagster.backbones.llm.outputs import AlignmentOutput  # noqa: E402
-from karma_dagster.prompts import RenderedPrompt  # noqa: E402
+from karma_dagster.runtime.prompts import RenderedPrompt  # noqa: E402
 
 GOOD = '{"kg_relation": "treats", "probability": 0.9}'
 DEADLINE = 2.0

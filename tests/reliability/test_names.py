@@ -31,7 +31,7 @@ from karma_dagster.kg.merge import TripleValidationError, merge_increment
 from karma_dagster.kg.store import KGStore
 from karma_dagster.kg.names import NAME_MAX_CHARS, Rejection, clean_name, clean_text
 from karma_dagster.resources.backbones import BackboneConfig
-from karma_dagster.stage_store import StageStore
+from karma_dagster.runtime.stage_store import StageStore
 
 FAKE_KEY = "sk-karma-test-0000-not-a-real-key"
 ESCAPED = "\x1b[31mTP53\x1b[0m"  # what a terminal shows red; a KG name must never carry it

@@ -13,7 +13,8 @@ import shutil
 import pytest
 from reliability_helpers import kg_query, kg_state
 
-from karma_dagster import cli, runner, services
+from karma_dagster import cli, runner
+from karma_dagster.runtime import services
 from karma_dagster.kg.merge import TripleValidationError
 from karma_dagster.review import cli_review
 from karma_dagster.review.merge_inputs import doc_key, merge_date

@@ -58,7 +58,7 @@ class _Clock:
 
 
 def test_eta_counts_only_unfinished_documents_from_the_finished_ones_rate():
-    from karma_dagster.progress import Progress
+    from karma_dagster.runtime.progress import Progress
 
     clock = _Clock()
     progress = Progress(4, clock=clock)
@@ -71,7 +71,7 @@ def test_eta_counts_only_unfinished_documents_from_the_finished_ones_rate():
 def test_a_batch_is_announced_before_its_run_and_its_lines_carry_the_eta_as_of_its_end(monkeypatch):
     """Three documents that finish together in one run: each line's ETA counts only the fourth (not the two
     others of its own, already finished, batch), and a line says what is running before the run starts."""
-    from karma_dagster.progress import Progress
+    from karma_dagster.runtime.progress import Progress
 
     clock = _Clock()
     lines: list[str] = []

@@ -26,8 +26,8 @@ from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.ingest.inbox import ScanResult, load_document, scan_inbox
 from karma_dagster.ingest.parse import parse_file
 from karma_dagster.ingest.pubtator import PubTatorDoc
-from karma_dagster.paths import DataPaths
-from karma_dagster.removal import remove_deleted_citations
+from karma_dagster.runtime.paths import DataPaths
+from karma_dagster.runtime.removal import remove_deleted_citations
 
 ARRIVAL = dt.date(2026, 1, 2)
 PDF_PAPER = "PMC4738914"  # PMID 26884767 (its sidecar names it)

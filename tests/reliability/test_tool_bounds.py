@@ -22,7 +22,7 @@ from karma_dagster.cogmg.questions import QUESTION_MAX_CHARS, QuestionFileError,
 from karma_dagster.kg.store import KGStore
 from karma_dagster.kg_tools.bounds import COMMENT_MAX_CHARS, EVIDENCE_MAX_CHARS, NEIGHBOURS_LIMIT_MAX, SEARCH_K_MAX
 from karma_dagster.kg_tools.session import KGTools
-from karma_dagster.paths import DataPaths
+from karma_dagster.runtime.paths import DataPaths
 
 REPO = Path(__file__).resolve().parents[2]
 NS, DOC = "bounds", "2022-07-08_boundstest"
@@ -178,7 +178,7 @@ def test_the_mcp_server_refuses_out_of_bounds_calls(data_dir: Path) -> None:
 
 def test_karma_ask_bounds_the_question(tmp_path: Path, capsys: pytest.CaptureFixture, seeded: Path) -> None:
     from karma_dagster.cogmg.answer import answer_question
-    from karma_dagster.config import read_backbones
+    from karma_dagster.runtime.config import read_backbones
 
     for text in ("What treats diabetes? " * 1400, "What treats " + "x" * 100_000):
         started = time.monotonic()

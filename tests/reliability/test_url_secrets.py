@@ -20,8 +20,8 @@ from pg_server import PostgresServer
 
 from karma_dagster.kg.backends import kg_store
 from karma_dagster.kg.location import KG_URL_ENV, install_scrubber, redacted
-from karma_dagster.paths import DataPaths
-from karma_dagster.shared_storage import STORAGE_URL_ENV, storage_url
+from karma_dagster.runtime.paths import DataPaths
+from karma_dagster.runtime.shared_storage import STORAGE_URL_ENV, storage_url
 
 REPO = Path(__file__).resolve().parents[2]
 SECRET = "Pl4ntedS3cret7f3a9c41"

@@ -27,7 +27,7 @@ import httpx
 import pytest
 from starlette.testclient import TestClient
 
-from karma_dagster.paths import DataPaths
+from karma_dagster.runtime.paths import DataPaths
 from karma_dagster.review.app import create_app
 from karma_dagster.review.changes import with_changes
 from karma_dagster.review.cogmg_items import items_from_completions

@@ -26,8 +26,8 @@ from karma_dagster.backbones.llm.client import (
     parse_json_reply,
 )
 from karma_dagster.backbones.llm.outputs import OUTPUT_MODELS
-from karma_dagster.config import BackboneSettings
-from karma_dagster.prompts import PromptStore
+from karma_dagster.runtime.config import BackboneSettings
+from karma_dagster.runtime.prompts import PromptStore
 
 
 def make_llm_backbone(

@@ -39,7 +39,7 @@ from karma_dagster.backbones.llm.outputs import (
 )
 from karma_dagster.kg.entity_index import compatible_kinds
 from karma_dagster.kg.schema import KGSchema
-from karma_dagster.prompts import PromptStore, RenderedPrompt
+from karma_dagster.runtime.prompts import PromptStore, RenderedPrompt
 from karma_dagster.schemas.records import MentionSpan, ParsedDocument, RawSection
 
 # KARMA's evaluator judges confidence, clarity and relevance as separate questions, one prompt each.

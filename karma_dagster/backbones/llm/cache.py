@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from karma_dagster.integrity import check_sqlite, sqlite_guarded
+from karma_dagster.runtime.integrity import check_sqlite, sqlite_guarded
 
 KIND = "LLM reply cache"
 REMEDY = ("restore it from a backup, or move it away (a new cache starts empty: the replies are then requested "

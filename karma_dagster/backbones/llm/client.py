@@ -39,8 +39,8 @@ from karma_dagster.backbones.llm.structured import (
     is_form_refusal,
     request_fields,
 )
-from karma_dagster.config import BackboneSettings
-from karma_dagster.prompts import RenderedPrompt
+from karma_dagster.runtime.config import BackboneSettings
+from karma_dagster.runtime.prompts import RenderedPrompt
 
 PROMPT_HEADER = "X-Karma-Prompt"
 UsageDelta = Usage  # what one call adds to a backbone's running Usage

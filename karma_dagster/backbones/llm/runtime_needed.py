@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from urllib.parse import urlsplit
 
 from karma_dagster.backbones.llm.local_server import DEFAULT_PORT  # importing it loads no llama.cpp
-from karma_dagster.config import BackboneEntry, BackbonesFile, ConfigError, read_backbones
+from karma_dagster.runtime.config import BackboneEntry, BackbonesFile, ConfigError, read_backbones
 
 _LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "0.0.0.0"}
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from karma_dagster.backbones.local.triple_features import FEATURES_VERSION, features
-from karma_dagster.paths import data_file
+from karma_dagster.runtime.paths import data_file
 from karma_dagster.schemas.triple_context import TripleContext
 
 MODEL_FILE = "model.json"

@@ -101,7 +101,7 @@ from karma_dagster.dictionary import cues, sentences
 from karma_dagster.dictionary.sentences import split_sentences
 from karma_dagster.ingest import pubtator
 from karma_dagster.ingest.pubtator import PubTatorDoc, read_pubtator
-from karma_dagster.params import KarmaParams
+from karma_dagster.runtime.params import KarmaParams
 from karma_dagster.schemas.records import MentionSpan
 
 log = logging.getLogger(__name__)

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from karma_dagster.backbones.local.relations import _bucket
-from karma_dagster.paths import data_file
+from karma_dagster.runtime.paths import data_file
 
 SEED_NODES = ("seed_kg", "nodes.tsv")
 SEED_EDGES = ("seed_kg", "edges.sif.gz")

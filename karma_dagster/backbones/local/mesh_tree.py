@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from karma_dagster.dictionary.lexicon import read_tsv_gz
-from karma_dagster.paths import data_file
+from karma_dagster.runtime.paths import data_file
 
 TREE_FILE = ("vocab", "mesh-tree-numbers.tsv.gz")
 

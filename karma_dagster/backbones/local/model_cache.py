@@ -12,7 +12,7 @@ from typing import TypeVar
 import joblib
 from filelock import FileLock
 
-from karma_dagster.integrity import quarantine
+from karma_dagster.runtime.integrity import quarantine
 
 T = TypeVar("T")
 

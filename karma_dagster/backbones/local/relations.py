@@ -33,7 +33,7 @@ from karma_dagster.dictionary.cues import relation_cues
 from karma_dagster.dictionary.sentences import split_sentences
 from karma_dagster.ingest.pubtator import PubTatorDoc, read_pubtator
 from karma_dagster.backbones.local.model_cache import load_or_train
-from karma_dagster.paths import data_file
+from karma_dagster.runtime.paths import data_file
 from karma_dagster.schemas.records import MentionSpan
 
 log = logging.getLogger(__name__)

@@ -21,7 +21,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from karma_dagster.ingest.pubtator import read_pubtator
-from karma_dagster.paths import data_file
+from karma_dagster.runtime.paths import data_file
 from karma_dagster.project.safe_files import replace_file
 
 TRAINING_CORPORA: tuple[str, ...] = (

@@ -28,10 +28,10 @@ def _seconds(text: str) -> float:
 
 
 def cmd_fetch(args: argparse.Namespace) -> int:
-    from karma_dagster.date_range import today
+    from karma_dagster.runtime.date_range import today
     from karma_dagster.ingest.feed.fetch import days_between, fetch_days
     from karma_dagster.ingest.feed.settings import FeedError, FeedSettings
-    from karma_dagster.paths import DataPaths, display_path
+    from karma_dagster.runtime.paths import DataPaths, display_path
 
     until = args.until or today()
     if until < args.since:

@@ -17,7 +17,7 @@ from typing import Any, Literal, get_args
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from karma_dagster import paths
+from karma_dagster.runtime import paths
 
 BACKBONE_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")  # it prefixes asset keys, names KG namespaces and folders
 DEFAULT_JUDGE = "local"

@@ -18,7 +18,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from karma_dagster.backbones.base import Usage
-from karma_dagster.integrity import check_sqlite, sqlite_guarded
+from karma_dagster.runtime.integrity import check_sqlite, sqlite_guarded
 
 LEDGER_FILE = "ledger.sqlite"
 LEDGER_REMEDY = "restore it from a backup, or move it away (a new ledger starts empty: past spend is then not counted)"

@@ -16,8 +16,8 @@ from pydantic import BaseModel
 from karma_dagster.ingest.catalog import Catalog, DocumentEntry
 from karma_dagster.kg.backends import kg_store
 from karma_dagster.kg.store import DocumentFootprint
-from karma_dagster.paths import DataPaths
-from karma_dagster.stage_store import StageStore
+from karma_dagster.runtime.paths import DataPaths
+from karma_dagster.runtime.stage_store import StageStore
 
 
 class UnknownDocument(KeyError):

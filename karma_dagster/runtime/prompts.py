@@ -20,7 +20,7 @@ import jinja2
 import jinja2.meta
 import yaml
 
-from karma_dagster import paths
+from karma_dagster.runtime import paths
 
 _FILE_RE = re.compile(r"^(?P<agent>[a-z][a-z0-9_]*)\.v(?P<version>\d+)\.jinja$")
 _FRONT_RE = re.compile(r"\A---[ \t]*\n(?P<meta>.*?)\n---[ \t]*\n", re.S)

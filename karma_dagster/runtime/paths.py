@@ -15,7 +15,7 @@ from pathlib import Path
 
 from karma_dagster.project.discover import Project, find
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parent.parent
 BUNDLED = "_bundled"  # the folder name inside the package that a wheel carries the shipped files in
 
 
@@ -166,7 +166,7 @@ class DataPaths:
 
     def __init__(self, data_dir: Path | str = "", inbox: Path | str = "", cache_dir: Path | str = "",
                  storage_url: str = "") -> None:
-        from karma_dagster.shared_storage import storage_url as configured_url
+        from karma_dagster.runtime.shared_storage import storage_url as configured_url
 
         self.root = Path(data_dir) if str(data_dir) else default_data_dir()
         # stage tables and entity index: under this URL when set (argument, else $KARMA_STORAGE_URL), else in root
@@ -178,7 +178,7 @@ class DataPaths:
         return f"DataPaths(root={display_path(self.root)!r})"
 
     def _shared(self, name: str):  # noqa: ANN202 - a Path, or a UPath under KARMA_STORAGE_URL
-        from karma_dagster.shared_storage import storage_root
+        from karma_dagster.runtime.shared_storage import storage_root
 
         return storage_root(f"{self.shared_url}/{name}") if self.shared_url else self.root / name
 

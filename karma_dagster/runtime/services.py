@@ -16,14 +16,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from karma_dagster import paths as project_paths
+from karma_dagster.runtime import paths as project_paths
 from karma_dagster.backbones.base import Backbone
-from karma_dagster.config import BACKBONE_KINDS, BACKBONE_MODES, BackboneSettings
+from karma_dagster.runtime.config import BACKBONE_KINDS, BACKBONE_MODES, BackboneSettings
 from karma_dagster.kg.backends import kg_display, kg_exists, kg_store
 from karma_dagster.kg.location import kg_url
 from karma_dagster.kg.schema import KGSchema
 from karma_dagster.kg.store import EdgeFacts, KGStore
-from karma_dagster.paths import DataPaths
+from karma_dagster.runtime.paths import DataPaths
 
 _LOCK = threading.RLock()
 _CACHE: dict[tuple, Any] = {}
@@ -39,7 +39,7 @@ def cached(key: tuple, build: Callable[[], Any]) -> Any:
 
 def clear() -> None:
     """Forget every built object (after a seed import: the lexicon and the index changed)."""
-    from karma_dagster import stage_store
+    from karma_dagster.runtime import stage_store
 
     with _LOCK:
         _CACHE.clear()

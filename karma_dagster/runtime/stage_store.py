@@ -24,8 +24,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from karma_dagster.integrity import PARQUET_READ, PARQUET_WRITE, StoreCorrupt, read_parquet_checked
-from karma_dagster.shared_storage import is_url, put_whole, storage_root
+from karma_dagster.runtime.integrity import PARQUET_READ, PARQUET_WRITE, StoreCorrupt, read_parquet_checked
+from karma_dagster.runtime.shared_storage import is_url, put_whole, storage_root
 
 STAGE_REMEDY = "the table is derived from the paper: move it away and materialize this document's stages again"
 RECORDED_KEY = b"karma.recorded"  # footer key of what the stage reported for the document (StageStore.recorded)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pydantic import ConfigDict, Field
 
-from karma_dagster.strict_keys import StrictModel
+from karma_dagster.runtime.strict_keys import StrictModel
 
 
 class EvaluatorWeights(StrictModel):

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from karma_dagster.paths import display_path
+from karma_dagster.runtime.paths import display_path
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.ingest.keys import date_of_document_key
 from karma_dagster.kg import merge
 from karma_dagster.kg.backends import kg_store
-from karma_dagster.paths import DataPaths
-from karma_dagster.stage_store import StageStore
+from karma_dagster.runtime.paths import DataPaths
+from karma_dagster.runtime.stage_store import StageStore
 from karma_dagster.stages import FINAL_STAGE
 
 

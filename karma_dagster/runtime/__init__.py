@@ -1,0 +1,1 @@
+"""The runtime helpers every stage shares: settings, paths, stores, caches, signals and progress."""
