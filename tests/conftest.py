@@ -50,8 +50,12 @@ def server() -> Iterator:
 
 @pytest.fixture
 def fresh_server(server):
-    """The module's server with no script and no recorded requests left from the previous test."""
+    """The module's server with no script, no recorded requests and no measured speed left from the previous test
+    (a script's delays are its own: an earlier test's fast answers must not lengthen this one's deadlines)."""
+    from karma_dagster.backbones.llm import deadline
+
     server.reset()
+    deadline.forget()
     return server
 
 
