@@ -235,7 +235,7 @@ def test_executor_selection(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 # ------------------------------------------------------------------ the whole stack
-N_ABSTRACTS, PER_RUN = 10, 5  # two document runs of five: several runs at once, both workers get steps
+N_ABSTRACTS, PER_RUN = 6, 3  # two document runs of three: several runs at once, both workers get steps
 
 
 @pytest.fixture(scope="module")
@@ -248,7 +248,7 @@ def one_machine(tmp_path_factory: pytest.TempPathFactory, shared_cache: Path) ->
     return inbox, h.reference_run(work / "one", inbox, shared_cache)
 
 
-@pytest.mark.timeout(1800)  # a backfill of 10 abstracts on the stack, and for the first the reference run
+@pytest.mark.timeout(1800)  # a backfill of 6 abstracts on the stack, and for the first the reference run
 # (with a cold cache: the lexicon and the relation models built first) on a loaded machine
 @pytest.mark.parametrize("kg_on", ["duckdb", "postgres"])
 def test_distributed_backfill_equals_one_machine(pg_server, tmp_path: Path, shared_cache: Path,  # noqa: F811

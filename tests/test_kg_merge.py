@@ -350,6 +350,21 @@ def test_new_edges_nodes_and_node_dates(base, tmp_path: Path) -> None:
     assert store.lexicon_rows(namespace=None)[-1].source == "seed"
 
 
+def test_a_mention_stored_on_a_node_of_another_kind_takes_that_kinds_metaedge(base, tmp_path: Path) -> None:
+    """A paper's "cardiac arrhythmia" (a MeSH Disease) is the seed's Side Effect Arrhythmia (kg/same_entity.py):
+    its Compound -causes-> triple lands on that node as CcSE, the metaedge the schema has for those kinds, not as a
+    CcD the schema refuses between a Compound and a Side Effect."""
+    store = fresh(base, "kg")
+    arrhythmia = NodeIn(id="MESH:D001145", name="cardiac arrhythmia", kind="Disease", vocab_id="MESH:D001145")
+    row = triple("p", "t1", METFORMIN, arrhythmia.id, 0.8, relation="causes", metaedge="CcD",
+                 evidence="Metformin caused cardiac arrhythmia in two patients.")
+    merge_increment(store, D1, "local", {"p": ([row], [arrhythmia])}, "r")
+    e = edge(store, METFORMIN, "Side Effect::C0003811")
+    assert e["metaedge"] == "CcSE" and e["relation"] == "causes" and e["sources"] == ["extracted"]
+    with store.connect(read_only=True) as con:
+        assert not con.execute("SELECT 1 FROM nodes WHERE id = ?", [arrhythmia.id]).fetchall(), "not a second node"
+
+
 def test_as_of_date_counts(base, tmp_path: Path) -> None:
     store = fresh(base, "kg")
     d1, docs1 = workload(0, n_docs=2)

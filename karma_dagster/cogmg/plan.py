@@ -13,7 +13,9 @@ from contextlib import contextmanager
 import pandas as pd
 
 from karma_dagster.cogmg.models import AnswerTriple, Completion, Hop, LinkedEntity, QueryPlan, QueryStep
-from karma_dagster.kg.store import KGStore
+from karma_dagster.kg import same_entity
+from karma_dagster.kg.identity import Crosswalk
+from karma_dagster.kg.store import KGStore, NodeIn
 
 _STEP_SQL = """
 WITH e AS (
@@ -62,7 +64,7 @@ def execute(kg: KGStore, namespace: str, plan: QueryPlan,
     out: dict[tuple[str, str, str], AnswerTriple] = {}  # first seen first
     with _connected(kg, overlay) as con:
         for step in plan.steps:
-            found = _run_hop(con, namespace, step.entity.entity_id, step.entity.name, step.first_hop()) \
+            found = _hop_from(con, namespace, step.entity, step.first_hop()) \
                 if step.then is None else _run_chain(con, namespace, step)
             for triple in found:
                 key = (triple.head_id, triple.relation, triple.tail_id)
@@ -78,7 +80,7 @@ def bridges(kg: KGStore, namespace: str, step: QueryStep, overlay: Sequence[Comp
     missing triple from them."""
     kinds: dict[str, str] = {}
     with _connected(kg, overlay) as con:
-        first = _run_hop(con, namespace, step.entity.entity_id, step.entity.name, step.first_hop(), kinds)
+        first = _hop_from(con, namespace, step.entity, step.first_hop(), kinds)
     return _bridge_nodes(step, first, kinds)
 
 
@@ -110,7 +112,7 @@ def _run_chain(con, namespace: str, step: QueryStep) -> list[AnswerTriple]:  # n
     statement per bridge, values bound); answers ranked by the number of bridges reaching them, then confidence."""
     assert step.then is not None
     kinds: dict[str, str] = {}
-    first = _run_hop(con, namespace, step.entity.entity_id, step.entity.name, step.first_hop(), kinds)
+    first = _hop_from(con, namespace, step.entity, step.first_hop(), kinds)
     first_of: dict[str, AnswerTriple] = {}
     for t in first:
         first_of.setdefault(t.tail_id if step.direction == "out" else t.head_id, t)
@@ -134,6 +136,29 @@ def _run_chain(con, namespace: str, step: QueryStep) -> list[AnswerTriple]:  # n
         for a, b in ps[:PATHS_PER_ANSWER]:
             out += [a, b]
     return out
+
+
+def _hop_from(con, namespace: str, entity: LinkedEntity, hop: Hop,  # noqa: ANN001
+              kinds: dict[str, str] | None = None) -> list[AnswerTriple]:
+    """One hop from the entity as the question named it and from the KG node that entity is (kg/same_entity.py):
+    the merge stores a paper's "cardiac arrhythmia" (a MeSH Disease) on the seed's Side Effect node it is one
+    concept with, so a plan that asks the Disease id must find what was merged onto that node."""
+    found = _run_hop(con, namespace, entity.entity_id, entity.name, hop, kinds)
+    node = _kg_node_of(con, namespace, entity)
+    if node is not None:
+        seen = {(t.head_id, t.relation, t.tail_id) for t in found}
+        found += [t for t in _run_hop(con, namespace, node, entity.name, hop, kinds)
+                  if (t.head_id, t.relation, t.tail_id) not in seen]
+    return found
+
+
+def _kg_node_of(con, namespace: str, entity: LinkedEntity) -> str | None:  # noqa: ANN001
+    """The other KG node the entity is, when its own id is not a node of the KG (None when it is, or none is)."""
+    if not entity.kind or con.execute("SELECT 1 FROM kg_nodes(?) WHERE id = ? LIMIT 1",
+                                      [namespace, entity.entity_id]).fetchall():
+        return None
+    node = NodeIn(id=entity.entity_id, name=entity.name or entity.entity_id, kind=entity.kind)
+    return same_entity.existing_nodes(con, namespace, [node], Crosswalk.load()).get(entity.entity_id)
 
 
 def _run_hop(con, namespace: str, entity_id: str, entity_name: str, hop: Hop,  # noqa: ANN001

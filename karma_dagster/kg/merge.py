@@ -517,14 +517,19 @@ def _insert_refusals(con: Any, rows: list[dict[str, Any]]) -> None:
 
 def _one_node_per_entity(con: Any, ns: str, prepared: Prepared) -> Prepared:
     """The documents with each new entity that already is a node (kg/same_entity.py) re-pointed to that node: its
-    triples name the node, and it is stored only as another name of an extracted node, never as a second node."""
+    triples name the node, and it is stored only as another name of an extracted node, never as a second node.
+    A triple whose end moved loses its metaedge: the node may be of another kind than the mention (a paper's
+    "cardiac arrhythmia" Disease is the seed's Side Effect), so _admit re-picks the relation's metaedge for the
+    kinds of the nodes it lands on (causes: CcD becomes CcSE), or refuses it with the kinds named."""
     nodes = list({n.id: n for _, ns_nodes in prepared.values() for n in ns_nodes}.values())
     same = same_entity.existing_nodes(con, ns, nodes, Crosswalk.load())
     if not same:
         return prepared
     out: Prepared = {}
     for doc_key, (rows, doc_nodes) in prepared.items():
-        moved = [{**r, "head_id": same.get(r["head_id"], r["head_id"]), "tail_id": same.get(r["tail_id"], r["tail_id"])}
+        moved = [r if r["head_id"] not in same and r["tail_id"] not in same else
+                 {**r, "head_id": same.get(r["head_id"], r["head_id"]), "tail_id": same.get(r["tail_id"], r["tail_id"]),
+                  "metaedge": None}
                  for r in rows]
         # "ERα binds ESR1" once both are one node says nothing about two entities: no self-loop is made here
         rows = [m for m, r in zip(moved, rows, strict=True)
