@@ -352,7 +352,7 @@ STAGES: tuple[Stage, ...] = (
                       "review.",
           run=_aligned, table_model=AlignedTable, kinds=frozenset({"python", "duckdb"}), report=_nothing),
     Stage("resolved", "conflict_resolution", reads=("aligned", "documents", SEED_KG),
-          prompts=("conflict_resolution",), row_model=ResolvedRow,
+          prompts=("conflict_resolution", "conflict_advocate"), row_model=ResolvedRow,
           preview=("head_name", "kg_relation", "tail_name", "against", "contradicts", "verdict", "debate_confidence",
                    "action", "adjudication"),
           description="CRA, checked in time: triples that contradict the namespace's KG as of the day before the "
@@ -486,6 +486,8 @@ def code_version(stage: Stage, settings: BackboneSettings, prompts_root: Path | 
     stage = variant_of(stage, settings)
     if settings.kind == "litellm":
         version = PromptStore(prompts_root or None).code_version_for(list(stage.prompts))
+        if "conflict_advocate" in stage.prompts:  # the advocates' rounds are part of what answers the stage
+            version += f"+rounds{settings.debate_rounds}"
     else:
         version = f"{LOCAL_CHAIN_VERSION}:{stage.name}"
     if stage.variant != KARMA:

@@ -328,6 +328,11 @@ def karma_responder(request: dict[str, Any]) -> str:
                            "argument_against": "The existing KG edge asserts an incompatible relation.",
                            "verdict": "contradict" if negated else "agree",
                            "confidence": 0.7})
+    if agent == "conflict_advocate":  # argues from its own side's first sentence, or its support
+        own, said = _json_tag(user, "side") or {}, _json_tag(user, "transcript") or []
+        ground = (own.get("evidence") or [f"confidence {own.get('confidence')} from {own.get('papers')} paper(s)"])[0]
+        answer = f" Against the last argument: {said[-1]['argument'][:40]}" if said else ""
+        return json.dumps({"argument": f"{own.get('claim', '?')} holds: {ground}.{answer}"})
     if agent.startswith("evaluator_"):
         triple = _json_tag(user, "triple") or {}
         words = len(str(triple.get("evidence", "")).split())

@@ -55,9 +55,9 @@ class _JudgeBackbone(PartialBackbone):
     def align(self, triple, candidates):
         return self.judge.align(triple, candidates)
 
-    def debate(self, triple, existing_relation):
+    def debate(self, triple, existing_relation, existing=None):
         self.debates.append((triple.relation, existing_relation))
-        return self.judge.debate(triple, existing_relation)
+        return self.judge.debate(triple, existing_relation, existing)
 
     def evaluation_signals(self, triple, probability, segment_relevance, linked_entities):
         return self.judge.evaluation_signals(triple, probability, segment_relevance, linked_entities)

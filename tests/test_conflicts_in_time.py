@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+import json
 import shutil
 from pathlib import Path
 
@@ -175,8 +176,8 @@ class _Judge(PartialBackbone):
     def align(self, triple, candidates):
         return self.judge.align(triple, candidates)
 
-    def debate(self, triple, existing_relation):
-        return self.judge.debate(triple, existing_relation)
+    def debate(self, triple, existing_relation, existing=None):
+        return self.judge.debate(triple, existing_relation, existing)
 
     def evaluation_signals(self, triple, probability, segment_relevance, linked_entities):
         return self.judge.evaluation_signals(triple, probability, segment_relevance, linked_entities)
@@ -320,6 +321,41 @@ def test_two_papers_a_same_day_contradiction_and_an_older_edge_replaced(papers, 
     revived = ev_d.model_copy(update={"doc_key": f"{day3}_pmid8752018", "triple_id": "t-again"})
     merge_increment(store, day3, NS, {revived.doc_key: ([revived], NODES)}, "run-d3")
     assert _edges(store, day3)["treats"] == pytest.approx(ev_d.evidence_score)
+
+
+def test_an_llm_backbone_debates_a_clash_with_two_advocates_who_see_their_sides(papers, seeded: Path, tmp_path: Path,
+                                                                                 server) -> None:
+    """KARMA's debate on an LLM backbone (the scripted model of tests/fake_openai_server.py): the KG's advocate is
+    shown the treats edge's support as of the day before (its paper, confidence and date), the new triple's advocate
+    its sentence; their turns are stored on the row (and survive the stage table), the judge's verdict decides."""
+    from fake_openai_server import agent_of
+
+    from karma_dagster.backbones.llm import LLMBackbone, LLMClient, PromptStore
+
+    store = _fresh(seeded, tmp_path)
+    key_a, a = _claim(papers, "7453952", D1, "The effect of amiloride on lithium-induced", "Negative_Correlation", 0.45)
+    ev_a = _chain(store.path, key_a, a, D1)
+    merge_increment(store, D1, NS, {key_a: ([ev_a], NODES)}, "run-d1")
+    key_b, b = _claim(papers, "19692487", D2, "Mice lacking mPGES-1", "Positive_Correlation", 0.95)
+
+    server.reset()
+    llm = LLMBackbone("fake", LLMClient("openai/fake-model", api_base=server.url, api_key="x", backoff_base=0.01,
+                                        timeout=10, name="fake"), PromptStore())
+    lookup = services.existing_relations_lookup(DataPaths(store.path.parent), NS, as_of=D1)
+    (row,) = resolve_conflicts([b], lookup, llm, KGSchema.load(), P, on=D2)
+    assert [agent_of(r) for r in server.requests] == ["conflict_advocate"] * 4 + ["conflict_resolution"]
+    kg_turn = server.requests[1]["messages"][1]["content"]
+    shown = json.loads(kg_turn.split("<side>", 1)[1].split("</side>", 1)[0])
+    assert shown["claim"] == "lithium treats polyuria" and shown["source"] == "knowledge graph"
+    assert (shown["papers"], shown["first_seen"], shown["in_seed"]) == (1, D1.isoformat(), False)
+    assert shown["confidence"] == pytest.approx(ev_a.evidence_score, abs=1e-4)
+    assert (row.conflict, row.against, row.verdict) == (True, "kg", "agree")  # the scripted judge: not negated
+    turns = json.loads(row.debate_transcript)
+    assert [(t["round"], t["side"]) for t in turns] == [(1, "new"), (1, "existing"), (2, "new"), (2, "existing")]
+    assert turns[0]["argument"].startswith("lithium causes polyuria holds: Mice lacking mPGES-1")
+    frames = StageStore(tmp_path / "stages")
+    frames.write(NS, "resolved", key_b, records_to_frame([row], ResolvedRow))
+    assert frame_to_records(frames.read(NS, "resolved", key_b), ResolvedRow) == [row]
 
 
 def test_the_new_side_is_its_sampling_confidence_when_sampled(papers) -> None:

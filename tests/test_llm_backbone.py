@@ -15,7 +15,9 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from fake_openai_server import FakeOpenAIServer, agent_of  # noqa: E402
 
-from karma_dagster.backbones.base import AlignmentAnswer, DebateAnswer, EvaluationSignals, TripleQuery  # noqa: E402
+from karma_dagster.backbones.base import (  # noqa: E402
+    AlignmentAnswer, DebateAnswer, DebateSide, EvaluationSignals, TripleQuery,
+)
 from karma_dagster.backbones.llm import LLMBackbone, LLMClient, ResponseCache, locate_mentions  # noqa: E402
 from karma_dagster.ingest.pubtator import parse_pubtator_lines  # noqa: E402
 from karma_dagster.runtime.prompts import PromptStore, default_prompt_root  # noqa: E402
@@ -155,9 +157,36 @@ def test_align_debate_evaluate_judge_return_contract_objects(server: FakeOpenAIS
     assert signals.signals["probability"] == 0.8 and signals.signals["llm_confidence"] == 0.8
     assert backbone.judge(TRIPLE).verdict == "likely_correct"
     asked = [agent_of(r) for r in server.requests]
-    assert asked[:3] == ["schema_alignment", "conflict_resolution", "conflict_resolution"] and asked[-1] == "judge"
-    assert sorted(asked[3:-1]) == ["evaluator_clarity", "evaluator_confidence", "evaluator_relevance"]
-    assert backbone.usage().calls == 7
+    debate_calls = ["conflict_advocate"] * 4 + ["conflict_resolution"]  # 2 rounds of two advocates, then the judge
+    assert asked[:11] == ["schema_alignment", *debate_calls, *debate_calls] and asked[-1] == "judge"
+    assert sorted(asked[11:-1]) == ["evaluator_clarity", "evaluator_confidence", "evaluator_relevance"]
+    assert backbone.usage().calls == 15
+
+
+def test_the_debate_is_two_advocates_over_rounds_then_a_judge_who_reads_them(server: FakeOpenAIServer) -> None:
+    """KARMA's debate: each advocate is shown its own side (the KG's support, papers and dates; the new sentence)
+    and the turns before it; the judge reads the whole transcript. Rounds are a setting."""
+    backbone = make_backbone(server, debate_rounds=3)
+    kg = DebateSide(claim="cisplatin treats nephrotoxicity", source="knowledge graph", confidence=0.93, papers=4,
+                    in_seed=True, first_seen=dt.date(2015, 3, 1), last_seen=dt.date(2016, 1, 9))
+    answer = backbone.debate(TRIPLE, "treats", kg)
+    assert [(t.round, t.side) for t in answer.transcript] == [(r, s) for r in (1, 2, 3) for s in ("new", "existing")]
+    prompts = [r["messages"][1]["content"] for r in server.requests]
+    assert [agent_of(r) for r in server.requests] == ["conflict_advocate"] * 6 + ["conflict_resolution"]
+    new_side, kg_side = json.loads(_between(prompts[0], "side")), json.loads(_between(prompts[1], "side"))
+    assert new_side["evidence"] == [TRIPLE.evidence] and new_side["source"] == "new triple"
+    assert (kg_side["confidence"], kg_side["papers"], kg_side["in_seed"], kg_side["last_seen"]) == (0.93, 4, True,
+                                                                                                    "2016-01-09")
+    # each turn answers the ones before it: the k-th advocate sees k-1 turns; the judge sees all six
+    assert [len(json.loads(_between(p, "transcript"))) for p in prompts] == [0, 1, 2, 3, 4, 5, 6]
+    assert json.loads(_between(prompts[-1], "existing"))["claim"] == "cisplatin treats nephrotoxicity"
+    assert answer.transcript[1].argument.startswith("cisplatin treats nephrotoxicity holds: confidence 0.93")
+    with pytest.raises(ValueError, match="debate_rounds must be 1..5"):
+        make_backbone(server, debate_rounds=0)
+
+
+def _between(text: str, tag: str) -> str:
+    return text.split(f"<{tag}>", 1)[1].split(f"</{tag}>", 1)[0]
 
 
 def test_align_never_forces_a_relation_outside_the_candidates(server: FakeOpenAIServer) -> None:

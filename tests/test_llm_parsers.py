@@ -19,7 +19,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from fake_openai_server import FakeOpenAIServer, agent_of  # noqa: E402
 
-from karma_dagster.backbones.base import TripleQuery  # noqa: E402
+from karma_dagster.backbones.base import DebateSide, TripleQuery  # noqa: E402
 from karma_dagster.backbones.llm import LLMBackbone, LLMClient, LLMOutputError  # noqa: E402
 from karma_dagster.runtime.prompts import PromptStore, default_prompt_root  # noqa: E402
 from karma_dagster.schemas.records import MentionSpan, ParsedDocument, RawSection  # noqa: E402
@@ -42,6 +42,8 @@ class Case:
     wrong_schema: dict[str, Any]
 
 
+KG_SIDE = DebateSide(claim="naloxone causes hypertension", source="knowledge graph", confidence=0.9, in_seed=True)
+NEW_SIDE = DebateSide(claim="naloxone treats hypertension", source="new triple", evidence=["Naloxone reverses it."])
 CASES = [
     Case("ingestion", lambda b: b.clean_document(NOISY),
          {"title": "Effects of clonidine on blood pressure", "doi": "10.1000/xyz123",
@@ -64,7 +66,10 @@ CASES = [
     Case("schema_alignment", lambda b: b.align(TRIPLE, ["treats", "causes"]),
          {"kg_relation": "treats", "probability": 0.9},
          lambda a: a.kg_relation == "treats" and a.probability == 0.9, {"relation": "treats"}),
-    Case("conflict_resolution", lambda b: b.debate(TRIPLE, "causes"),
+    Case("conflict_advocate", lambda b: b.advocate(1, KG_SIDE, NEW_SIDE, []),
+         {"argument": "The seed KG states it at 0.9."}, lambda a: a == "The seed KG states it at 0.9.",
+         {"argument": ""}),
+    Case("conflict_resolution", lambda b: b.decide(TRIPLE, KG_SIDE, []),
          {"argument_for": "Direct evidence.", "argument_against": "The KG says causes.", "verdict": "contradict",
           "confidence": 0.7},
          lambda d: d.verdict == "contradict" and d.confidence == 0.7, {"verdict": "maybe"}),

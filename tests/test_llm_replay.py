@@ -85,8 +85,8 @@ def test_agents_replay_recorded_answers_on_real_abstracts(replay: tuple[Recordin
     assert {"llm_confidence", "llm_clarity", "llm_relevance"} <= set(first["signals"])
     prompts = {r["_headers"]["x-karma-prompt"].split(".v")[0] for r in server.requests}
     assert prompts == {"reader", "summarizer", "entity_extraction", "relation_extraction", "schema_alignment",
-                       "conflict_resolution", "evaluator_confidence", "evaluator_clarity", "evaluator_relevance",
-                       "judge"}
+                       "conflict_advocate", "conflict_resolution", "evaluator_confidence", "evaluator_clarity",
+                       "evaluator_relevance", "judge"}
 
 
 @pytest.mark.skipif(RECORDING, reason="recording mode records whatever it is asked")

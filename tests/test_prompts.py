@@ -13,9 +13,11 @@ from karma_dagster.backbones.llm.outputs import OUTPUT_MODELS
 from karma_dagster.runtime.prompts import PromptError, PromptStore, default_prompt_root
 
 AGENTS = ["ingestion", "reader", "summarizer", "entity_extraction", "relation_extraction", "schema_alignment",
-          "conflict_resolution", "evaluator_confidence", "evaluator_clarity", "evaluator_relevance", "judge"]
+          "conflict_resolution", "conflict_advocate", "evaluator_confidence", "evaluator_clarity", "evaluator_relevance", "judge"]
 TRIPLE = {"head_name": "cisplatin", "head_type": "Compound", "relation": "Positive_Correlation",
           "tail_name": "nephrotoxicity", "tail_type": "Disease", "evidence": "Cisplatin induced nephrotoxicity (p < 0.05)."}
+SIDE = {"claim": "cisplatin treats nephrotoxicity", "source": "knowledge graph", "evidence": [], "confidence": 0.9,
+        "papers": 0, "in_seed": True, "first_seen": None, "last_seen": None}
 VARS = {
     "ingestion": {"source_format": "pdf", "known": {"title": "T"}, "text": "Eﬀects of x"},
     "reader": {"kg_context": ["cisplatin"], "sections": [{"index": 0, "heading": "", "kind": "abstract", "text": "a"}]},
@@ -24,7 +26,11 @@ VARS = {
     "relation_extraction": {"relation_types": _types(None, DEFAULT_RELATION_TYPES), "text": "t",
                             "pairs": [{"pair": 0, "head": "a", "head_type": "X", "tail": "b", "tail_type": "Y"}]},
     "schema_alignment": {"triple": TRIPLE, "candidates": ["causes", "treats"]},
-    "conflict_resolution": {"triple": TRIPLE, "existing_relation": "treats"},
+    "conflict_resolution": {"triple": TRIPLE, "existing": SIDE,
+                            "transcript": [{"round": 1, "advocate_of": "new", "argument": "It says induced."}]},
+    "conflict_advocate": {"round": 1, "rounds": 2, "own": SIDE, "transcript": [],
+                          "other": {"claim": "cisplatin causes nephrotoxicity", "source": "new triple",
+                                    "evidence": [TRIPLE["evidence"]]}},
     **{f"evaluator_{d}": {"triple": TRIPLE, "probability": 0.8, "segment_relevance": 0.7, "linked_entities": 2}
        for d in ("confidence", "clarity", "relevance")},
     "judge": {"triple": TRIPLE},
@@ -60,7 +66,7 @@ def test_render_gives_system_and_user_messages_with_agent_marker_and_domain(stor
     assert system.startswith(f"agent: {agent}\n")
     assert "genomics" in system
     assert "JSON" in system and user.strip()
-    assert rendered.prompt_id == f"{agent}.v1"
+    assert rendered.prompt_id == f"{agent}.v{store.versions(agent)[-1]}"  # the latest version
     assert "{{" not in system + user and "{%" not in system + user  # fully rendered
 
 

@@ -4,6 +4,7 @@ reviewers), and the merge of accepted items into the KG with provenance."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import multiprocessing as mp
 import shutil
 import sqlite3
@@ -67,6 +68,9 @@ def chain_rows() -> list[ResolvedRow]:
                      conflict=True, contradicts=f"{METFORMIN} -treats-> {T2DM}", verdict="contradict", action="review",
                      against="kg", against_confidence=0.9, debate_confidence=0.5,
                      adjudication="too close to call", argument_for="lactic acidosis cases",
+                     debate_transcript=json.dumps([
+                         {"round": 1, "side": "new", "argument": "Two cases worsened on metformin."},
+                         {"round": 1, "side": "existing", "argument": "The seed states treats at 0.9."}]),
                      evidence="Metformin was associated with worsening type 2 diabetes in two cases."),
         # kept: not for review
         resolved_row("t4", METF, DIAB, "Negative_Correlation", head_kg_type="Compound", tail_kg_type="Disease",
@@ -123,6 +127,9 @@ def test_karma_review_outcomes_become_items(paths: DataPaths) -> None:
     assert (conflict.relation, conflict.contradicts) == ("causes", f"{METFORMIN} -treats-> {T2DM}")
     assert conflict.change == f"new edge (score 0.60); supersedes edge {METFORMIN} -treats-> {T2DM}"
     assert conflict.scores["debate_confidence"] == 0.5 and "lactic acidosis" in conflict.note
+    # the advocates' turns, in order, for the reviewer
+    assert conflict.note.endswith(" | round 1 for the new triple: Two cases worsened on metformin. | round 1 for the "
+                                  "KG: The seed states treats at 0.9.")
     assert (conflict.origin, conflict.stage, conflict.backbone) == (DOC, "resolved", "local")
 
     # collecting again finds the same items (stable ids): refreshed, nothing new

@@ -12,11 +12,12 @@ row); the numbers decide which side stands only when it is.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from karma_dagster.backbones.base import Backbone, DebateAnswer, TripleQuery, backbone_map
+from karma_dagster.backbones.base import Backbone, DebateAnswer, DebateSide, TripleQuery, backbone_map
 from karma_dagster.kg import adjudication as adj
 from karma_dagster.kg.schema import KGSchema
 from karma_dagster.kg.edges import EdgeFacts, edge_text
@@ -44,6 +45,7 @@ class _Clash:
     support: float  # the other side's support (KG: undiscounted confidence; same document: its best occurrence)
     date: dt.date | None  # KG: its last evidence (None: seed only); same document: the document's date
     facts: EdgeFacts | None = None  # KG only
+    evidence: str = ""  # same document: the other triple's sentence
 
 
 def _eligible(t: AlignedRow) -> bool:
@@ -77,7 +79,7 @@ def _document_clashes(
             continue
         if schema.incompatible(t.kg_relation or "", u.kg_relation or "", t.head_kg_type or "", t.tail_kg_type or ""):
             edge = _edge_of(u)
-            out.setdefault(edge, _Clash("same_document", edge, support_of[(u.doc_key, edge)], on))
+            out.setdefault(edge, _Clash("same_document", edge, support_of[(u.doc_key, edge)], on, evidence=u.evidence))
     return list(out.values())
 
 
@@ -107,13 +109,14 @@ def resolve_conflicts(
 
     # detection first (above); then every (triple, other relation) debate of the document overlaps on the backbone
     questions = list(dict.fromkeys((i, c.edge[1]) for i in eligible for c in clashes[i]))
+    against = {q: next(c for c in clashes[q[0]] if c.edge[1] == q[1]) for q in questions}
 
     def debate(question: tuple[int, str]) -> DebateAnswer:
         i, relation = question
         t = aligned[i]
         query = TripleQuery(head_name=t.head_name, head_type=t.head_kg_type or t.head_type, relation=t.kg_relation,
                             tail_name=t.tail_name, tail_type=t.tail_kg_type or t.tail_type, evidence=t.evidence)
-        return backbone.debate(query, relation)
+        return backbone.debate(query, relation, _side(t, against[question]))
 
     answers = dict(zip(questions, backbone_map(backbone, debate, questions), strict=True))
     out: list[ResolvedRow] = []
@@ -128,6 +131,19 @@ def resolve_conflicts(
             s = support_of[(t.doc_key, _edge_of(t))]
             out.append(_adjudicated(base, s, clashes[i], answers, i, on, params))
     return out
+
+
+def _side(t: AlignedRow, clash: _Clash) -> DebateSide:
+    """What the other side of a clash stands on, for the debate: the KG edge's support, papers and dates, or the
+    same paper's other sentence."""
+    head, tail = (t.head_name, t.tail_name) if clash.edge[0] == t.head_id else (t.tail_name, t.head_name)
+    claim = f"{head} {clash.edge[1]} {tail}"
+    if clash.facts is None:
+        return DebateSide(claim=claim, source="same paper", evidence=[clash.evidence] if clash.evidence else [],
+                          confidence=round(clash.support, 4), last_seen=clash.date)
+    f = clash.facts
+    return DebateSide(claim=claim, source="knowledge graph", confidence=round(f.confidence, 4), papers=f.n_docs,
+                      in_seed=f.in_seed, first_seen=f.first_seen, last_seen=f.last_seen)
 
 
 def _adjudicated(
@@ -159,4 +175,5 @@ def _adjudicated(
         against_confidence=round(min(1.0, max(0.0, clash.support)), 6),
         debate_confidence=min(1.0, max(0.0, float(answer.confidence))),
         argument_for=answer.argument_for, argument_against=answer.argument_against, adjudication=reason,
+        debate_transcript=json.dumps([t.model_dump() for t in answer.transcript]) if answer.transcript else None,
     )

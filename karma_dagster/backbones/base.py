@@ -7,11 +7,12 @@ backbone and an LLM backbone are interchangeable and comparable stage by stage.
 
 from __future__ import annotations
 
+import datetime as dt
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from typing import Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from karma_dagster.schemas.records import MentionSpan, ParsedDocument, RawSection
 from karma_dagster.schemas.triple_context import TripleContext
@@ -65,12 +66,37 @@ class AlignmentAnswer(BaseModel):
     probability: float
 
 
+class DebateSide(BaseModel):
+    """What one side of a clash stands on, as its advocate (and the judge) are shown it: KARMA's debate weighs the
+    KG's support and dates against the new triple's sentence, not a relation name alone."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    claim: str  # "metformin treats type 2 diabetes"
+    source: Literal["new triple", "knowledge graph", "same paper"]
+    evidence: list[str] = Field(default_factory=list)  # the side's sentences
+    confidence: float | None = None  # the KG edge's confidence, or the triple's own support
+    papers: int | None = None  # distinct papers behind a KG edge
+    in_seed: bool = False  # the imported seed KG states it
+    first_seen: dt.date | None = None  # its first and latest dated evidence (None: seed only, or undated)
+    last_seen: dt.date | None = None
+
+
+class DebateTurn(BaseModel):
+    """One argument of the debate: round 1..N, by the new triple's advocate or the existing knowledge's."""
+
+    model_config = ConfigDict(extra="forbid")
+    round: int = Field(ge=1)
+    side: Literal["new", "existing"]
+    argument: str
+
+
 class DebateAnswer(BaseModel):
     model_config = ConfigDict(extra="forbid")
     argument_for: str
     argument_against: str
     verdict: Literal["agree", "contradict"]
     confidence: float
+    transcript: list[DebateTurn] = Field(default_factory=list)  # the advocates' turns (empty: no multi-agent debate)
 
 
 class EvaluationSignals(BaseModel):
@@ -119,8 +145,9 @@ class Backbone(ABC):
         """SAA: the KG schema relation (among `candidates`) that the extracted relation means."""
 
     @abstractmethod
-    def debate(self, triple: TripleQuery, existing_relation: str) -> DebateAnswer:
-        """CRA: does the new triple really contradict the KG's `existing_relation` on the same pair?"""
+    def debate(self, triple: TripleQuery, existing_relation: str, existing: DebateSide | None = None) -> DebateAnswer:
+        """CRA: does the new triple really contradict the KG's `existing_relation` on the same pair? `existing`:
+        what that side stands on (support, papers, dates), when the caller knows it."""
 
     @abstractmethod
     def evaluation_signals(self, triple: TripleQuery, probability: float, segment_relevance: float,

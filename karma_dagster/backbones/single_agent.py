@@ -33,6 +33,7 @@ from karma_dagster.backbones.base import (
     AlignmentAnswer,
     Backbone,
     DebateAnswer,
+    DebateSide,
     EvaluationSignals,
     TripleQuery,
     Usage,
@@ -214,7 +215,7 @@ class SingleAgentBackbone(Backbone):
     def align(self, triple: TripleQuery, candidates: list[str]) -> AlignmentAnswer:
         return self.rules.align(triple, candidates)  # the schema's label table, no model
 
-    def debate(self, triple: TripleQuery, existing_relation: str) -> DebateAnswer:
+    def debate(self, triple: TripleQuery, existing_relation: str, existing: DebateSide | None = None) -> DebateAnswer:
         raise NoSuchAgent(f"backbone {self.name!r} is the single-agent baseline: it has no conflict-resolution "
                           "agent (its resolved stage is a pass-through, verdict 'skipped')")
 

@@ -203,6 +203,8 @@ class ResolvedRow(AlignedRow):
     debate_confidence: float | None = Field(None, ge=0.0, le=1.0)  # the debate's confidence in its verdict
     argument_for: str | None = None  # the debate's case for the new triple
     argument_against: str | None = None  # the debate's case against it
+    # the advocates' turns as JSON ([{"round", "side": "new"|"existing", "argument"}]); None: no multi-agent debate
+    debate_transcript: str | None = None
     adjudication: str | None = None  # why the action (human-readable: both sides' support and dates)
 
 

@@ -159,6 +159,7 @@ class ResolvedTable(AlignedTable):
     debate_confidence: Series[float] = pa.Field(ge=0.0, le=1.0, nullable=True)
     argument_for: Series[str] = pa.Field(nullable=True)
     argument_against: Series[str] = pa.Field(nullable=True)
+    debate_transcript: Optional[Series[str]] = pa.Field(nullable=True)  # tables written before the debate lack it
     adjudication: Series[str] = pa.Field(nullable=True)
 
     @pa.dataframe_check

@@ -210,6 +210,8 @@ def obeying_responder() -> Callable[[dict], Any]:
         if agent == "schema_alignment":
             return json.dumps({"kg_relation": SQL if n % 2 else PATH, "probability": 1.0}) if n <= 4 else \
                 json.dumps(honest)
+        if agent == "conflict_advocate":  # the debate's turns are text stored on the row: never SQL or a path
+            return json.dumps({"argument": SQL if n % 2 else PATH})
         if agent == "conflict_resolution":
             return json.dumps({**honest, "verdict": "agree", "confidence": 1.0, "argument_for": SQL})
         if agent.startswith("evaluator"):  # one evaluator prompt or three (evaluator_confidence, ...)

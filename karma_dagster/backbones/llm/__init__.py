@@ -42,7 +42,8 @@ def make_llm_backbone(
     """The backbone from its typed settings (the key comes from an EnvVar through the resource)."""
     client = LLMClient.from_settings(settings, name=name, cache=ResponseCache(cache_path) if cache_path else None)
     return LLMBackbone(name, client, PromptStore(prompt_root), settings.domain,  # type: ignore[arg-type]
-                       prompt_versions=prompt_versions, required_prompts=required_prompts)
+                       prompt_versions=prompt_versions, required_prompts=required_prompts,
+                       debate_rounds=settings.debate_rounds)
 
 
 __all__ = [

@@ -19,6 +19,8 @@ from karma_dagster.backbones.base import (
     AlignmentAnswer,
     Backbone,
     DebateAnswer,
+    DebateSide,
+    DebateTurn,
     EvaluationSignals,
     TripleQuery,
     Usage,
@@ -27,6 +29,7 @@ from karma_dagster.backbones.llm.client import LLMClient, LLMContextError
 from karma_dagster.dictionary.sentences import split_sentences
 from karma_dagster.backbones.llm.spans import text_spans
 from karma_dagster.backbones.llm.outputs import (
+    AdvocateOutput,
     AlignmentOutput,
     DebateOutput,
     EntityOutput,
@@ -44,6 +47,8 @@ from karma_dagster.schemas.records import MentionSpan, ParsedDocument, RawSectio
 
 # KARMA's evaluator judges confidence, clarity and relevance as separate questions, one prompt each.
 EVALUATOR_PROMPTS = ("evaluator_confidence", "evaluator_clarity", "evaluator_relevance")
+ADVOCATE = "conflict_advocate"  # the debate's two advocates; "conflict_resolution" is its judge
+MAX_DEBATE_ROUNDS = 5  # the debate's budget: at most 2 x 5 + 1 calls per clash
 T = TypeVar("T")
 R = TypeVar("R")
 Domain = Literal["genomics", "proteomics", "metabolomics", "general biomedicine"]
@@ -166,11 +171,14 @@ class LLMBackbone(Backbone):
         pair_batch: int = 30,
         max_section_chars: int = 4000,
         max_ingest_chars: int = 6000,
+        debate_rounds: int = 2,
     ) -> None:
         if domain not in get_args(Domain):
             raise ValueError(f"domain {domain!r}: expected one of {list(get_args(Domain))}")
         if section_batch < 1 or pair_batch < 1:
             raise ValueError(f"section_batch and pair_batch must be >= 1 (got {section_batch}, {pair_batch})")
+        if not 1 <= debate_rounds <= MAX_DEBATE_ROUNDS:
+            raise ValueError(f"debate_rounds must be 1..{MAX_DEBATE_ROUNDS} (got {debate_rounds})")
         self.name = name
         self.client = client
         self.prompts = prompts
@@ -182,6 +190,7 @@ class LLMBackbone(Backbone):
         self.pair_batch = pair_batch
         self.max_section_chars = max_section_chars
         self.max_ingest_chars = max_ingest_chars
+        self.debate_rounds = debate_rounds
         self._usage = Usage()
         self._lock = threading.Lock()
         # every answered request is booked as it arrives (not when its caller returns): a stage that fails after
@@ -198,6 +207,9 @@ class LLMBackbone(Backbone):
     def prompt_id(self, agent: str) -> str:
         if agent == "evaluator":  # three separate prompts answer the evaluator
             return "+".join(self.prompt_id(a) for a in EVALUATOR_PROMPTS)
+        if agent == "conflict_resolution":  # the judge, its advocates and the number of rounds they argue
+            return (f"{self.prompts.prompt_id(agent, self.prompt_versions.get(agent))}+"
+                    f"{self.prompts.prompt_id(ADVOCATE, self.prompt_versions.get(ADVOCATE))}x{self.debate_rounds}")
         return self.prompts.prompt_id(agent, self.prompt_versions.get(agent))
 
     def usage(self) -> Usage:
@@ -472,11 +484,34 @@ class LLMBackbone(Backbone):
         return AlignmentAnswer(kg_relation=chosen, probability=out.probability)
 
     # ------------------------------------------------------------------ CRA
-    def debate(self, triple: TripleQuery, existing_relation: str) -> DebateAnswer:
-        out: DebateOutput = self._ask("conflict_resolution", DebateOutput, triple=triple.model_dump(),
-                                      existing_relation=existing_relation)
-        return DebateAnswer(argument_for=out.argument_for, argument_against=out.argument_against,
-                            verdict=out.verdict, confidence=out.confidence)
+    def debate(self, triple: TripleQuery, existing_relation: str, existing: DebateSide | None = None) -> DebateAnswer:
+        """KARMA's debate (Eq. 16) as two agents and a judge: one advocate argues for the new triple from its
+        sentence, the other for the existing knowledge from its support, papers and dates; each turn answers the
+        other's last argument, for `debate_rounds` rounds; then the judge reads the transcript and the two sides and
+        decides agree/contradict. Calls: 2 per round + 1, in sequence (each turn reads the one before)."""
+        new = DebateSide(claim=f"{triple.head_name} {triple.relation} {triple.tail_name}", source="new triple",
+                         evidence=[triple.evidence] if triple.evidence.strip() else [])
+        old = existing or DebateSide(claim=f"{triple.head_name} {existing_relation} {triple.tail_name}",
+                                     source="knowledge graph")
+        turns: list[DebateTurn] = []
+        for round_ in range(1, self.debate_rounds + 1):
+            for side, own, other in (("new", new, old), ("existing", old, new)):
+                turns.append(DebateTurn(round=round_, side=side, argument=self.advocate(round_, own, other, turns)))
+        verdict = self.decide(triple, old, turns)
+        return DebateAnswer(argument_for=verdict.argument_for, argument_against=verdict.argument_against,
+                            verdict=verdict.verdict, confidence=verdict.confidence, transcript=turns)
+
+    def advocate(self, round_: int, own: DebateSide, other: DebateSide, turns: list[DebateTurn]) -> str:
+        """One advocate's turn: the case for `own`, answering the debate so far (one call)."""
+        out: AdvocateOutput = self._ask(ADVOCATE, AdvocateOutput, round=round_, rounds=self.debate_rounds,
+                                        own=own.model_dump(mode="json"), other=other.model_dump(mode="json"),
+                                        transcript=_said(turns))
+        return out.argument.strip()
+
+    def decide(self, triple: TripleQuery, existing: DebateSide, turns: list[DebateTurn]) -> DebateOutput:
+        """The judge: agree/contradict from the transcript and both sides (one call)."""
+        return self._ask("conflict_resolution", DebateOutput, triple=triple.model_dump(),
+                         existing=existing.model_dump(mode="json"), transcript=_said(turns))
 
     # ------------------------------------------------------------------ EA
     def evaluation_signals(self, triple: TripleQuery, probability: float, segment_relevance: float,
@@ -505,3 +540,8 @@ class LLMBackbone(Backbone):
     def judge(self, triple: TripleQuery) -> JudgeOutput:
         """LLM-as-judge correctness of a triple: likely_correct / uncertain / likely_incorrect."""
         return self._ask("judge", JudgeOutput, triple=triple.model_dump())
+
+
+def _said(turns: list[DebateTurn]) -> list[dict[str, Any]]:
+    """The transcript as the prompts show it: who argued what, in which round."""
+    return [{"round": t.round, "advocate_of": t.side, "argument": t.argument} for t in turns]

@@ -82,6 +82,12 @@ class DebateOutput(_Out):
     confidence: Prob
 
 
+class AdvocateOutput(_Out):
+    """One advocate's turn in the debate (prompt conflict_advocate)."""
+
+    argument: str = Field(min_length=1)
+
+
 # ---------------------------------------------------------------- evaluator (EA)
 class ScoreOutput(_Out):
     """One of the evaluator's three separate judgements (confidence, clarity or relevance)."""
@@ -104,6 +110,7 @@ OUTPUT_MODELS: dict[str, type[BaseModel]] = {
     "relation_extraction": RelationOutput,
     "schema_alignment": AlignmentOutput,
     "conflict_resolution": DebateOutput,
+    "conflict_advocate": AdvocateOutput,
     "evaluator_confidence": ScoreOutput,
     "evaluator_clarity": ScoreOutput,
     "evaluator_relevance": ScoreOutput,

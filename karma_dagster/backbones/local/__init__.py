@@ -9,6 +9,7 @@ from karma_dagster.backbones.base import (
     AlignmentAnswer,
     Backbone,
     DebateAnswer,
+    DebateSide,
     EvaluationSignals,
     TripleQuery,
 )
@@ -106,8 +107,8 @@ class LocalBackbone(Backbone):
     def align(self, triple: TripleQuery, candidates: list[str]) -> AlignmentAnswer:
         return self.judge.align(triple, candidates)
 
-    def debate(self, triple: TripleQuery, existing_relation: str) -> DebateAnswer:
-        return self.judge.debate(triple, existing_relation)
+    def debate(self, triple: TripleQuery, existing_relation: str, existing: DebateSide | None = None) -> DebateAnswer:
+        return self.judge.debate(triple, existing_relation, existing)
 
     def evaluation_signals(
         self, triple: TripleQuery, probability: float, segment_relevance: float, linked_entities: int

@@ -8,7 +8,7 @@ are the lexical facts the configured weights turn into confidence, clarity and r
 
 from __future__ import annotations
 
-from karma_dagster.backbones.base import AlignmentAnswer, DebateAnswer, EvaluationSignals, TripleQuery
+from karma_dagster.backbones.base import AlignmentAnswer, DebateAnswer, DebateSide, EvaluationSignals, TripleQuery
 from karma_dagster.dictionary.cues import hedge_cue, negation_cue, relation_cue
 from karma_dagster.dictionary.sentence_memo import count_tokens
 from karma_dagster.kg.schema import KGSchema
@@ -39,8 +39,9 @@ class LocalJudge:
         return AlignmentAnswer(kg_relation=relation, probability=self.schema.label_confidence(
             triple.relation, relation, triple.head_type, triple.tail_type))
 
-    def debate(self, triple: TripleQuery, existing_relation: str) -> DebateAnswer:
-        """Contradict only on a plain statement of the new relation; hedged/negated/cue-less evidence agrees."""
+    def debate(self, triple: TripleQuery, existing_relation: str, existing: DebateSide | None = None) -> DebateAnswer:
+        """Contradict only on a plain statement of the new relation; hedged/negated/cue-less evidence agrees (the
+        rule reads the new sentence; `existing`'s support is weighed by the adjudication, not here)."""
         ev = triple.evidence
         new = f"{triple.head_name} -{triple.relation}-> {triple.tail_name}"
         hedge, neg, cue = hedge_cue(ev), negation_cue(ev), relation_cue(triple.relation, ev)
