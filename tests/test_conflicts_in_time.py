@@ -28,7 +28,7 @@ from karma_dagster.dictionary.sentences import split_sentences
 from karma_dagster.ingest.pubtator import read_pubtator
 from karma_dagster.kg import adjudication as adj
 from karma_dagster.kg import supersession
-from karma_dagster.kg.merge import TripleValidationError, merge_increment
+from karma_dagster.kg.merge import TripleValidationError, merge_increment, validate_triple
 from karma_dagster.kg.schema import KGSchema, SchemaError
 from karma_dagster.kg.seed_import import import_hetionet
 from karma_dagster.kg.store import EdgeFacts, KGStore, NodeIn
@@ -356,6 +356,32 @@ def test_an_llm_backbone_debates_a_clash_with_two_advocates_who_see_their_sides(
     frames = StageStore(tmp_path / "stages")
     frames.write(NS, "resolved", key_b, records_to_frame([row], ResolvedRow))
     assert frame_to_records(frames.read(NS, "resolved", key_b), ResolvedRow) == [row]
+
+
+def test_the_debate_of_a_replace_is_kept_with_its_adjudication_and_shown_on_the_edge_page(papers, seeded: Path,
+                                                                                         tmp_path: Path) -> None:
+    """A triple that replaces a KG edge after an LLM debate: the advocates' turns and the judge's verdict go into the
+    adjudication's reason, which the KG browser's edge page lists in the edge's history."""
+    from karma_dagster.browse.queries import edge as edge_page
+
+    store = _fresh(seeded, tmp_path)
+    key_a, a = _claim(papers, "7453952", D1, "The effect of amiloride on lithium-induced", "Negative_Correlation", 0.45)
+    merge_increment(store, D1, NS, {key_a: ([_chain(store.path, key_a, a, D1)], NODES)}, "run-d1")
+    key_b, b = _claim(papers, "19692487", D2, "Mice lacking mPGES-1", "Positive_Correlation", 0.95)
+    ev_b = _chain(store.path, key_b, b, D2)
+    assert ev_b.action == "replace"
+    turns = [{"round": 1, "side": "new", "argument": "Mice lacking mPGES-1 resist lithium-induced polyuria."},
+             {"round": 1, "side": "existing", "argument": "One 1980 paper read it as treats."}]
+    debated = ev_b.model_copy(update={"debate_transcript": json.dumps(turns)})
+    merge_increment(store, D2, NS, {key_b: ([debated], NODES)}, "run-d2")
+    (replaced,) = [r for r in store.merge_adjudications(NS) if r["action"] == "replace"]
+    said = (" | round 1 for the new triple: Mice lacking mPGES-1 resist lithium-induced polyuria. | round 1 for the "
+            "KG: One 1980 paper read it as treats. | the judge: contradict (0.80)")
+    assert replaced["reason"].endswith(said)
+    page = edge_page(store, LITHIUM, "treats", POLYURIA, NS)
+    assert [h.reason for h in page.history if h.role == "superseded"] == [replaced["reason"]]
+    # a row without a debate (the local rule judge) fingerprints and merges as it did before
+    assert "debate" not in validate_triple(ev_b, key_b)
 
 
 def test_the_new_side_is_its_sampling_confidence_when_sampled(papers) -> None:

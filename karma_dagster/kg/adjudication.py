@@ -31,6 +31,7 @@ supersede the edge (kg/supersession.py: >= 2 papers whose combined probability l
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 from collections.abc import Iterable
 from typing import Literal
@@ -179,3 +180,15 @@ def same_day(a_support: float, b_support: float, params: KarmaParams) -> tuple[A
     if winner == "other":
         return losing_action(a_support, params), "keep"
     return "review", "review"
+
+
+def debate_said(transcript: object, verdict: object = None, confidence: object = None) -> str:
+    """The debate as one line for a reviewer or an edge's history: the judge's verdict, then each advocate's turn in
+    order ('' when there was no multi-agent debate: the local rule debate, an ablation)."""
+    if not isinstance(transcript, str) or not transcript:
+        return ""
+    who = {"new": "for the new triple", "existing": "for the KG"}
+    said = "".join(f" | round {t['round']} {who.get(t['side'], t['side'])}: {t['argument']}"
+                   for t in json.loads(transcript))
+    judged = f" | the judge: {verdict} ({float(confidence):.2f})" if verdict and confidence is not None else ""
+    return said + judged

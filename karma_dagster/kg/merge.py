@@ -198,6 +198,10 @@ def validate_triple(
         **({"property": prop} if prop is not None else {}),
         # the paper a review decision stands for; likewise only when stated (a chain row's paper is its doc_key)
         **({"paper_key": paper} if paper is not None else {}),
+        # an LLM backbone's debate (advocates' turns, the judge's verdict), for the adjudication a "replace" writes;
+        # only when there was one
+        **({"debate": adj.debate_said(r["debate_transcript"], r.get("verdict"), r.get("debate_confidence"))}
+           if not _missing(r.get("debate_transcript")) else {}),
     }
 
 
@@ -688,7 +692,7 @@ def _supersessions(con: Any, stamp: _Stamp, kept: list[tuple[str, dict[str, Any]
     out = []
     for doc, r, e in wanted:
         f = facts.get(e)
-        reason = r["adjudication"] or "the conflict agent replaced it"
+        reason = (r["adjudication"] or "the conflict agent replaced it") + r.get("debate", "")
         if f is None:
             reason += f" (the edge was not in the KG as of {stamp.date - dt.timedelta(days=1)})"
         out.append(_adjudication_row(

@@ -16,12 +16,11 @@ The resolved table is read when the document has one (it carries every aligned c
 
 from __future__ import annotations
 
-import json
-
 from collections.abc import Iterable
 
 import pandas as pd
 
+from karma_dagster.kg import adjudication
 from karma_dagster.kg.backends import kg_store
 from karma_dagster.kg.schema import KGSchema
 from karma_dagster.kg.store import KGStore
@@ -171,7 +170,7 @@ def _conflict_item(ns: str, doc: str, stage: str, row: dict) -> ReviewItem:
     for side in ("argument_for", "argument_against"):
         if row.get(side):
             note += f" | {side.replace('_', ' ')}: {row[side]}"
-    note += _debate_turns(row.get("debate_transcript"))
+    note += adjudication.debate_said(row.get("debate_transcript"))
     return ReviewItem(
         item_id=item_id("unresolved_conflict", ns, row["head_id"], relation, row["tail_id"], doc),
         source="unresolved_conflict", backbone=ns, head_id=row["head_id"], head_name=row["head_name"],
@@ -189,12 +188,3 @@ def _joined(a: ReviewItem, b: ReviewItem) -> ReviewItem:
     """One triple stated several times in one document: one item, every sentence, the best score."""
     return a.model_copy(update={"evidence": a.evidence + [e for e in b.evidence if e not in a.evidence],
                                 "score": max(a.score, b.score)})
-
-
-def _debate_turns(transcript: object) -> str:
-    """The advocates' turns for the reviewer, in order ('' without a multi-agent debate)."""
-    if not isinstance(transcript, str) or not transcript:
-        return ""
-    who = {"new": "for the new triple", "existing": "for the KG"}
-    return "".join(f" | round {t['round']} {who.get(t['side'], t['side'])}: {t['argument']}"
-                   for t in json.loads(transcript))
