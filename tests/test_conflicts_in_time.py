@@ -360,7 +360,7 @@ def test_an_llm_backbone_debates_a_clash_with_two_advocates_who_see_their_sides(
 
 def test_the_debate_of_a_replace_is_kept_with_its_adjudication_and_shown_on_the_edge_page(papers, seeded: Path,
                                                                                          tmp_path: Path) -> None:
-    """A triple that replaces a KG edge after an LLM debate: the advocates' turns and the judge's verdict go into the
+    """A triple that replaces a KG edge after an LLM debate: the verdict and the advocates' turns go into the
     adjudication's reason, which the KG browser's edge page lists in the edge's history."""
     from karma_dagster.browse.queries import edge as edge_page
 
@@ -376,8 +376,8 @@ def test_the_debate_of_a_replace_is_kept_with_its_adjudication_and_shown_on_the_
     merge_increment(store, D2, NS, {key_b: ([debated], NODES)}, "run-d2")
     (replaced,) = [r for r in store.merge_adjudications(NS) if r["action"] == "replace"]
     said = (" | round 1 for the new triple: Mice lacking mPGES-1 resist lithium-induced polyuria. | round 1 for the "
-            "KG: One 1980 paper read it as treats. | the judge: contradict (0.80)")
-    assert replaced["reason"].endswith(said)
+            "KG: One 1980 paper read it as treats.")
+    assert replaced["reason"].startswith("debate: contradict (0.80); ") and replaced["reason"].endswith(said)
     page = edge_page(store, LITHIUM, "treats", POLYURIA, NS)
     assert [h.reason for h in page.history if h.role == "superseded"] == [replaced["reason"]]
     # a row without a debate (the local rule judge) fingerprints and merges as it did before

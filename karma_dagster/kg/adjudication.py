@@ -182,13 +182,11 @@ def same_day(a_support: float, b_support: float, params: KarmaParams) -> tuple[A
     return "review", "review"
 
 
-def debate_said(transcript: object, verdict: object = None, confidence: object = None) -> str:
-    """The debate as one line for a reviewer or an edge's history: the judge's verdict, then each advocate's turn in
-    order ('' when there was no multi-agent debate: the local rule debate, an ablation)."""
+def debate_said(transcript: object) -> str:
+    """The advocates' turns as one line, in order, for a reviewer or an edge's history (the verdict is already in
+    the adjudication's reason); '' when there was no multi-agent debate (the local rule debate, an ablation)."""
     if not isinstance(transcript, str) or not transcript:
         return ""
     who = {"new": "for the new triple", "existing": "for the KG"}
-    said = "".join(f" | round {t['round']} {who.get(t['side'], t['side'])}: {t['argument']}"
+    return "".join(f" | round {t['round']} {who.get(t['side'], t['side'])}: {t['argument']}"
                    for t in json.loads(transcript))
-    judged = f" | the judge: {verdict} ({float(confidence):.2f})" if verdict and confidence is not None else ""
-    return said + judged

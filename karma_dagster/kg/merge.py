@@ -198,10 +198,9 @@ def validate_triple(
         **({"property": prop} if prop is not None else {}),
         # the paper a review decision stands for; likewise only when stated (a chain row's paper is its doc_key)
         **({"paper_key": paper} if paper is not None else {}),
-        # an LLM backbone's debate (advocates' turns, the judge's verdict), for the adjudication a "replace" writes;
-        # only when there was one
-        **({"debate": adj.debate_said(r["debate_transcript"], r.get("verdict"), r.get("debate_confidence"))}
-           if not _missing(r.get("debate_transcript")) else {}),
+        # an LLM backbone's debate (the advocates' turns), for the adjudication a "replace" writes; only when there
+        # was one
+        **({"debate": adj.debate_said(r["debate_transcript"])} if not _missing(r.get("debate_transcript")) else {}),
     }
 
 
