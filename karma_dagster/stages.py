@@ -203,7 +203,7 @@ def _resolved(x: StageInputs) -> tuple[list[BaseModel], Figures]:
     kg_as_of = day - dt.timedelta(days=1)
     existing = services.existing_relations_lookup(x.paths, x.namespace, as_of=kg_as_of)
     rows = resolve_conflicts(x.records("aligned", AlignedRow), existing, x.backbone, services.kg_schema(), x.params,
-                             on=day)
+                             on=day, sentences=services.edge_sentences_lookup(x.paths, x.namespace, as_of=kg_as_of))
     actions = {f"action_{a}": sum(r.action == a for r in rows) for a in ("keep", "discard", "replace", "review")}
     clashes = {f"against_{a}": sum(r.conflict and r.against == a for r in rows) for a in ("kg", "same_document")}
     verdicts = {f"verdict_{v}": sum(r.verdict == v for r in rows) for v in ("agree", "contradict")}

@@ -326,7 +326,7 @@ def test_two_papers_a_same_day_contradiction_and_an_older_edge_replaced(papers, 
 def test_an_llm_backbone_debates_a_clash_with_two_advocates_who_see_their_sides(papers, seeded: Path, tmp_path: Path,
                                                                                  server) -> None:
     """KARMA's debate on an LLM backbone (the scripted model of tests/fake_openai_server.py): the KG's advocate is
-    shown the treats edge's support as of the day before (its paper, confidence and date), the new triple's advocate
+    shown the treats edge as of the day before (its sentence, paper, confidence and date), the new triple's advocate
     its sentence; their turns are stored on the row (and survive the stage table), the judge's verdict decides."""
     from fake_openai_server import agent_of
 
@@ -341,13 +341,16 @@ def test_an_llm_backbone_debates_a_clash_with_two_advocates_who_see_their_sides(
     server.reset()
     llm = LLMBackbone("fake", LLMClient("openai/fake-model", api_base=server.url, api_key="x", backoff_base=0.01,
                                         timeout=10, name="fake"), PromptStore())
-    lookup = services.existing_relations_lookup(DataPaths(store.path.parent), NS, as_of=D1)
-    (row,) = resolve_conflicts([b], lookup, llm, KGSchema.load(), P, on=D2)
+    data = DataPaths(store.path.parent)
+    lookup = services.existing_relations_lookup(data, NS, as_of=D1)
+    (row,) = resolve_conflicts([b], lookup, llm, KGSchema.load(), P, on=D2,
+                               sentences=services.edge_sentences_lookup(data, NS, as_of=D1))
     assert [agent_of(r) for r in server.requests] == ["conflict_advocate"] * 4 + ["conflict_resolution"]
     kg_turn = server.requests[1]["messages"][1]["content"]
     shown = json.loads(kg_turn.split("<side>", 1)[1].split("</side>", 1)[0])
     assert shown["claim"] == "lithium treats polyuria" and shown["source"] == "knowledge graph"
     assert (shown["papers"], shown["first_seen"], shown["in_seed"]) == (1, D1.isoformat(), False)
+    assert shown["evidence"] == [a.evidence]  # the day-1 paper's sentence: what the KG's side stands on
     assert shown["confidence"] == pytest.approx(ev_a.evidence_score, abs=1e-4)
     assert (row.conflict, row.against, row.verdict) == (True, "kg", "agree")  # the scripted judge: not negated
     turns = json.loads(row.debate_transcript)

@@ -365,6 +365,19 @@ def test_a_mention_stored_on_a_node_of_another_kind_takes_that_kinds_metaedge(ba
         assert not con.execute("SELECT 1 FROM nodes WHERE id = ?", [arrhythmia.id]).fetchall(), "not a second node"
 
 
+def test_edge_sentences_are_the_evidence_as_of_a_date_newest_first(base, tmp_path: Path) -> None:
+    """What the conflict agent's debate shows for the KG's side of a clash, on both stores."""
+    store = fresh(base, "kg")
+    said = {D1: "Metformin improved glycemic control in type 2 diabetes.", D3: "Metformin lowered HbA1c in T2DM."}
+    for day, sentence in said.items():
+        merge_increment(store, day, "local", {f"{day}_p": ([triple(f"{day}_p", "t1", METFORMIN, T2DM, 0.7,
+                                                                   evidence=sentence)], [])}, "r")
+    edge_key = (METFORMIN, "treats", T2DM)
+    assert store.edge_sentences([edge_key], "local") == {edge_key: [said[D3], said[D1]]}
+    assert store.edge_sentences([edge_key], "local", as_of=D2) == {edge_key: [said[D1]]}
+    assert store.edge_sentences([edge_key], "other") == {}  # another backbone's KG: the seed row has no sentence
+
+
 def test_as_of_date_counts(base, tmp_path: Path) -> None:
     store = fresh(base, "kg")
     d1, docs1 = workload(0, n_docs=2)

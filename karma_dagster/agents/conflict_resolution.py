@@ -28,6 +28,8 @@ Pair = tuple[str, str]
 # (head, tail) pairs -> the KG edges stored head -> tail, with their support as of the day before the document
 ExistingEdges = Callable[[Sequence[Pair]], Mapping[Pair, Sequence[EdgeFacts]]]
 Edge = tuple[str, str, str]
+# KG edges -> their evidence sentences as of the day before the document, newest first (the debate's KG side)
+EdgeSentences = Callable[[Sequence[Edge]], Mapping[Edge, Sequence[str]]]
 
 # when several clashes disagree, the row takes the gravest outcome
 _SEVERITY = {"discard": 3, "review": 2, "replace": 1, "keep": 0}
@@ -91,9 +93,11 @@ def resolve_conflicts(
     params: KarmaParams,
     *,
     on: dt.date | None = None,
+    sentences: EdgeSentences | None = None,
 ) -> list[ResolvedRow]:
     """Resolve one document's aligned triples. `on` is the document's date D (time discount of KG edges, the date of
-    a same-document clash, the supersession date of a replace); `existing_edges` must answer as of D-1."""
+    a same-document clash, the supersession date of a replace); `existing_edges` and `sentences` (what the KG's side
+    of a debate is shown) must answer as of D-1."""
     eligible = [i for i, t in enumerate(aligned) if _eligible(t)]
     pairs = list(dict.fromkeys(p for i in eligible for p in ((aligned[i].head_id, aligned[i].tail_id),
                                                              (aligned[i].tail_id, aligned[i].head_id))))
@@ -110,13 +114,16 @@ def resolve_conflicts(
     # detection first (above); then every (triple, other relation) debate of the document overlaps on the backbone
     questions = list(dict.fromkeys((i, c.edge[1]) for i in eligible for c in clashes[i]))
     against = {q: next(c for c in clashes[q[0]] if c.edge[1] == q[1]) for q in questions}
+    kg_edges = sorted({c.edge for c in against.values() if c.facts is not None})
+    said = dict(sentences(kg_edges)) if sentences is not None and kg_edges else {}
 
     def debate(question: tuple[int, str]) -> DebateAnswer:
         i, relation = question
         t = aligned[i]
         query = TripleQuery(head_name=t.head_name, head_type=t.head_kg_type or t.head_type, relation=t.kg_relation,
                             tail_name=t.tail_name, tail_type=t.tail_kg_type or t.tail_type, evidence=t.evidence)
-        return backbone.debate(query, relation, _side(t, against[question]))
+        clash = against[question]
+        return backbone.debate(query, relation, _side(t, clash, said.get(clash.edge, ())))
 
     answers = dict(zip(questions, backbone_map(backbone, debate, questions), strict=True))
     out: list[ResolvedRow] = []
@@ -133,17 +140,18 @@ def resolve_conflicts(
     return out
 
 
-def _side(t: AlignedRow, clash: _Clash) -> DebateSide:
-    """What the other side of a clash stands on, for the debate: the KG edge's support, papers and dates, or the
-    same paper's other sentence."""
+def _side(t: AlignedRow, clash: _Clash, sentences: Sequence[str] = ()) -> DebateSide:
+    """What the other side of a clash stands on, for the debate: the KG edge's sentences, support, papers and dates,
+    or the same paper's other sentence."""
     head, tail = (t.head_name, t.tail_name) if clash.edge[0] == t.head_id else (t.tail_name, t.head_name)
     claim = f"{head} {clash.edge[1]} {tail}"
     if clash.facts is None:
         return DebateSide(claim=claim, source="same paper", evidence=[clash.evidence] if clash.evidence else [],
                           confidence=round(clash.support, 4), last_seen=clash.date)
     f = clash.facts
-    return DebateSide(claim=claim, source="knowledge graph", confidence=round(f.confidence, 4), papers=f.n_docs,
-                      in_seed=f.in_seed, first_seen=f.first_seen, last_seen=f.last_seen)
+    return DebateSide(claim=claim, source="knowledge graph", evidence=list(sentences),
+                      confidence=round(f.confidence, 4), papers=f.n_docs, in_seed=f.in_seed,
+                      first_seen=f.first_seen, last_seen=f.last_seen)
 
 
 def _adjudicated(

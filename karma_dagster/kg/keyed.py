@@ -85,6 +85,31 @@ def _aggregate(edge: Edge, rows: list[_Row]) -> EdgeFacts:
                      n_docs=len({r.paper for r in readings}))
 
 
+# The evidence sentences of given edges, newest first (what the conflict agent's debate shows for the KG's side).
+_SENTENCES_SQL = """
+WITH w(head_id, relation, tail_id) AS (VALUES {values})
+SELECT e.head_id, e.relation, e.tail_id, e.evidence
+FROM evidence e JOIN w ON w.head_id = e.head_id AND w.relation = e.relation AND w.tail_id = e.tail_id
+WHERE e.namespace = ? AND (CAST(? AS DATE) IS NULL OR e.date <= CAST(? AS DATE))
+ORDER BY e.date DESC, e.doc_key, e.triple_id
+"""
+
+
+def edge_sentences(con: Any, edges: Iterable[Edge], namespace: str, as_of: dt.date | None = None,
+                   per_edge: int = 3) -> dict[Edge, list[str]]:
+    """Up to `per_edge` distinct evidence sentences of each edge dated <= as_of, newest first (a seed-only edge has
+    none)."""
+    out: dict[Edge, list[str]] = {}
+    for chunk in _chunks(sorted(set(edges))):
+        sql = _SENTENCES_SQL.format(values=", ".join(
+            ["(CAST(? AS VARCHAR), CAST(? AS VARCHAR), CAST(? AS VARCHAR))"] * len(chunk)))
+        for h, r, t, sentence in con.execute(sql, [x for e in chunk for x in e] + [namespace, as_of, as_of]).fetchall():
+            said = out.setdefault((h, r, t), [])
+            if len(said) < per_edge and sentence not in said:
+                said.append(sentence)
+    return out
+
+
 def live_edges(con: Any, edges: Iterable[Edge], namespace: str, as_of: dt.date | None = None) -> set[Edge]:
     """Which of the edges the namespace's graph holds (as of the date): a row of kg_edges, seed or evidence."""
     wanted = set(edges)

@@ -542,6 +542,13 @@ class KGStore:
             out[(h, t)].append(edge)
         return out
 
+    def edge_sentences(self, edges: Iterable[tuple[str, str, str]], namespace: str = DEFAULT_NAMESPACE,
+                       as_of: dt.date | None = None) -> dict[tuple[str, str, str], list[str]]:
+        """Up to three evidence sentences of each edge as of the date, newest first: what the KG's advocate in the
+        conflict agent's debate is shown."""
+        with self.connect(read_only=True) as con:
+            return keyed.edge_sentences(con, list(edges), namespace, as_of)
+
     def merge_adjudications(self, namespace: str) -> list[dict]:
         """What the namespace's merges adjudicated, in date order: same-day contradictions they kept out of the KG
         (action discard / review) and older edges new triples superseded (replace). Keys: doc_key, triple_id,

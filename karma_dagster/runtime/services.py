@@ -279,6 +279,18 @@ def existing_relations_lookup(
     return lookup
 
 
+def edge_sentences_lookup(
+    data: DataPaths, namespace: str, as_of: dt.date | None = None
+) -> Callable[[Sequence[tuple[str, str, str]]], dict[tuple[str, str, str], list[str]]]:
+    """KG edges -> their evidence sentences as of `as_of`, newest first: the debate's KG side (one query a call)."""
+    store = kg_store(data)
+
+    def lookup(edges: Sequence[tuple[str, str, str]]) -> dict[tuple[str, str, str], list[str]]:
+        return store.edge_sentences(edges, namespace=namespace, as_of=as_of)
+
+    return lookup
+
+
 def kg_context(data: DataPaths, text: str, limit: int = 40) -> list[str]:
     """Names of KG entities the paper mentions, most frequent first: what relevance is judged against."""
     names = cached(
