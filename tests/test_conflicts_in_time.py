@@ -111,6 +111,25 @@ def test_bad_or_missing_pairs_are_named(tmp_path: Path) -> None:
     assert not loose.incompatible("treats", "causes", "Compound", "Disease")  # unjudged = compatible
 
 
+def test_opposite_polarities_on_one_kind_pair_contradict_without_a_listed_row(tmp_path: Path) -> None:
+    """The schema derives its contradictions from the relations' polarity: a KG whose own schema gives treats
+    (negative) and causes (positive) on Compound-Disease gets the clash debated with no `incompatible` row, unless
+    `compatible` states an exception; neutral relations (binds) never contradict by this rule."""
+    polar = _schema_yaml(tmp_path, "").read_text().replace(
+        "relation: treats, target: Disease}", "relation: treats, target: Disease, polarity: negative}").replace(
+        "relation: causes, target: Disease}", "relation: causes, target: Disease, polarity: positive}")
+    (tmp_path / "polar.yaml").write_text(polar)
+    derived = KGSchema.load(tmp_path / "polar.yaml")
+    assert derived.unjudged_pairs == [] and derived.incompatible("causes", "treats", "Disease", "Compound")
+    assert derived.why_incompatible("treats", "causes", "Compound", "Disease") == (
+        "opposite polarity on Compound-Disease: treats (CtD) is negative, causes (CcD) positive")
+    (tmp_path / "excepted.yaml").write_text(polar + "compatible:\n  - {between: [CtD, CcD], why: another dose}\n")
+    assert not KGSchema.load(tmp_path / "excepted.yaml").incompatible("treats", "causes", "Compound", "Disease")
+    # the shipped schema's six hand-listed contradictions are exactly what its polarities derive
+    shipped = KGSchema.load()
+    assert set(shipped.opposite_pairs) == {frozenset(p.between) for p in shipped.incompatible_pairs}
+
+
 # ---------------------------------------------------------------- the adjudication rules, by hand
 P = KarmaParams()  # margin 0.15, review at 0.8, debate floor 0.6, half-life 10 y
 

@@ -220,7 +220,21 @@ class KGSchema(BaseModel):
     # ------------------------------------------------------------------ contradictions
     @cached_property
     def _incompatible(self) -> frozenset[frozenset[str]]:
-        return frozenset(frozenset(p.between) for p in self.incompatible_pairs)
+        return frozenset(frozenset(p.between) for p in self.incompatible_pairs) | frozenset(self.opposite_pairs)
+
+    @cached_property
+    def opposite_pairs(self) -> dict[frozenset[str], str]:
+        """The rule that derives contradictions from the schema itself: two metaedges on one kind pair whose
+        polarities are opposite (positive / negative) cannot both hold, unless `compatible` lists them (a stated
+        exception). Pair -> the reason, so a KG's own schema extension contradicts without a hand-written row."""
+        listed_compatible = {frozenset(p.between) for p in self.compatible_pairs}
+        out: dict[frozenset[str], str] = {}
+        for pair in self.pairs_to_judge:
+            a, b = sorted((me for me in self.metaedges if me.abbrev in pair), key=lambda me: me.polarity)
+            if {a.polarity, b.polarity} == {"positive", "negative"} and pair not in listed_compatible:
+                out[pair] = (f"opposite polarity on {a.source}-{a.target}: {a.relation} ({a.abbrev}) is "
+                             f"{a.polarity}, {b.relation} ({b.abbrev}) {b.polarity}")
+        return out
 
     @cached_property
     def pairs_to_judge(self) -> list[frozenset[str]]:
@@ -236,7 +250,7 @@ class KGSchema(BaseModel):
     @cached_property
     def unjudged_pairs(self) -> list[frozenset[str]]:
         judged = {frozenset(p.between) for p in (*self.incompatible_pairs, *self.compatible_pairs)}
-        return [p for p in self.pairs_to_judge if p not in judged]
+        return [p for p in self.pairs_to_judge if p not in judged and p not in self.opposite_pairs]
 
     def incompatible(self, rel_a: str, rel_b: str, kind_a: str | None = None, kind_b: str | None = None) -> bool:
         """True when the two relations cannot both hold for one pair of entities of kinds (kind_a, kind_b), in
@@ -258,7 +272,8 @@ class KGSchema(BaseModel):
         if me_a is None or me_b is None:
             return None
         key = frozenset((me_a.abbrev, me_b.abbrev))
-        return next((p.why for p in self.incompatible_pairs if frozenset(p.between) == key), None)
+        return next((p.why for p in self.incompatible_pairs if frozenset(p.between) == key),
+                    self.opposite_pairs.get(key))
 
 
 def polarity_fits(label: Polarity | None, relation: Polarity) -> bool:
