@@ -33,6 +33,9 @@ class ConfigError(ValueError):
     """A configuration file is wrong; the message names the file, the key and what to do."""
 
 
+MAX_DEBATE_ROUNDS = 5  # the debate's budget: at most 2 x 5 + 1 calls per clash
+
+
 class BackboneSettings(BaseModel):
     """How one backbone answers: the kind, and for an LLM its litellm model string and call parameters."""
 
@@ -64,8 +67,8 @@ class BackboneSettings(BaseModel):
     ablate: list[Ablation] = Field(default_factory=list, description="agents switched off in this backbone's chain "
                                    "(KARMA's ablations): summarizer, conflict_resolution, evaluator; each runs a "
                                    "pass-through instead (stages.py)")
-    debate_rounds: int = Field(2, ge=1, le=5, description="an LLM backbone's conflict resolution: the rounds its two "
-                               "advocates (the new triple's, the KG's) argue before the judge decides; each round is "
+    debate_rounds: int = Field(2, ge=1, le=MAX_DEBATE_ROUNDS, description="an LLM backbone's conflict resolution: "
+                               "the rounds its two advocates (the new triple's, the KG's) argue before the judge decides; each round is "
                                "two calls, the verdict one more (the local backbone's rule debate ignores it)")
     single_agent_chunk_chars: int = Field(
         32000, ge=1000, description="single_agent mode: a paper longer than this many characters is cut into "

@@ -42,13 +42,13 @@ from karma_dagster.backbones.llm.outputs import (
 )
 from karma_dagster.kg.entity_index import compatible_kinds
 from karma_dagster.kg.schema import KGSchema
+from karma_dagster.runtime.config import MAX_DEBATE_ROUNDS
 from karma_dagster.runtime.prompts import PromptStore, RenderedPrompt
 from karma_dagster.schemas.records import MentionSpan, ParsedDocument, RawSection
 
 # KARMA's evaluator judges confidence, clarity and relevance as separate questions, one prompt each.
 EVALUATOR_PROMPTS = ("evaluator_confidence", "evaluator_clarity", "evaluator_relevance")
 ADVOCATE = "conflict_advocate"  # the debate's two advocates; "conflict_resolution" is its judge
-MAX_DEBATE_ROUNDS = 5  # the debate's budget: at most 2 x 5 + 1 calls per clash
 T = TypeVar("T")
 R = TypeVar("R")
 Domain = Literal["genomics", "proteomics", "metabolomics", "general biomedicine"]
