@@ -68,8 +68,9 @@ class BackboneSettings(BaseModel):
                                    "(KARMA's ablations): summarizer, conflict_resolution, evaluator; each runs a "
                                    "pass-through instead (stages.py)")
     debate_rounds: int = Field(2, ge=1, le=MAX_DEBATE_ROUNDS, description="an LLM backbone's conflict resolution: "
-                               "the rounds its two advocates (the new triple's, the KG's) argue before the judge decides; each round is "
-                               "two calls, the verdict one more (the local backbone's rule debate ignores it)")
+                               "the rounds its two advocates (the new triple's, the KG's) argue before the judge "
+                               "decides; each round is two calls, the verdict one more (the local backbone's rule "
+                               "debate ignores it)")
     single_agent_chunk_chars: int = Field(
         32000, ge=1000, description="single_agent mode: a paper longer than this many characters is cut into "
         "paper-sized chunks (one generation each) so each fits the model's context with room for the answer")
