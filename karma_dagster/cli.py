@@ -581,12 +581,14 @@ def _main(argv: list[str]) -> int:
     from karma_dagster.ingest.feed.cli_fetch import add_parser as add_fetch_parser
     from karma_dagster.kg.cli_check import add_parser as add_check_parser
     from karma_dagster.kg.cli_dedupe import add_parser as add_dedupe_parser
+    from karma_dagster.metrics.cli_calibrate import add_parser as add_calibrate_parser
     from karma_dagster.mcp_server.cli import add_parser as add_mcp_parser
     from karma_dagster.project.cli_init import add_parser as add_init_parser
     from karma_dagster.review.cli_review import add_parser as add_review_parser
 
     for add in (add_ask_parser, add_context_parser, add_review_parser, add_mcp_parser, add_export_parser,
-                add_dedupe_parser, add_check_parser, add_llm_serve_parser, add_init_parser, add_fetch_parser):
+                add_dedupe_parser, add_check_parser, add_llm_serve_parser, add_init_parser, add_fetch_parser,
+                add_calibrate_parser):
         add(sub)
 
     args = parser.parse_args(argv)

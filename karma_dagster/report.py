@@ -44,6 +44,8 @@ class RunReport(BaseModel):
     stage_warnings: dict[str, dict[str, str]] = {}
     # doc_key -> "title — first author et al., journal, date" of the documents the report names (name_papers)
     papers: dict[str, str] = {}
+    # backbone -> what its evaluator's confidence is: "calibrated ..." or "uncalibrated ..." (calibration_state)
+    calibration: dict[str, str] = {}
 
     def named(self, doc_key: str) -> str:
         """A document as the report names it: its paper's label with the key after it, else the key."""
@@ -57,6 +59,11 @@ class RunReport(BaseModel):
         rows = [f"| {f.replace('_', ' ')} | " + " | ".join(str(b.figures.get(f, 0)) for b in self.backbones) + " |"
                 for f in names]
         out = [head, sep, *rows]
+        if self.calibration:
+            out += ["", "Confidence: " + "; ".join(f"{name} {state}" for name, state in self.calibration.items())]
+            if any(state.startswith("uncalibrated") for state in self.calibration.values()):
+                out.append("(uncalibrated: the evaluator's scores are no probabilities of being right; `karma "
+                           "calibrate --backbone NAME --pubtator GOLD` fits them)")
         if self.dates is not None and (lines := self.dates.lines(named=self.named)):
             out += ["", *lines]
         if self.documents_failed:

@@ -221,7 +221,12 @@ def _evaluated(x: StageInputs) -> tuple[list[BaseModel], Figures]:
     accepted = sum(r.accepted for r in rows)
     figures: Figures = {"accepted": accepted, "rejected": len(rows) - accepted}
     threshold = x.backbone.admission_threshold(x.params.admission_precision)
-    if threshold is None:
+    if callable(state := getattr(x.backbone, "calibration_state", None)):  # (duck-typed stand-ins have none)
+        figures["confidence"] = state()  # a calibrated probability, or an uncalibrated score
+    if callable(holds := getattr(x.backbone, "holds_uncalibrated", None)) and holds():
+        figures["to_review_uncalibrated"] = sum(r.accepted is False and (r.admission or "").startswith("held for review")
+                                                for r in rows)
+    elif threshold is None:
         figures["theta"] = x.params.integrate_threshold_for(x.backbone.judge_signals == "llm")
     else:  # a calibrated model decided: its operating point, and what was held back for review
         figures.update({"admission_precision": x.params.admission_precision, "admission_threshold": round(threshold, 4),

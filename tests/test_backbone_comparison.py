@@ -163,7 +163,12 @@ def test_local_metrics_agree_with_its_tables_and_the_comparison_shows_both(compa
     assert "| scripted | single_agent | - |" in table and "LC ↑" in table
     # the two rows tie on every metric both measure (one abstract, one triple each): nothing is bolded
     assert "| local | multi_agent | - | " in table and "**" not in table.split("\n")[2]
-    assert csv.index.name == "backbone" and list(csv.columns[:3]) == ["mode", "ablated", "status"]
+    assert csv.index.name == "backbone" and list(csv.columns[:4]) == ["mode", "ablated", "status", "calibration"]
+    # what each row's confidence is: the local chain's calibrated probability, the LLM baseline's own scores
+    assert csv.loc["local", "calibration"] == "calibrated (shipped learned evaluator)"
+    assert csv.loc["scripted", "calibration"] == "uncalibrated"
+    assert "| local | multi_agent | - | calibrated |" in table and "| scripted | single_agent | - | **uncalibrated** ⚠ |" in table
+    assert "⚠ Uncalibrated: these backbones' evaluator scores are no probabilities" in table
     assert pd.isna(csv.loc["scripted", "conflict_ratio"]) and pd.isna(csv.loc["scripted", "mean_clarity"])
     assert bool(csv.loc["scripted", "judge_is_chain_model"]) and not bool(csv.loc["local", "judge_is_chain_model"])
     assert "⚠ The judge is not independent of these chains" in table and "- scripted: the judge is the chain's own" in table

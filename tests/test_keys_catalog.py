@@ -250,3 +250,7 @@ def test_the_run_report_names_failed_and_undated_documents_by_title(tmp_path: Pa
     assert f"- {title} — " in text and f"(`{key}`): boom" in text
     assert f"(`{key}`) (arrival): no date" in text
     assert "- `2020-01-01_gone`: lost" in text, "a document the catalog does not know keeps its key"
+    report.calibration = {"local": "calibrated (shipped learned evaluator)", "gpt": "uncalibrated: held for review"}
+    said = report.markdown()
+    assert "Confidence: local calibrated (shipped learned evaluator); gpt uncalibrated: held for review" in said
+    assert "(uncalibrated: the evaluator's scores are no probabilities of being right; `karma calibrate" in said

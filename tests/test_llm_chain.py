@@ -25,7 +25,9 @@ def server():
 
 
 def test_llm_backbone_runs_every_stage_through_litellm_and_grows_its_namespace(make_pipeline, server):
-    backbone = BackboneConfig(kind="litellm", model="openai/karma-scripted", api_base=server.url, api_key=FAKE_KEY)
+    # never calibrated: KARMA's Theta rule admits its triples (the default would hold them all for review)
+    backbone = BackboneConfig(kind="litellm", model="openai/karma-scripted", api_base=server.url, api_key=FAKE_KEY,
+                              uncalibrated_admission="theta")
     p = make_pipeline(backbones={"scripted": backbone}, inbox_files=PAPER)
     assert runner.import_kg(p.defs, p.instance)
     keys, _ = runner.register_inbox(p.defs, p.instance)
@@ -40,8 +42,25 @@ def test_llm_backbone_runs_every_stage_through_litellm_and_grows_its_namespace(m
     con.close()
     assert rows and {r[0] for r in rows} == {"scripted"} and {r[1] for r in rows} == {"scripted"}
     assert all("relation_extraction.v1@" in r[2] for r in rows)
+    assert all(r[2].endswith("@uncalibrated") for r in rows), "each row says its score is no probability"
     assert p.kg.snapshot_counts(namespace="local").n_evidence == 0, "backbones do not write into each other's KG"
+    # the KG browser says so beside each of its scores: an uncalibrated score, not a probability of being right
+    from starlette.testclient import TestClient
 
+    from karma_dagster.review.app import create_app
+    from karma_dagster.review.queue import ReviewQueue
+    from karma_dagster.web.guard import TOKEN_HEADER
+
+    con = duckdb.connect(str(p.storage.kg_path()), read_only=True)
+    head, relation, tail = con.execute("SELECT head_id, relation, tail_id FROM evidence LIMIT 1").fetchone()
+    con.close()
+    app = create_app(ReviewQueue(p.root / "queue.duckdb"), dagster_url="http://127.0.0.1:3999/", kg=p.kg)
+    browser = TestClient(app, base_url="http://127.0.0.1:8766", headers={TOKEN_HEADER: app.state.token})
+    page = browser.get("/kg/edge", params={"head": head, "relation": relation, "tail": tail, "backbone": "scripted"})
+    assert page.status_code == 200 and '<small class="uncalibrated"' in page.text.split('id="evidence"')[1]
+
+    evaluated = document_metadata(p, dg.AssetKey(["scripted", "evaluated"]), keys)
+    assert evaluated["confidence"] == "uncalibrated: admitted by Theta" and "theta" in evaluated
     meta = document_metadata(p, dg.AssetKey(["scripted", "entities"]), keys)
     assert meta["llm_calls"] > 0 and meta["tokens_in"] > 0
     assert meta["prompt_id"].startswith("entity_extraction.v1@")

@@ -281,12 +281,14 @@ def test_bc5cdr_cid_is_a_positive_correlation_between_a_chemical_and_a_disease()
 def test_comparison_table_has_a_row_per_backbone_with_ablations_n_a_and_the_judge_flag(tmp_path):
     rows = [
         cmp.ComparisonRow(backbone="local", judge="rules", judge_is_chain_model=True,
+                          calibration="calibrated (shipped learned evaluator)",
                           judge_overlap="the rule-based judge uses the local chain's cues", values={
                               "mean_confidence": 0.8, "conflict_ratio": 0.10, "connectivity_ratio": 1.25,
                               "qa_coherence": 0.5, **cmp.cost_figures(0.0, 4, 10)}),
         cmp.ComparisonRow(backbone="local-no-evaluator", ablated=["evaluator"], judge="rules",
                           judge_is_chain_model=True, values={"mean_confidence": None, "conflict_ratio": 0.2}),
-        cmp.ComparisonRow(backbone="gpt", judge="rules", judge_is_chain_model=False, values={
+        cmp.ComparisonRow(backbone="gpt", judge="rules", judge_is_chain_model=False,
+                          calibration="uncalibrated: held for review", values={
             "mean_confidence": 0.9, "conflict_ratio": 0.05, "qa_coherence": 0.5, **cmp.cost_figures(0.02, 4, 5)}),
         cmp.ComparisonRow(backbone="gpt-single", mode="single_agent", judge="rules", judge_is_chain_model=False,
                           values={"mean_confidence": None, "conflict_ratio": None}),
@@ -295,7 +297,7 @@ def test_comparison_table_has_a_row_per_backbone_with_ablations_n_a_and_the_judg
     md = cmp.markdown(rows)
     lines = md.splitlines()
     header = [c.strip() for c in lines[0].strip("|").split("|")]
-    assert header == ["backbone", "mode", "ablated", "MC ↑", "MCl ↑", "MR ↑", "Δcov ↑", "Δconn Σ(deg′−deg) ↑",
+    assert header == ["backbone", "mode", "ablated", "confidence", "MC ↑", "MCl ↑", "MR ↑", "Δcov ↑", "Δconn Σ(deg′−deg) ↑",
                       "Δconn Σdeg′/Σdeg ↑", "R_CR ↓", "edges replaced", "LC ↑", "QA ↑", "QA seed only", "docs",
                       "new triples", "gold mention F1 ↑", "gold id F1 ↑", "gold pair F1 ↑", "gold pair+type F1 ↑",
                       "cost $", "$ / doc ↓", "$ / accepted triple ↓", "judge = chain"]
@@ -310,6 +312,10 @@ def test_comparison_table_has_a_row_per_backbone_with_ablations_n_a_and_the_judg
     assert cells["local-no-evaluator"][col["MC ↑"]] == "n/a" and cells["gpt-single"][col["R_CR ↓"]] == "n/a"
     assert (cells["gpt-single"][col["mode"]], cells["gpt-single"][col["ablated"]]) == ("single_agent", "-")
     assert cells["local"][col["judge = chain"]] == "**yes** ⚠" and cells["gpt"][col["judge = chain"]] == "no"
+    # what each row's confidence is: a calibrated probability, an uncalibrated score (warned under the table), unknown
+    assert cells["local"][col["confidence"]] == "calibrated" and cells["gpt"][col["confidence"]] == "**uncalibrated** ⚠"
+    assert cells["gpt-single"][col["confidence"]] == "n/a"
+    assert "⚠ Uncalibrated:" in md and "gpt (uncalibrated: held for review)" in md and "local (" not in md
     # one measured value, or all tied: nothing is singled out in bold
     assert cells["local"][col["Δconn Σdeg′/Σdeg ↑"]] == "1.2500" and cells["local"][col["edges replaced"]] == "n/a"
     assert cells["local"][col["QA ↑"]] == cells["gpt"][col["QA ↑"]] == "0.500"
@@ -319,7 +325,9 @@ def test_comparison_table_has_a_row_per_backbone_with_ablations_n_a_and_the_judg
     twice = [r.model_copy(update={"backbone": f"{r.backbone}-2"}) for r in rows[:1]]
     assert cmp.judge_warnings(rows[:1] + twice) == ["local, local-2: the rule-based judge uses the local chain's cues"]
     csv = pd.read_csv(__import__("io").StringIO(cmp.to_csv(rows)))
-    assert list(csv.columns) == ["backbone", "mode", "ablated", "status", *cmp.COLUMNS, "judge_is_chain_model", "judge"]
+    assert list(csv.columns) == ["backbone", "mode", "ablated", "status", "calibration", *cmp.COLUMNS,
+                                 "judge_is_chain_model", "judge"]
+    assert csv.loc[2, "calibration"] == "uncalibrated: held for review"
     assert list(csv["backbone"]) == ["local", "local-no-evaluator", "gpt", "gpt-single", "deepseek"]
     assert math.isclose(csv.loc[2, "cost_per_triple"], 0.004) and csv.loc[1, "ablated"] == "evaluator"
     assert pd.isna(csv.loc[1, "mean_confidence"]) and bool(csv.loc[0, "judge_is_chain_model"])
@@ -338,8 +346,9 @@ def test_comparison_rows_read_the_metric_files(tmp_path):
         "qa_coherence_seed_only": 0.0, "judge": "rules", "judge_is_chain_model": True, "judge_overlap": "why"}))
     statuses = [BackboneStatus(name="b", kind="litellm", mode="single_agent", enabled=True, key_env="K",
                                configured=False)]
-    rows = cmp.comparison_rows(tmp_path, ["a"], statuses, lambda ns: 0.5)
+    rows = cmp.comparison_rows(tmp_path, ["a"], statuses, lambda ns: 0.5, lambda ns: f"uncalibrated ({ns})")
     a, b = rows
+    assert (a.calibration, b.calibration) == ("uncalibrated (a)", ""), "a status row's backbone was not built"
     assert (a.ablated, a.judge_is_chain_model, a.judge_overlap) == (["summarizer"], True, "why")
     assert a.values["mean_confidence"] is None and a.values["connectivity_ratio"] == 1.5
     assert a.values["cost_per_document"] == 0.25 and a.values["cost_per_triple"] == 0.125  # 0.5 / 2, 0.5 / 4

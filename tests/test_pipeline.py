@@ -111,6 +111,10 @@ def test_report_counts_what_the_stores_hold(grown):
     assert local.mentions == local.mentions_linked + local.mentions_new > 0
     assert local.segments_dropped > 0, "the JATS paper's references are dropped"
     assert "| triples accepted |" in report.markdown()
+    # what the confidence it stores is: the local backbone's calibrated probability
+    assert report.calibration == {"local": "calibrated (shipped learned evaluator)"}
+    assert "Confidence: local calibrated (shipped learned evaluator)" in report.markdown()
+    assert "uncalibrated" not in report.markdown()
 
 
 def test_documents_validated_together_collect_exactly_as_each_alone(grown, monkeypatch: pytest.MonkeyPatch):

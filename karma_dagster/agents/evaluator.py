@@ -9,7 +9,10 @@ blocks it (a negated or contrasted co-mention, a chemical named as the disease's
 its probability reaches the operating point of `params.admission_precision`. What is not admitted carries the
 reason in `admission` and goes to the review queue, ranked by its probability.
 
-A backbone without one (an uncalibrated LLM judge) keeps KARMA's rule: mean(C, Cl, R) >= Theta (params.py).
+An LLM backbone calibrated with `karma calibrate` (backbones/llm/calibration.py) is decided the same way, its
+mean(C, Cl, R) mapped to P(right). One never calibrated holds its integrable triples for review (its scores are
+no probabilities) unless its `uncalibrated_admission` setting is `theta`: KARMA's rule, mean(C, Cl, R) >= Theta
+(params.py), which the rule-scored pass-throughs and test doubles also keep.
 """
 
 from __future__ import annotations
@@ -91,22 +94,53 @@ def evaluate_triples(
         r = logistic_score(w.relevance, signals, "relevance")
         score = (c + cl + r) / 3.0
         row = t.model_dump()
+        calibrated = _score_probability(backbone, score) if llm and probs is None else None
+        if calibrated is not None:  # an LLM backbone calibrated by `karma calibrate`: its mean score made P(right)
+            out.append(_admitted(t, row, c, cl, r, score, calibrated,
+                                 backbone.admission_threshold(params.admission_precision),
+                                 contexts[i] if contexts is not None else None, params))
+            continue
+        if llm and probs is None and _holds_uncalibrated(backbone):
+            reason = (f"held for review: backbone {getattr(backbone, 'name', '?')!r} is uncalibrated (its score "
+                      f"{score:.2f} is no probability; karma calibrate fits it on a gold file)")
+            out.append(EvaluatedRow(**row, confidence=c, clarity=cl, relevance=r, score=score, accepted=False,
+                                    evidence_score=evidence_score(row.get("sample_confidence"), score, t.probability),
+                                    admission=reason if kept_and_aligned(t) else
+                                    f"not integrable ({t.schema_status}, {t.action})"))
+            continue
         if probs is None or threshold is None or contexts is None:
             accepted = score >= params.integrate_threshold_for(llm) and kept_and_aligned(t)
             out.append(EvaluatedRow(**row, confidence=c, clarity=cl, relevance=r, score=score, accepted=accepted,
                                     evidence_score=evidence_score(row.get("sample_confidence"), score,
                                                                   t.probability)))
             continue
-        p = probs[i]
-        reason = None if kept_and_aligned(t) else f"not integrable ({t.schema_status}, {t.action})"
-        reason = reason or blocked(contexts[i])
-        if reason is None and p < threshold:
-            reason = (f"below the operating point: P(right) {p:.2f} < {threshold:.2f} "
-                      f"(admission precision {params.admission_precision:.2f})")
-        out.append(EvaluatedRow(**row, confidence=c, clarity=cl, relevance=r, score=score, accepted=reason is None,
-                                evidence_score=p, correctness=p,
-                                admission=reason or f"admitted: P(right) {p:.2f} >= {threshold:.2f}"))
+        out.append(_admitted(t, row, c, cl, r, score, probs[i], threshold, contexts[i], params))
     return out
+
+
+def _admitted(t: ResolvedRow, row: dict, c: float, cl: float, r: float, score: float, p: float,
+              threshold: float | None, context: TripleContext | None, params: KarmaParams) -> EvaluatedRow:
+    """A triple decided by a calibrated P(right): integrable, no precision rule blocking it, at the operating point."""
+    reason = None if kept_and_aligned(t) else f"not integrable ({t.schema_status}, {t.action})"
+    reason = reason or (blocked(context) if context is not None else None)
+    if threshold is None:
+        raise EvaluatorError(f"triple {t.triple_id}: a calibrated probability without an operating point")
+    if reason is None and p < threshold:
+        reason = (f"below the operating point: P(right) {p:.2f} < {threshold:.2f} "
+                  f"(admission precision {params.admission_precision:.2f})")
+    return EvaluatedRow(**row, confidence=c, clarity=cl, relevance=r, score=score, accepted=reason is None,
+                        evidence_score=p, correctness=p,
+                        admission=reason or f"admitted: P(right) {p:.2f} >= {threshold:.2f}")
+
+
+def _score_probability(backbone: Backbone, score: float) -> float | None:
+    ask = getattr(backbone, "score_probability", None)  # duck-typed stand-ins (test doubles, plug-ins) have none
+    return ask(score) if callable(ask) else None
+
+
+def _holds_uncalibrated(backbone: Backbone) -> bool:
+    ask = getattr(backbone, "holds_uncalibrated", None)
+    return bool(ask()) if callable(ask) else False
 
 
 def triple_contexts(resolved: Sequence[ResolvedRow], mentions: Sequence[MentionRow],

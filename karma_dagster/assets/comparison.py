@@ -236,11 +236,13 @@ def build_backbone_comparison(namespaces: list[str], statuses: list[BackboneStat
     ))
 
     @dg.multi_asset(name="backbone_comparison", specs=specs, can_subset=False)
-    def backbone_comparison(context: dg.AssetExecutionContext, storage: KarmaStorageResource, judge: JudgeResource):
+    def backbone_comparison(context: dg.AssetExecutionContext, storage: KarmaStorageResource, judge: JudgeResource,
+                            backbones: BackbonesResource):
         for ns in namespaces:  # first: the table reads gold.json
             yield evaluate_gold(storage, ns)
         out = cmp.metrics_dir(storage.root())
-        rows = cmp.comparison_rows(out, namespaces, statuses, lambda ns: chain_cost(context.instance, ns)[0])
+        rows = cmp.comparison_rows(out, namespaces, statuses, lambda ns: chain_cost(context.instance, ns)[0],
+                                   lambda ns: backbones.calibration_state(ns, storage))
         table = cmp.markdown(rows)
         replace_file(out / "backbone_comparison.md", table + "\n")
         replace_file(out / "backbone_comparison.csv", cmp.to_csv(rows))

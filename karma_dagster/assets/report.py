@@ -45,6 +45,8 @@ def build(namespaces: list[str]) -> dg.AssetsDefinition:
         report.wall_time_s = config.wall_time_s if config.wall_time_s >= 0 else None
         overlaps = {ns: judge_chain_overlap(judge, backbones.settings(ns)) for ns in backbones.names()}
         report.judge_warnings = {ns: why for ns, why in overlaps.items() if why}
+        report.calibration = {ns: state for ns in backbones.names()
+                              if (state := backbones.calibration_state(ns, storage))}
         # one line, not the report: refreshed after each KG increment, its text (judge section included) would
         # fill the terminal with the same lines run after run; the UI shows it as this asset's `report` metadata
         context.log.info(f"karma_report: {len(report.backbones)} backbone(s); the report is this materialization's "

@@ -163,6 +163,20 @@ class Backbone(ABC):
         """EA: the probability a triple must reach for the admitted ones to hold `precision`; None: no model."""
         return None
 
+    def score_probability(self, score: float) -> float | None:
+        """EA without a correctness model: P(right) of its mean(C, Cl, R) once a calibration maps that score
+        (`karma calibrate`, backbones/llm/calibration.py); None: uncalibrated, the score is no probability."""
+        return None
+
+    def holds_uncalibrated(self) -> bool:
+        """EA: whether triples it scored uncalibrated wait for review instead of entering the KG by Theta."""
+        return False
+
+    def calibration_state(self) -> str:
+        """What its evaluator's confidence is, as the comparison, the report and the KG browser say it:
+        "calibrated ..." (a probability of being right) or "uncalibrated ..." (a score)."""
+        return "uncalibrated"
+
     def sample_relation_probabilities(
         self, text: str, pairs: list[tuple[MentionSpan, MentionSpan]], sample: int, temperature: float
     ) -> list[dict[str, float]]:

@@ -19,6 +19,7 @@ from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel
 
+from karma_dagster.backbones.llm.calibration import UNCALIBRATED
 from karma_dagster.kg import keyed
 from karma_dagster.kg import reinforcement as kg_reinforcement
 from karma_dagster.kg.store import KGStore
@@ -94,6 +95,10 @@ class EvidenceRow(BaseModel):
     date_source: str | None = None
     paper_key: str | None = None  # the paper a review decision stands for (None: the row's own document)
     status: Literal["live", "superseded", "after as-of"] = "live"
+
+    def uncalibrated(self) -> bool:  # a method: the field `property` shadows the builtin in this class body
+        """Scored by an LLM evaluator never calibrated (its chain version says so): a score, not a P(right)."""
+        return self.prompt_version.endswith(f"@{UNCALIBRATED}")
 
 
 class EntityView(BaseModel):

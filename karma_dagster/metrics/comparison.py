@@ -49,7 +49,7 @@ COLUMNS: dict[str, tuple[str, bool | None, str]] = {
     "cost_per_triple": ("$ / accepted triple ↓", False, "{:.5f}"),
 }
 # text columns of the CSV around the metrics (the markdown shows mode, ablated, judge = chain)
-LEADING = ["backbone", "mode", "ablated", "status"]
+LEADING = ["backbone", "mode", "ablated", "status", "calibration"]
 TRAILING = ["judge_is_chain_model", "judge"]
 CHART_COLUMNS = ["mean_confidence", "mean_clarity", "mean_relevance", "conflict_ratio", "llm_correctness",
                  "qa_coherence", "qa_coherence_seed_only", "gold_mention_f1", "gold_pair_f1"]
@@ -64,7 +64,15 @@ class ComparisonRow(BaseModel):
     judge: str = ""
     judge_is_chain_model: bool | None = None  # None = unknown (no metrics yet)
     judge_overlap: str = ""
+    calibration: str = ""  # what its evaluator's confidence is: "calibrated ..." or "uncalibrated ..." ("": unknown)
     values: dict[str, float | None] = {}
+
+    @property
+    def confidence_kind(self) -> str:
+        """The markdown's short form: a probability (calibrated) or a score (uncalibrated)."""
+        if not self.calibration:
+            return "n/a"
+        return "calibrated" if self.calibration.startswith("calibrated") else "**uncalibrated** ⚠"
 
 
 def variant(mode: str, ablated: list[str]) -> str:
@@ -127,9 +135,11 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 
 def comparison_rows(metrics_root: Path, namespaces: list[str], statuses: list[BackboneStatus],
-                    cost_of: Callable[[str], float | None]) -> list[ComparisonRow]:
-    """A row per namespace from its metric files under `metrics_root` (cost from `cost_of(namespace)`), then a
-    status row per enabled backbone that cannot run here (NOT CONFIGURED; one left out by `--backbone` gets none)."""
+                    cost_of: Callable[[str], float | None],
+                    calibration_of: Callable[[str], str] = lambda _ns: "") -> list[ComparisonRow]:
+    """A row per namespace from its metric files under `metrics_root` (cost from `cost_of(namespace)`, what its
+    confidence is from `calibration_of`), then a status row per enabled backbone that cannot run here (NOT
+    CONFIGURED; one left out by `--backbone` gets none)."""
     rows = []
     for ns in namespaces:
         km = _read_json(metrics_root / ns / "kg_metrics.json")
@@ -142,7 +152,7 @@ def comparison_rows(metrics_root: Path, namespaces: list[str], statuses: list[Ba
             backbone=ns, status="ok" if km else "no kg_metrics yet", mode=km.get("mode", "multi_agent"),
             ablated=list(km.get("ablated") or []), judge=km.get("judge", ""),
             judge_is_chain_model=km.get("judge_is_chain_model") if km else None,
-            judge_overlap=km.get("judge_overlap", ""), values=values))
+            judge_overlap=km.get("judge_overlap", ""), calibration=calibration_of(ns), values=values))
     for s in statuses:
         if s.name not in namespaces and s.enabled and not s.runnable:
             rows.append(ComparisonRow(backbone=s.name, status=s.status, mode=s.mode,
@@ -153,7 +163,8 @@ def comparison_rows(metrics_root: Path, namespaces: list[str], statuses: list[Ba
 def frame(rows: list[ComparisonRow]) -> pd.DataFrame:
     """The CSV's table: backbone, mode, ablated (';'-joined agents), status, the metrics, judge flag, judge."""
     data = [{"backbone": r.backbone, "mode": r.mode, "ablated": ";".join(r.ablated), "status": r.status,
-             **{c: r.values.get(c) for c in COLUMNS}, "judge_is_chain_model": r.judge_is_chain_model,
+             "calibration": r.calibration, **{c: r.values.get(c) for c in COLUMNS},
+             "judge_is_chain_model": r.judge_is_chain_model,
              "judge": r.judge} for r in rows]
     return pd.DataFrame(data, columns=[*LEADING, *COLUMNS, *TRAILING])
 
@@ -191,22 +202,30 @@ def judge_warnings(rows: list[ComparisonRow]) -> list[str]:
 def markdown(rows: list[ComparisonRow]) -> str:
     df = frame(rows)
     bests = {c: best(df, c) for c in COLUMNS}
-    head = "| backbone | mode | ablated | " + " | ".join(h for h, _, _ in COLUMNS.values()) + " | judge = chain |"
-    out = [head, "|---|---|---|" + "---:|" * len(COLUMNS) + "---|"]
+    head = ("| backbone | mode | ablated | confidence | " + " | ".join(h for h, _, _ in COLUMNS.values())
+            + " | judge = chain |")
+    out = [head, "|---|---|---|---|" + "---:|" * len(COLUMNS) + "---|"]
     for r, (_, row) in zip(rows, df.iterrows(), strict=True):
         ablated = variant(r.mode, r.ablated) if r.ablated else "-"
         measured = any(v is not None for v in r.values.values())
         if r.status != "ok" and not measured:
-            out.append(f"| {r.backbone} | {r.mode} | {ablated} | {r.status} |" + " |" * len(COLUMNS))
+            out.append(f"| {r.backbone} | {r.mode} | {ablated} | {r.confidence_kind} | {r.status} |"
+                       + " |" * len(COLUMNS))
             continue
         cells = [_cell(row[c], c, bests[c]) for c in COLUMNS]
         # a row measured in part (gold and cost, no kg_metrics yet) shows what it has; its status where the flag goes
         last = _flag(r.judge_is_chain_model) if r.status == "ok" else r.status
-        out.append(f"| {r.backbone} | {r.mode} | {ablated} | " + " | ".join(cells) + f" | {last} |")
+        out.append(f"| {r.backbone} | {r.mode} | {ablated} | {r.confidence_kind} | " + " | ".join(cells)
+                   + f" | {last} |")
     out += ["", "n/a: not measured (the evaluator or the conflict resolution agent did not run, or nothing to "
             "measure). Δconn Σ(deg′−deg): net degree increase over the seed entities; Δconn Σdeg′/Σdeg: their "
             "degree after / before. R_CR: share of the triples entering conflict resolution that it (or the "
             "date's merge) removed. QA seed only: the same questions over the seed KG alone."]
+    uncalibrated = [f"{r.backbone} ({r.calibration})" for r in rows if r.calibration.startswith("uncalibrated")]
+    if uncalibrated:
+        out += ["", "⚠ Uncalibrated: these backbones' evaluator scores are no probabilities of being right, so their "
+                "confidences and MC/MCl/MR do not compare with a calibrated row's; `karma calibrate --backbone NAME "
+                "--pubtator GOLD` fits them: " + "; ".join(uncalibrated)]
     judges = sorted({r.judge for r in rows if r.judge})
     if judges:
         out += ["", "Correctness (LC) judged by: " + "; ".join(judges)]

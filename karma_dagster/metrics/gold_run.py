@@ -81,8 +81,9 @@ class KGView:
 
 
 def admitted_triples(summary: SummaryRow, mentions: list[MentionRow], triples: list, backbone: Backbone,
-                     params: KarmaParams, kg: KGView) -> pd.DataFrame:
-    """REA's triples through alignment, conflict resolution and the evaluator: the admitted rows, as a table."""
+                     params: KarmaParams, kg: KGView, integrable: bool = False) -> pd.DataFrame:
+    """REA's triples through alignment, conflict resolution and the evaluator: the admitted rows, as a table.
+    `integrable`: every row the earlier agents let through (aligned, kept), admitted or not (`karma calibrate`)."""
     if not triples:
         return pd.DataFrame(columns=["accepted"])
     aligned = align_triples(triples, mentions, backbone, kg.schema, params, kg.kind_of)
@@ -94,11 +95,14 @@ def admitted_triples(summary: SummaryRow, mentions: list[MentionRow], triples: l
     evaluated = evaluate_triples(resolved, {summary.segment_id: 1.0}, backbone, params, is_linked=linked,
                                  contexts=contexts)
     table = records_to_frame(evaluated, EvaluatedRow)
+    if integrable:
+        return table[table["action"].isin(["keep", "replace"]) & (table["schema_status"] == "aligned")]
     return table[table["accepted"].astype(bool)]
 
 
 def predict_document(doc: PubTatorDoc, backbone: Backbone, dictionary, index, params: KarmaParams,
-                     kg: KGView | None = None) -> tuple[list[PredictedMention], list[PredictedTriple], DocumentTriples | None]:
+                     kg: KGView | None = None, integrable: bool = False
+                     ) -> tuple[list[PredictedMention], list[PredictedTriple], DocumentTriples | None]:
     key = f"pmid-{doc.pmid}"
     summary = SummaryRow(doc_key=key, summary_id=f"{key}:full", segment_id=f"{key}:full", section="abstract",
                          text=doc.text, n_sentences_in=0, n_sentences_out=0)
@@ -110,7 +114,7 @@ def predict_document(doc: PubTatorDoc, backbone: Backbone, dictionary, index, pa
         entities["gold_start"] = [m.start for m in mentions]  # the summary is the gold text: offsets are its own
         entities["gold_end"] = [m.end for m in mentions]
         judged = DocumentTriples(doc_key=key, gold=doc, mentions=entities,
-                                 triples=admitted_triples(summary, mentions, triples, backbone, params, kg))
+                                 triples=admitted_triples(summary, mentions, triples, backbone, params, kg, integrable))
     ids = {m.mention_id: comparable_id(m.vocab_id, m.kg_id)[0] for m in mentions}
     pm = [PredictedMention(start=m.start, end=m.end, text=m.text, type=m.type, vocab_id=m.vocab_id, kg_id=m.kg_id)
           for m in mentions]

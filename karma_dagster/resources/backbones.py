@@ -46,6 +46,17 @@ class BackbonesResource(StrictResource):
                                  required_prompts=stages.all_prompts(stages.chain_for(settings)))
 
 
+    def calibration_state(self, name: str, storage: KarmaStorageResource) -> str:
+        """What the backbone's evaluator confidence is now: "calibrated ..." or "uncalibrated ..."; "" when it
+        cannot be built here (unconfigured, unreadable calibration): said as n/a, never guessed."""
+        if name not in self.backbones:
+            return ""
+        try:
+            return self.get(name, storage).calibration_state()
+        except (ValueError, KeyError, OSError):
+            return ""
+
+
 def backbone_configs_from_file(path: Path | None = None) -> dict[str, BackboneConfig]:  # type: ignore[valid-type]
     """The runnable backbones of backbones.yaml as resource configs; keys stay in the environment (EnvVar),
     read only at run time. A backbone whose key variable is unset gets no chain (NOT CONFIGURED)."""

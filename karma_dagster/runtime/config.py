@@ -71,6 +71,10 @@ class BackboneSettings(BaseModel):
                                "the rounds its two advocates (the new triple's, the KG's) argue before the judge "
                                "decides; each round is two calls, the verdict one more (the local backbone's rule "
                                "debate ignores it)")
+    uncalibrated_admission: Literal["review", "theta"] = Field(
+        "review", description="an LLM backbone whose evaluator scores were never calibrated (karma calibrate): "
+        "'review' holds its triples for review (its scores are no probabilities); 'theta' admits by KARMA's "
+        "mean(C, Cl, R) >= Theta, stored as uncalibrated scores")
     single_agent_chunk_chars: int = Field(
         32000, ge=1000, description="single_agent mode: a paper longer than this many characters is cut into "
         "paper-sized chunks (one generation each) so each fits the model's context with room for the answer")

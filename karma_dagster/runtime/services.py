@@ -319,7 +319,18 @@ def _llm_backbone(name: str, settings: BackboneSettings, data: DataPaths, prompt
     if not settings.model:
         raise ValueError(f"backbone {name!r}: kind litellm needs a model string (e.g. openai/gpt-4o)")
     return make_llm_backbone(name, settings, prompt_root=prompts_root,
-                             cache_path=data.llm_cache / "llm_responses.sqlite", required_prompts=required_prompts)
+                             cache_path=data.llm_cache / "llm_responses.sqlite", required_prompts=required_prompts,
+                             data_root=data.root)
+
+
+def _calibration_stamp(data: DataPaths, name: str) -> tuple[int, int] | None:
+    from karma_dagster.backbones.llm.calibration import path_for
+
+    try:
+        st = path_for(data.root, name).stat()
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
 
 
 def backbone(name: str, settings: BackboneSettings, data: DataPaths, prompts_root: Path | str | None = None,
@@ -344,5 +355,7 @@ def backbone(name: str, settings: BackboneSettings, data: DataPaths, prompts_roo
             built = wrap_mode(name, settings.mode, built)
         return built
 
-    key = ("backbone", name, settings.model_dump_json(), str(data.root), str(data.cache()), str(root))
+    # an LLM backbone's evaluator calibration is read when it is built: a new `karma calibrate` builds it anew
+    key = ("backbone", name, settings.model_dump_json(), str(data.root), str(data.cache()), str(root),
+           _calibration_stamp(data, name) if settings.kind == "litellm" else None)
     return cached(key, build)

@@ -15,6 +15,7 @@ from karma_dagster.backbones.llm.backbone import (
     LLMBackbone,
     locate_mentions,
 )
+from karma_dagster.backbones.llm.backbone import EVALUATOR_PROMPTS
 from karma_dagster.backbones.llm.cache import ResponseCache, cache_key
 from karma_dagster.backbones.llm.client import (
     LLMCallError,
@@ -25,6 +26,8 @@ from karma_dagster.backbones.llm.client import (
     UsageDelta,
     parse_json_reply,
 )
+from karma_dagster.backbones.llm.calibration import UNCALIBRATED, fingerprint
+from karma_dagster.backbones.llm.calibration import load as load_calibration
 from karma_dagster.backbones.llm.outputs import OUTPUT_MODELS
 from karma_dagster.runtime.config import BackboneSettings
 from karma_dagster.runtime.prompts import PromptStore
@@ -38,16 +41,31 @@ def make_llm_backbone(
     cache_path: Path | str | None = None,
     prompt_versions: dict[str, int] | None = None,
     required_prompts: Sequence[str] = (),
+    data_root: Path | str | None = None,
 ) -> LLMBackbone:
-    """The backbone from its typed settings (the key comes from an EnvVar through the resource)."""
+    """The backbone from its typed settings (the key comes from an EnvVar through the resource); with `data_root`,
+    the evaluator calibration `karma calibrate` stored there for these settings (else it is uncalibrated)."""
     client = LLMClient.from_settings(settings, name=name, cache=ResponseCache(cache_path) if cache_path else None)
-    return LLMBackbone(name, client, PromptStore(prompt_root), settings.domain,  # type: ignore[arg-type]
-                       prompt_versions=prompt_versions, required_prompts=required_prompts,
-                       debate_rounds=settings.debate_rounds)
+    prompts = PromptStore(prompt_root)
+    stamp = score_fingerprint(settings, prompts, prompt_versions)
+    calibration, label = (None, UNCALIBRATED) if data_root is None else load_calibration(Path(data_root), name, stamp)
+    built = LLMBackbone(name, client, prompts, settings.domain,  # type: ignore[arg-type]
+                        prompt_versions=prompt_versions, required_prompts=required_prompts,
+                        debate_rounds=settings.debate_rounds, calibration=calibration, calibration_label=label,
+                        uncalibrated_admission=settings.uncalibrated_admission)
+    built.calibration_fingerprint = stamp
+    return built
+
+
+def score_fingerprint(settings: BackboneSettings, prompts: PromptStore, prompt_versions: dict[str, int] | None = None
+                      ) -> str:
+    """What an evaluator calibration of these settings is bound to (llm/calibration.py)."""
+    return fingerprint(settings.model, settings.temperature,
+                       prompts.code_version_for(list(EVALUATOR_PROMPTS), prompt_versions or {}))
 
 
 __all__ = [
     "DEFAULT_ENTITY_TYPES", "DEFAULT_RELATION_TYPES", "Domain", "LLMBackbone", "LLMCallError", "LLMClient", "LLMContextError", "LLMDeadlineError",
     "LLMOutputError", "OUTPUT_MODELS", "PromptStore", "ResponseCache", "UsageDelta", "cache_key",
-    "locate_mentions", "make_llm_backbone", "parse_json_reply",
+    "locate_mentions", "make_llm_backbone", "parse_json_reply", "score_fingerprint",
 ]

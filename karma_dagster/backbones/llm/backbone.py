@@ -42,6 +42,7 @@ from karma_dagster.backbones.llm.outputs import (
 )
 from karma_dagster.kg.entity_index import compatible_kinds
 from karma_dagster.kg.schema import KGSchema
+from karma_dagster.backbones.llm.calibration import UNCALIBRATED, ScoreCalibration
 from karma_dagster.runtime.config import MAX_DEBATE_ROUNDS
 from karma_dagster.runtime.prompts import PromptStore, RenderedPrompt
 from karma_dagster.schemas.records import MentionSpan, ParsedDocument, RawSection
@@ -172,6 +173,9 @@ class LLMBackbone(Backbone):
         max_section_chars: int = 4000,
         max_ingest_chars: int = 6000,
         debate_rounds: int = 2,
+        calibration: ScoreCalibration | None = None,
+        calibration_label: str = UNCALIBRATED,
+        uncalibrated_admission: str = "review",
     ) -> None:
         if domain not in get_args(Domain):
             raise ValueError(f"domain {domain!r}: expected one of {list(get_args(Domain))}")
@@ -191,6 +195,12 @@ class LLMBackbone(Backbone):
         self.max_section_chars = max_section_chars
         self.max_ingest_chars = max_ingest_chars
         self.debate_rounds = debate_rounds
+        if uncalibrated_admission not in ("review", "theta"):
+            raise ValueError(f"uncalibrated_admission must be 'review' or 'theta' (got {uncalibrated_admission!r})")
+        self.score_calibration = calibration
+        self.calibration_label = calibration.label() if calibration else calibration_label
+        self.uncalibrated_admission = uncalibrated_admission
+        self.calibration_fingerprint = ""  # what a calibration of it is bound to (make_llm_backbone sets it)
         self._usage = Usage()
         self._lock = threading.Lock()
         # every answered request is booked as it arrives (not when its caller returns): a stage that fails after
@@ -205,8 +215,9 @@ class LLMBackbone(Backbone):
         return self.client.map(fn, list(items))
 
     def prompt_id(self, agent: str) -> str:
-        if agent == "evaluator":  # three separate prompts answer the evaluator
-            return "+".join(self.prompt_id(a) for a in EVALUATOR_PROMPTS)
+        if agent == "evaluator":  # three separate prompts answer it; whether its scores were calibrated, and on what
+            scores = self.score_calibration.version if self.score_calibration else UNCALIBRATED
+            return "+".join(self.prompt_id(a) for a in EVALUATOR_PROMPTS) + f"@{scores}"
         if agent == "conflict_resolution":  # the judge, its advocates and the number of rounds they argue
             return (f"{self.prompts.prompt_id(agent, self.prompt_versions.get(agent))}+"
                     f"{self.prompts.prompt_id(ADVOCATE, self.prompt_versions.get(ADVOCATE))}x{self.debate_rounds}")
@@ -514,6 +525,26 @@ class LLMBackbone(Backbone):
                          existing=existing.model_dump(mode="json"), transcript=_said(turns))
 
     # ------------------------------------------------------------------ EA
+    def score_probability(self, score: float) -> float | None:
+        """P(right) of an evaluator score (the mean of C, Cl and R) once `karma calibrate` fitted this backbone."""
+        return self.score_calibration.calibrate(score) if self.score_calibration else None
+
+    def admission_threshold(self, precision: float) -> float | None:
+        """The calibration's operating point; 1.0 (above every probability) when none reaches `precision`."""
+        if self.score_calibration is None:
+            return None
+        t = self.score_calibration.threshold_for(precision)
+        return 1.0 if t >= self.score_calibration.cap else t
+
+    def calibration_state(self) -> str:
+        if self.score_calibration is not None:
+            return self.calibration_label
+        return self.calibration_label + (": held for review" if self.holds_uncalibrated() else ": admitted by Theta")
+
+    def holds_uncalibrated(self) -> bool:
+        """Whether triples it scored without a calibration wait for review instead of entering the KG by Theta."""
+        return self.score_calibration is None and self.uncalibrated_admission == "review"
+
     def evaluation_signals(self, triple: TripleQuery, probability: float, segment_relevance: float,
                            linked_entities: int) -> EvaluationSignals:
         """KARMA's EA: confidence, clarity and relevance judged by three separate prompts (in parallel)."""

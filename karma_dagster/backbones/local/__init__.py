@@ -122,6 +122,9 @@ class LocalBackbone(Backbone):
     def admission_threshold(self, precision: float) -> float | None:
         return self.correctness_model.threshold_for(precision)
 
+    def calibration_state(self) -> str:
+        return "calibrated (shipped learned evaluator)"
+
     @property
     def correctness_model(self) -> CorrectnessModel:
         return load_correctness()

@@ -11,17 +11,15 @@ import json
 from collections.abc import Sequence
 
 import numpy as np
-from sklearn.isotonic import IsotonicRegression
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import log_loss
 from sklearn.model_selection import GroupKFold
 
-from karma_dagster.backbones.local.correctness import CorrectnessModel, OperatingPoint, wilson_low
+from karma_dagster.backbones.calibration_fit import CAP, FLOOR, isotonic, operating_curve
+from karma_dagster.backbones.local.correctness import CorrectnessModel
 from karma_dagster.backbones.local.triple_features import FEATURES_VERSION
 
 C_GRID = (0.003, 0.01, 0.03, 0.1, 0.3, 1.0)
-THRESHOLDS = tuple(round(0.02 * k, 2) for k in range(1, 48))  # 0.02 .. 0.94
-CAP, FLOOR = 0.95, 0.01
 
 
 def _matrix(rows: Sequence[dict[str, float]], names: list[str]) -> np.ndarray:
@@ -69,17 +67,10 @@ def fit_model(rows: Sequence[dict[str, float]], labels: Sequence[bool], groups: 
         log(f"  C={c:g}: out-of-fold log loss {losses[c]:.4f}")
     best_c = min(losses, key=lambda c: (losses[c], c))
     oof = _oof_scores(x, y, g, best_c, folds)
-    iso = IsotonicRegression(out_of_bounds="clip", y_min=FLOOR, y_max=CAP).fit(oof, y)
+    iso = isotonic(oof, y)
     p_oof = iso.predict(oof)
-    curve = []
     n_right = int(y.sum())
-    for t in THRESHOLDS:
-        sel = p_oof >= t
-        k, tp = int(sel.sum()), int(y[sel].sum())
-        if k == 0:
-            continue
-        curve.append(OperatingPoint(threshold=t, precision=tp / k, precision_low=wilson_low(tp, k),
-                                    recall=tp / max(1, n_right), admitted=k))
+    curve = operating_curve(p_oof, y)
     final = LogisticRegression(C=best_c, max_iter=2000).fit(x, y)
     coefficients = {n: float(w) for n, w in zip(names, final.coef_[0], strict=True) if abs(w) > 1e-9}
     payload = {

@@ -1,0 +1,93 @@
+"""An LLM backbone's evaluator scores made probabilities (`karma calibrate`), or said to be none.
+
+An LLM's C, Cl and R are judgements ("0.8 / 0.8 / 0.9" for nearly everything on a small model), not probabilities
+of being right. `karma calibrate --backbone NAME --pubtator GOLD` runs the backbone's agents over a gold file the
+user supplies, judges each integrable triple against the gold (the scorer of `karma gold-eval`) and fits an
+isotonic map from the evaluator's score -- the mean of C, Cl and R -- to P(right), with the operating-point curve
+read out of fold (backbones/calibration.py). It is stored in the data folder as calibration/<backbone>.json with
+a fingerprint of what produces the score (the model, its temperature, the evaluator's prompt files): a backbone
+whose model or prompts changed since is uncalibrated again, and says why.
+
+From then on the evaluator stores the calibrated probability as the triple's correctness and evidence score, and
+admits by `admission_precision` as the local backbone does. A backbone never calibrated is "uncalibrated": its
+triples are held for review unless its `uncalibrated_admission` setting is `theta` (KARMA's mean >= Theta rule).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from karma_dagster.backbones.calibration import CalibratedScale
+from karma_dagster.project.safe_files import replace_file
+
+FOLDER = "calibration"
+UNCALIBRATED = "uncalibrated"
+
+
+class CalibrationError(ValueError):
+    """A calibration file that cannot be used, or a gold run that cannot be fitted (the message says which)."""
+
+
+class ScoreCalibration(CalibratedScale):
+    """The fitted map of one backbone, what it was fitted on, and how well it did out of fold."""
+
+    backbone: str
+    fingerprint: str  # of the model, temperature and evaluator prompts the scores came from
+    model: str
+    gold: str  # the gold file's name (never its path)
+    gold_sha256: str
+    fitted_on: dt.date
+    examples: int  # judged (document, pair) units
+    right: int
+    documents: int
+    folds: int
+    ece_raw: float  # the raw scores read as probabilities, on the same units
+    ece_oof: float  # the calibrated probabilities out of fold
+    version: str = ""
+
+    def label(self) -> str:
+        return f"calibrated on {self.gold} ({self.examples} triples, {self.fitted_on})"
+
+
+def fingerprint(model: str, temperature: float, evaluator_prompts: str) -> str:
+    """What produces the score a calibration maps: another model or another prompt file needs a new one."""
+    raw = json.dumps({"model": model, "temperature": float(temperature), "prompts": evaluator_prompts}, sort_keys=True)
+    return hashlib.sha256(raw.encode()).hexdigest()[:16]
+
+
+def path_for(data_root: Path, backbone: str) -> Path:
+    return Path(data_root) / FOLDER / f"{backbone}.json"
+
+
+def load(data_root: Path, backbone: str, expected: str) -> tuple[ScoreCalibration | None, str]:
+    """(the calibration in force, its label): None with "uncalibrated ..." when there is none, or it was fitted
+    for other settings; an unreadable file is an error naming it (never silently uncalibrated)."""
+    p = path_for(data_root, backbone)
+    if not p.is_file():
+        return None, UNCALIBRATED
+    try:
+        cal = ScoreCalibration.model_validate(json.loads(p.read_text(encoding="utf-8")))
+    except (OSError, ValueError, ValidationError) as exc:
+        raise CalibrationError(f"{p.name} (calibration of backbone {backbone!r}): not a usable calibration "
+                               f"({str(exc).splitlines()[0]}); run `karma calibrate --backbone {backbone}` again "
+                               "or remove the file") from exc
+    if cal.backbone != backbone:
+        raise CalibrationError(f"{p.name}: a calibration of backbone {cal.backbone!r}, not {backbone!r}")
+    if cal.fingerprint != expected:
+        return None, (f"{UNCALIBRATED} (calibrated on {cal.gold} for another model or evaluator prompts; "
+                      "run karma calibrate again)")
+    return cal, cal.label()
+
+
+def save(data_root: Path, cal: ScoreCalibration) -> Path:
+    """Written whole or not at all (a reader never sees half a file)."""
+    p = path_for(data_root, cal.backbone)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256(cal.model_dump_json(exclude={"version"}).encode()).hexdigest()[:12]
+    cal = cal.model_copy(update={"version": f"cal-{digest}"})
+    return replace_file(p, cal.model_dump_json(indent=2))
