@@ -128,7 +128,8 @@ def main() -> int:
                 for name in ("local", "smollm2"):
                     backbone = p.defs.resources["backbones"].get(name, p.storage)  # type: ignore[index, union-attr]
                     scores, seconds, _judged = evaluate_file(gold, backbone, services.dictionary(data),
-                                                    services.entity_index(data), KarmaParams())
+                                                             services.entity_index(data), KarmaParams(),
+                                                             identity=services.identity_index(data, name))
                     s = scores.summary()
                     print(f"| {name} | {s['mention_p']:.3f}/{s['mention_r']:.3f}/{s['mention_f1']:.3f} | "
                           f"{s['id_p']:.3f}/{s['id_r']:.3f}/{s['id_f1']:.3f} | "

@@ -190,7 +190,7 @@ def cmd_gold_eval(args: argparse.Namespace) -> int:
         scores, seconds, judgement = evaluate_file(
             path, backbone, services.dictionary(data), services.entity_index(data), KarmaParams(),
             limit=args.limit,
-            log=lambda m: print(m, file=sys.stderr), kg=kg,
+            log=lambda m: print(m, file=sys.stderr), kg=kg, identity=services.identity_index(data, name),
         )
         runs.append((path.name, scores))
         print(f"{name} on {path.name}: {scores.one_line()} | {seconds:.1f} s")

@@ -85,7 +85,8 @@ def _integrable(backbone, data: DataPaths, docs: int = 3):  # noqa: ANN001, ANN2
     frames = []
     for doc in read_gold(TRAIN)[:docs]:
         _m, _t, judged = predict_document(doc, backbone, services.dictionary(data), services.entity_index(data),
-                                          KarmaParams(), kg, integrable=True)
+                                          KarmaParams(), kg, integrable=True,
+                                          identity=services.identity_index(data, "fake"))
         frames.append(judged.triples)
     rows = [r for f in frames for r in f.to_dict(orient="records")]
     assert rows, "the scripted model extracts integrable triples from BioRED's first abstracts"

@@ -56,3 +56,36 @@ def test_a_missing_pubtator_file_is_named_before_anything_is_loaded(tmp_path, ca
     real.write_text("1|t|A title\n1|a|An abstract.\n\n", encoding="utf-8")
     assert main(["gold-eval", "--backbone", "local", "--pubtator", str(real), str(tmp_path / "missing.PubTator")]) == 2
     assert re.search(r"karma gold-eval: --pubtator .*missing\.PubTator: no such file", capsys.readouterr().err)
+
+
+def test_gold_eval_links_a_mention_as_the_chain_does_by_its_id_before_its_name(tmp_path, shared_cache):
+    """"COX-2" is PTGS2 (the dictionary's NCBIGene:5743), though the seed's MT-CO2 node is named "COX2": gold-eval
+    asks the KG's identity index first, as the chain's entities stage does, so it scores the linking users get."""
+    from karma_dagster.metrics.gold_run import predict_document
+    from karma_dagster.runtime import services
+    from karma_dagster.runtime.config import BackboneSettings
+    from karma_dagster.runtime.params import KarmaParams
+    from karma_dagster.runtime.paths import DataPaths
+
+    repo = Path(__file__).resolve().parents[1]
+    (tmp_path / "karma").mkdir()
+    (tmp_path / "karma" / "cache").symlink_to(shared_cache)
+    data = DataPaths(tmp_path / "karma")
+    services.clear()
+    services.import_seed_kg(data, repo / "data" / "seed_kg" / "nodes.tsv", repo / "data" / "seed_kg" / "edges.sif.gz",
+                            "hetionet", 0.9)
+    doc = read_pubtator_text(tmp_path, "1|t|Celecoxib inhibits COX-2.\n1|a|NIS expression was increased by TSH.\n"
+                                       "1\t19\t24\tCOX-2\tGeneOrGeneProduct\t5743\n\n")
+    backbone = services.backbone("local", BackboneSettings(), data)
+    mentions, _t, _j = predict_document(doc, backbone, services.dictionary(data), services.entity_index(data),
+                                        KarmaParams(), identity=services.identity_index(data, "local"))
+    linked = {m.text: m.kg_id for m in mentions}
+    assert linked["COX-2"] == "Gene::5743" and linked["NIS"] == "Gene::6528"
+    services.clear()
+
+
+def read_pubtator_text(folder: Path, text: str) -> PubTatorDoc:
+    path = folder / "one.PubTator"
+    path.write_text(text, encoding="utf-8")
+    (doc,) = read_pubtator(path)
+    return doc

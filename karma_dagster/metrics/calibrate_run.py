@@ -19,6 +19,7 @@ from pydantic import BaseModel
 
 from karma_dagster.backbones.base import Backbone
 from karma_dagster.backbones.llm.calibration import CalibrationError, ScoreCalibration
+from karma_dagster.kg.identity import IdentityIndex
 from karma_dagster.metrics.calibration import expected_calibration_error
 from karma_dagster.metrics.gold_run import KGView, predict_document, read_gold
 from karma_dagster.metrics.judging import JudgedUnit, judge_documents
@@ -59,8 +60,8 @@ def sha256_of(path: Path) -> str:
 
 
 def judged_units(path: Path, backbone: Backbone, dictionary, index, params: KarmaParams, kg: KGView,  # noqa: ANN001
-                 limit: int | None = None, log: Callable[[str], None] = lambda _m: None
-                 ) -> tuple[list[JudgedUnit], int]:
+                 limit: int | None = None, log: Callable[[str], None] = lambda _m: None,
+                 identity: IdentityIndex | None = None) -> tuple[list[JudgedUnit], int]:
     """Every integrable (document, pair) of the gold file's documents with its raw evaluator score and verdict."""
     docs = read_gold(Path(path))[: limit or None]
     if not docs:
@@ -70,7 +71,7 @@ def judged_units(path: Path, backbone: Backbone, dictionary, index, params: Karm
                                "wrong (use a file with relation gold, e.g. BioRED or BC5CDR)")
     judged = []
     for i, d in enumerate(docs, 1):
-        _m, _t, j = predict_document(d, backbone, dictionary, index, params, kg, integrable=True)
+        _m, _t, j = predict_document(d, backbone, dictionary, index, params, kg, integrable=True, identity=identity)
         if j is not None:
             judged.append(j)
         log(f"  {i}/{len(docs)} documents")

@@ -70,7 +70,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     try:
         units, n_docs = calibrate_run.judged_units(gold, backbone, services.dictionary(data),
                                                    services.entity_index(data), params, kg, limit=args.limit,
-                                                   log=lambda m: print(m, file=sys.stderr))
+                                                   log=lambda m: print(m, file=sys.stderr),
+                                                   identity=services.identity_index(data, args.backbone))
         run = calibrate_run.fit(units, backbone=args.backbone, model=settings.model,
                                 fingerprint=backbone.calibration_fingerprint, gold=gold,
                                 documents=n_docs, params=params)

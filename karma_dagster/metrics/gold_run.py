@@ -1,7 +1,7 @@
 """`karma gold-eval`: one backbone's agents over a PubTator or BioC file, scored against its gold.
 
 Each abstract (title + ' ' + abstract, the text the gold offsets index) goes through the same EEA (NER ⊙
-dictionary filter, normalization against the KG index) and REA (entity pairs of the abstract on a backbone with a
+dictionary filter, identity by id, cross-reference or exact name, then the KG's vector index) and REA (entity pairs of the abstract on a backbone with a
 document-level model, mention pairs in a sentence otherwise; p >= theta_r) agents as the chain, as one summary:
 reader and summarizer are skipped so the scores measure extraction, not what the reader kept. Then alignment,
 conflict resolution (against the seed KG) and the evaluator decide what would be admitted, and every admitted
@@ -25,6 +25,7 @@ from karma_dagster.agents.evaluator import evaluate_triples, triple_contexts
 from karma_dagster.agents.relation_extraction import extract_relations
 from karma_dagster.agents.schema_alignment import align_triples
 from karma_dagster.backbones.base import Backbone
+from karma_dagster.kg.identity import IdentityIndex
 from karma_dagster.kg.schema import KGSchema
 from karma_dagster.metrics.judging import DocumentTriples, Judgement, judge_documents
 from karma_dagster.schemas.frames import records_to_frame
@@ -101,12 +102,14 @@ def admitted_triples(summary: SummaryRow, mentions: list[MentionRow], triples: l
 
 
 def predict_document(doc: PubTatorDoc, backbone: Backbone, dictionary, index, params: KarmaParams,
-                     kg: KGView | None = None, integrable: bool = False
+                     kg: KGView | None = None, integrable: bool = False, identity: IdentityIndex | None = None
                      ) -> tuple[list[PredictedMention], list[PredictedTriple], DocumentTriples | None]:
+    """`identity`: who a mention is by id, cross-reference or exact KG name before the vector index, as the chain's
+    entities stage asks (services.identity_index); None scores the dictionary and the index alone."""
     key = f"pmid-{doc.pmid}"
     summary = SummaryRow(doc_key=key, summary_id=f"{key}:full", segment_id=f"{key}:full", section="abstract",
                          text=doc.text, n_sentences_in=0, n_sentences_out=0)
-    mentions = extract_entities_counted([summary], backbone, dictionary, index, params).rows
+    mentions = extract_entities_counted([summary], backbone, dictionary, index, params, identity=identity).rows
     triples = extract_relations([summary], mentions, backbone, params) if mentions else []
     judged = None
     if kg is not None:
@@ -131,8 +134,8 @@ def read_gold(path: Path) -> list[PubTatorDoc]:
 
 
 def evaluate_file(path: Path, backbone: Backbone, dictionary, index, params: KarmaParams, limit: int | None = None,
-                  log: Callable[[str], None] = lambda _m: None, kg: KGView | None = None
-                  ) -> tuple[GoldEvalScores, float, Judgement | None]:
+                  log: Callable[[str], None] = lambda _m: None, kg: KGView | None = None,
+                  identity: IdentityIndex | None = None) -> tuple[GoldEvalScores, float, Judgement | None]:
     """Scores, wall seconds and (with `kg`) the judgement of the admitted triples; `limit` = the first N documents."""
     if not Path(path).is_file():
         raise FileNotFoundError(f"gold-eval: no PubTator file at {path}")
@@ -144,7 +147,7 @@ def evaluate_file(path: Path, backbone: Backbone, dictionary, index, params: Kar
     t0 = time.perf_counter()
     mentions, triples, judged = [], [], []
     for i, d in enumerate(docs, 1):
-        m, t, j = predict_document(d, backbone, dictionary, index, params, kg)
+        m, t, j = predict_document(d, backbone, dictionary, index, params, kg, identity=identity)
         mentions.append(m)
         triples.append(t)
         if j is not None:
