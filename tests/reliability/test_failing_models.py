@@ -62,7 +62,7 @@ Tamoxifen reduced breast cancer recurrence; aspirin{SQL} was recorded as given, 
 
 def llm(server: FakeOpenAIServer, **kw: Any) -> dict[str, BackboneConfig]:
     cfg = dict(kind="litellm", model="openai/karma-scripted", api_base=server.url, api_key=FAKE_KEY,
-               timeout=TIMEOUT, max_retries=2)
+               timeout=TIMEOUT, max_retries=2, uncalibrated_admission="theta")  # by Theta: the KG grows
     return {"scripted": BackboneConfig(**{**cfg, **kw})}
 
 

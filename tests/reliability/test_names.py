@@ -86,7 +86,7 @@ def ran(make_module_pipeline):
     """The paper through the scripted LLM chain and its date's KG increment (shared: the tests only read it)."""
     with FakeOpenAIServer(responder=_responder) as server:
         backbone = BackboneConfig(kind="litellm", model="openai/karma-scripted", api_base=server.url,
-                                  api_key=FAKE_KEY)
+                                  api_key=FAKE_KEY, uncalibrated_admission="theta")  # by Theta: the KG grows
         p = make_module_pipeline(backbones={"scripted": backbone})
         (p.inbox / "bad_names.txt").write_text(PAPER, encoding="utf-8")
         assert runner.import_kg(p.defs, p.instance)

@@ -36,7 +36,8 @@ def test_the_key_appears_nowhere_the_run_wrote(make_pipeline, monkeypatch, capfd
     monkeypatch.setenv(ENV, SECRET)
     with FakeOpenAIServer(responder=responder) as server:
         backbone = BackboneConfig(kind="litellm", model="openai/karma-scripted", api_base=server.url,
-                                  api_key=dg.EnvVar(ENV), timeout=5, max_retries=1)
+                                  api_key=dg.EnvVar(ENV), timeout=5, max_retries=1,
+                                  uncalibrated_admission="theta")  # by Theta: the KG grows, and is searched too
         p = make_pipeline(backbones={"scripted": backbone})
         (p.inbox / "good.txt").write_text(NOTE.format(marker=""), encoding="utf-8")
         (p.inbox / "auth.txt").write_text(NOTE.format(marker=" (CohortAuth)"), encoding="utf-8")
