@@ -49,12 +49,10 @@ def make_llm_backbone(
     prompts = PromptStore(prompt_root)
     stamp = score_fingerprint(settings, prompts, prompt_versions)
     calibration, label = (None, UNCALIBRATED) if data_root is None else load_calibration(Path(data_root), name, stamp)
-    built = LLMBackbone(name, client, prompts, settings.domain,  # type: ignore[arg-type]
-                        prompt_versions=prompt_versions, required_prompts=required_prompts,
-                        debate_rounds=settings.debate_rounds, calibration=calibration, calibration_label=label,
-                        uncalibrated_admission=settings.uncalibrated_admission)
-    built.calibration_fingerprint = stamp
-    return built
+    return LLMBackbone(name, client, prompts, settings.domain,  # type: ignore[arg-type]
+                       prompt_versions=prompt_versions, required_prompts=required_prompts,
+                       debate_rounds=settings.debate_rounds, calibration=calibration, calibration_label=label,
+                       uncalibrated_admission=settings.uncalibrated_admission, calibration_fingerprint=stamp)
 
 
 def score_fingerprint(settings: BackboneSettings, prompts: PromptStore, prompt_versions: dict[str, int] | None = None

@@ -176,6 +176,7 @@ class LLMBackbone(Backbone):
         calibration: ScoreCalibration | None = None,
         calibration_label: str = UNCALIBRATED,
         uncalibrated_admission: str = "review",
+        calibration_fingerprint: str = "",
     ) -> None:
         if domain not in get_args(Domain):
             raise ValueError(f"domain {domain!r}: expected one of {list(get_args(Domain))}")
@@ -200,7 +201,7 @@ class LLMBackbone(Backbone):
         self.score_calibration = calibration
         self.calibration_label = calibration.label() if calibration else calibration_label
         self.uncalibrated_admission = uncalibrated_admission
-        self.calibration_fingerprint = ""  # what a calibration of it is bound to (make_llm_backbone sets it)
+        self.calibration_fingerprint = calibration_fingerprint  # what a calibration of it is bound to
         self._usage = Usage()
         self._lock = threading.Lock()
         # every answered request is booked as it arrives (not when its caller returns): a stage that fails after
