@@ -323,3 +323,17 @@ def test_the_comparison_lists_each_ablation_as_its_own_backbone():
     for ns in ["local", *ABLATIONS]:
         assert {f"{ns}/{s}" for s in stages.STAGE_NAMES} | {f"{ns}/knowledge_graph", f"{ns}/kg_metrics"} <= keys
     assert re.search(r"kg_increment__local_no_evaluator", " ".join(j.name for j in defs.jobs))
+
+
+def test_without_the_evaluator_the_comparison_says_the_confidence_is_no_probability(tmp_path):
+    """An ablated evaluator calibrates nothing: the comparison's confidence column must not call the row's
+    confidence the shipped evaluator's calibrated probability, whatever the backbone ships."""
+    from karma_dagster.resources.backbones import BackbonesResource
+    from karma_dagster.resources.storage import KarmaStorageResource
+
+    resource = BackbonesResource(backbones={"local-no-evaluator": BackboneConfig(ablate=["evaluator"]),
+                                            "local-no-summarizer": BackboneConfig(ablate=["summarizer"])})
+    storage = KarmaStorageResource(data_dir=str(tmp_path))
+    state = resource.calibration_state("local-no-evaluator", storage)
+    assert state.startswith("uncalibrated") and "evaluator ablated" in state
+    assert "evaluator ablated" not in resource.calibration_state("local-no-summarizer", storage)

@@ -51,6 +51,8 @@ class BackbonesResource(StrictResource):
         cannot be built here (unconfigured, unreadable calibration): said as n/a, never guessed."""
         if name not in self.backbones:
             return ""
+        if "evaluator" in self.settings(name).ablate:  # no evaluator, no confidence, whatever the backbone ships
+            return "uncalibrated (evaluator ablated: aligned and kept triples enter unscored)"
         try:
             return self.get(name, storage).calibration_state()
         except (ValueError, KeyError, OSError):
