@@ -60,8 +60,15 @@ def fresh_server(server):
 
 
 @pytest.fixture(scope="session")
-def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("karma-cache")
+def shared_cache(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
+    """The derived-files cache (lexicon, trained relation models) of the whole run, shared by the xdist workers as
+    processes of a deployment share one: its files are built under a lock and written atomically, so the first
+    worker to need one builds it (~80 s cold) and the other waits for it and reads it, not builds it again."""
+    if worker_id == "master":  # no xdist: this process alone
+        return tmp_path_factory.mktemp("karma-cache")
+    path = tmp_path_factory.getbasetemp().parent / "karma-cache"  # the run's folder, above each worker's own
+    path.mkdir(exist_ok=True)
+    return path
 
 
 @pytest.fixture

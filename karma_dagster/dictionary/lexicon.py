@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from filelock import FileLock
 from pydantic import BaseModel, ConfigDict, Field
 
 from karma_dagster.dictionary.variants import split_identifier, variant_id
@@ -387,15 +388,17 @@ class Lexicon:
             h.update(hashlib.sha256(f.read_bytes()).digest())
         h.update(json.dumps(kg_rows, sort_keys=True).encode())
         fingerprint = h.hexdigest()[:16]
-        cache = Path(cache_dir) / f"lexicon-{fingerprint}.parquet" if cache_dir else None
-        if cache is not None and cache.exists():
-            try:  # a damaged or foreign cache file is never used: moved aside (kept) and rebuilt, with a warning
-                return cls(read_parquet_checked(cache, "lexicon cache", columns=LEXICON_COLUMNS), fingerprint)
-            except StoreCorrupt as exc:
-                quarantine(cache, "lexicon cache", exc.detail)
-        table = _build_table(kg_rows, vocab_dir, corpora_dir, config)
-        if cache is not None:
-            cache.parent.mkdir(parents=True, exist_ok=True)
+        if not cache_dir:
+            return cls(_build_table(kg_rows, vocab_dir, corpora_dir, config), fingerprint)
+        cache = Path(cache_dir) / f"lexicon-{fingerprint}.parquet"
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(cache) + ".lock"):  # processes sharing the cache (workers, a run beside the UI) build it once
+            if cache.exists():
+                try:  # a damaged or foreign cache file is never used: moved aside (kept) and rebuilt, with a warning
+                    return cls(read_parquet_checked(cache, "lexicon cache", columns=LEXICON_COLUMNS), fingerprint)
+                except StoreCorrupt as exc:
+                    quarantine(cache, "lexicon cache", exc.detail)
+            table = _build_table(kg_rows, vocab_dir, corpora_dir, config)
             replace_with(cache, lambda fh: table.to_parquet(fh, index=False, **PARQUET_WRITE))
         return cls(table, fingerprint)
 
