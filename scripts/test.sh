@@ -47,7 +47,7 @@ order=()
 python -c "import importlib.metadata as m, sys; sys.exit([int(x) for x in m.version('pytest-xdist').split('.')[:2]] < [3, 8])" \
   2>/dev/null && order=(--no-loadscope-reorder)
 # Each worker a core: BLAS/OpenMP pools of two threads in each of two workers spin against each other on two cores
-# (tests/test_ablations.py beside a CPU-bound process: 268 s with the default pools, 245 s with one thread each).
+# (tests/test_ablations.py beside two CPU-bound processes: 268 s with the default pools, 245 s with one thread each).
 export OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}" OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 status=0
 python -m pytest -n "${KARMA_TEST_WORKERS:-2}" --dist loadfile "${order[@]}" --durations=25 "$@" || status=$?
