@@ -224,8 +224,8 @@ def markdown(rows: list[ComparisonRow]) -> str:
     uncalibrated = [f"{r.backbone} ({r.calibration})" for r in rows if r.calibration.startswith("uncalibrated")]
     if uncalibrated:
         out += ["", "⚠ Uncalibrated: these backbones' evaluator scores are no probabilities of being right, so their "
-                "confidences and MC/MCl/MR do not compare with a calibrated row's; `karma calibrate --backbone NAME "
-                "--pubtator GOLD` fits them: " + "; ".join(uncalibrated)]
+                "confidences and MC/MCl/MR do not compare with a calibrated row's (`karma calibrate --backbone NAME "
+                "--pubtator GOLD` fits a multi-agent LLM backbone's): " + "; ".join(uncalibrated)]
     judges = sorted({r.judge for r in rows if r.judge})
     if judges:
         out += ["", "Correctness (LC) judged by: " + "; ".join(judges)]
