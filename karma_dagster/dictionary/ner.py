@@ -131,15 +131,16 @@ class LexiconRuler:
         if self.lexicon is None:
             raise RuntimeError("karma_lexicon_ruler has no lexicon: call .load(lexicon) after add_pipe")
         learned = list(doc.ents)  # the learned NER's, when it runs before the ruler
+        text = doc.text  # spaCy joins the tokens anew at each `doc.text`: once per call, not per span
         spans: list[Span] = []
         for table, words in ((self._lower, [t.lower_ for t in doc]), (self._orth, [t.text for t in doc])):
             for i, start, end in table.matches(words):
                 spans.append(Span(doc, start, end, label=self._types[i], kb_id=self._ids[i]))
-        for m in VARIANT_RE.finditer(doc.text):
+        for m in VARIANT_RE.finditer(text):
             span = doc.char_span(m.start(), m.end(), label="Variant", alignment_mode="expand")
             if span is not None:  # its id computed from how it is written (dictionary/variants.py)
                 spans.append(Span(doc, span.start, span.end, label="Variant", kb_id=self._variant_kb(variant_id(span.text))))
-        for m in PROSE_VARIANT.finditer(doc.text):  # "arginine to tryptophan at codon 198": one variant, no chemicals
+        for m in PROSE_VARIANT.finditer(text):  # "arginine to tryptophan at codon 198": one variant, no chemicals
             span = doc.char_span(m.start(), m.end(), label="Variant", alignment_mode="expand")
             if span is not None:
                 spans.append(Span(doc, span.start, span.end, label="Variant", kb_id=self._variant_kb(prose_variant_id(m))))
@@ -151,16 +152,16 @@ class LexiconRuler:
         if abbrevs:
             spans = self._resolve_abbreviations(doc, spans, abbrevs, long_forms)
         kept = [s for s in filter_spans(spans)  # arginine in "arginine to proline": a variant's, not a chemical
-                if not (s.label_ == "Chemical" and is_amino_acid_in_change(doc.text, s.start_char, s.end_char))]
+                if not (s.label_ == "Chemical" and is_amino_acid_in_change(text, s.start_char, s.end_char))]
         kept = self._link_rs(doc, kept)
-        kept = self._genes_listed_among_genes(doc, kept)
-        kept = self._shared_gene_aliases(doc, kept)
+        kept = self._genes_listed_among_genes(doc, kept, text)
+        kept = self._shared_gene_aliases(doc, kept, text)
         doc.set_ents(kept)
         doc._.karma_long_forms = {k: v for k, v in long_forms.items() if any(
             (s.start_char, s.end_char) == k for s in kept)}
         return doc
 
-    def _genes_listed_among_genes(self, doc: Doc, spans: list[Span]) -> list[Span]:
+    def _genes_listed_among_genes(self, doc: Doc, spans: list[Span], text: str) -> list[Span]:
         """A symbol the lexicon types Disease but also knows as a gene is the gene when listed among genes
         ("TP53, RB1, APC, BCOR": on BioRED train, symbols listed among genes are 612 genes, 3 diseases).
 
@@ -173,7 +174,7 @@ class LexiconRuler:
             s = spans[k]
             return [n for n in (spans[k - 1] if k else None, spans[k + 1] if k + 1 < len(spans) else None)
                     if n is not None and _LIST_SEPARATOR.match(
-                        doc.text[n.end_char:s.start_char] if n.start < s.start else doc.text[s.end_char:n.start_char])]
+                        text[n.end_char:s.start_char] if n.start < s.start else text[s.end_char:n.start_char])]
 
         out = []
         for k, s in enumerate(spans):
@@ -184,14 +185,14 @@ class LexiconRuler:
             out.append(s)
         return out
 
-    def _shared_gene_aliases(self, doc: Doc, spans: list[Span]) -> list[Span]:
+    def _shared_gene_aliases(self, doc: Doc, spans: list[Span], text: str) -> list[Span]:
         """A gene alias several human genes share ("COX-2": PTGS2 and MT-CO2) names the one its document's words
         tell, else the nuclear gene (dictionary/gene_aliases.py)."""
         aliases = GeneAliases.load()
         out = []
         for s in spans:
             if s.label_ == "Gene" and s.kb_id_.startswith("NCBIGene:"):
-                vid = aliases.resolve(s.text, s.kb_id_, doc.text)
+                vid = aliases.resolve(s.text, s.kb_id_, text)
                 if vid != s.kb_id_:
                     s = Span(doc, s.start, s.end, label=s.label_, kb_id=vid)
             out.append(s)
