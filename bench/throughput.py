@@ -1,6 +1,7 @@
 """Throughput of the document chain on the same abstracts, three ways, in one run (issue 12's "measure first").
 
-    python bench/throughput.py [--n 200] [--daemon-n N] [--modes direct run daemon] [--cache-dir DIR]
+    python bench/throughput.py [--n 200] [--daemon-n N] [--modes direct run daemon] [--partitions document date]
+                               [--dates K] [--registered N] [--cache-dir DIR]
 
 (a) direct: the local backbone's agents called as plain functions (each stage's `run` in chain order, tables
     written to the stage store as the assets write them): no Dagster at all, the limit of this machine;
@@ -37,6 +38,7 @@ from karma_dagster.definitions import build_definitions  # noqa: E402
 from karma_dagster.ingest.catalog import Catalog  # noqa: E402
 from karma_dagster.ingest.inbox import scan_inbox  # noqa: E402
 from karma_dagster.ingest.keys import date_of_document_key  # noqa: E402
+from karma_dagster.partitioning.definitions import documents_partitions  # noqa: E402
 from karma_dagster.runtime.params import KarmaParams  # noqa: E402
 from karma_dagster.resources.backbones import BackboneConfig  # noqa: E402
 from karma_dagster.resources.storage import KarmaStorageResource  # noqa: E402
@@ -52,14 +54,24 @@ import daemon_harness as daemon  # noqa: E402
 write_abstracts = daemon.write_abstracts  # the first n distinct dev abstracts (tests/daemon_harness.py)
 
 
-SETUP = {"partitions": "document", "dates": 0}  # main() sets them: stage partitions, publication dates spread
+SETUP = {"partitions": "document", "dates": 0, "registered": 0}  # main() sets them: stage partitions, publication
+# dates spread, document partitions an instance already holds
+
+
+def register_earlier(inst: dg.DagsterInstance) -> None:
+    """--registered N: the instance has already seen N papers (their document partitions, registered before the
+    bench's own), as a deployment's has after weeks of PubMed days: what a run costs that grows with the catalog."""
+    n = int(SETUP["registered"])
+    for start in range(0, n, 50_000):
+        inst.add_dynamic_partitions(documents_partitions.name,
+                                    [f"1999-01-01_pmid-earlier{i:08d}" for i in range(start, min(n, start + 50_000))])
 
 
 def _setup(work: Path, n: int, cache_dir: Path, name: str) -> tuple[dg.Definitions, dict[str, str]]:
     inbox = work / name / "inbox"
     write_abstracts(inbox / "abstracts.pubtator", n + 1, renumber=True)  # +1: the warm-up document
-    if SETUP["dates"]:
-        daemon.spread_dates(inbox / "abstracts.pubtator", int(SETUP["dates"]))
+    if SETUP["dates"] or SETUP["partitions"] == "date":  # by date the warm-up paper needs a day of its own
+        daemon.spread_dates(inbox / "abstracts.pubtator", int(SETUP["dates"]) or 1)
     cfg = {"data_dir": str(work / name / "karma"), "inbox": str(inbox), "cache_dir": str(cache_dir),
            "partitions": str(SETUP["partitions"])}
     (work / name / "home").mkdir()
@@ -97,6 +109,7 @@ def karma_run(work: Path, n: int, cache_dir: Path) -> float:
     defs, _ = _setup(work, n, cache_dir, "run")
     with dg.instance_for_test(temp_dir=str(work / "run" / "home")) as inst:
         assert runner.import_kg(defs, inst), "seed import failed"
+        register_earlier(inst)
         keys = sorted(runner.register_inbox(defs, inst)[0])
         assert not runner.run_documents(defs, inst, keys[:1], log=lambda _m: None), "warm-up failed"
         t0 = time.perf_counter()
@@ -126,6 +139,7 @@ def through_daemon(work: Path, n: int, cache_dir: Path) -> float:
     try:
         with dg.DagsterInstance.get() as inst:
             assert runner.import_kg(defs, inst), "seed import failed"
+            register_earlier(inst)
             keys = sorted(runner.register_inbox(defs, inst)[0])
             assets = [stage_key("local", s) for s in STAGE_NAMES]
             if SETUP["partitions"] == "date":  # the days, a run each (the warm-up document has a day of its own)
@@ -151,6 +165,12 @@ def through_daemon(work: Path, n: int, cache_dir: Path) -> float:
         raise SystemExit(f"(c) backfill ended {status}; see the daemon's log")
     print(f"(c) {runs} runs in all (seed import, warm-up, the backfill's), backfill {status}")
     return seconds
+
+
+def same_mode_run(name: str) -> str:
+    """The (b) row a path is compared with: `karma run` in the same partition mode (a daemon backfill by date against
+    `karma run` by date, not by document)."""
+    return "run-by-date" if name.endswith("-by-date") else "run"
 
 
 LAST_RUN_ENDED: dict[str, float] = {}  # (c): seconds from the launch to its last run's end (the data is in)
@@ -205,9 +225,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--partitions", nargs="+", default=["document"], choices=["document", "date"],
                     help="stage partitions for (b) and (c) (partitioning/mode.py); both: each path once per mode")
     ap.add_argument("--dates", type=int, default=0, help="spread the abstracts over this many publication days "
-                    "(a dates file); 0: all dated on arrival, one day")
+                    "(a dates file); 0: all on one day (by date, the warm-up paper on the day before)")
+    ap.add_argument("--registered", type=int, default=0, help="document partitions the Dagster instance already "
+                    "holds before (b) and (c) (papers of earlier days): what per-paper costs grow with the catalog")
     args = ap.parse_args(argv)
-    SETUP["dates"] = args.dates
+    SETUP["dates"], SETUP["registered"] = args.dates, args.registered
     cache_dir = args.cache_dir.resolve()
     print(f"machine at the start: {machine()}")
     work = Path(tempfile.mkdtemp(prefix="karma-throughput-"))
@@ -230,17 +252,18 @@ def main(argv: list[str] | None = None) -> int:
     labels = {"direct": "(a) agents called directly", "run": "(b) `karma run` (in-process runs, 50 documents each)",
               "daemon": "(c) UI backfill through the daemon",
               "run-by-date": "(b) `karma run` (in-process runs, a day's papers each), date partitions"}
-    print("\n| path | abstracts | seconds | abstracts/min | ÷ (a) | ÷ (b) |\n|---|---|---|---|---|---|")
+    print("\n| path | abstracts | seconds | abstracts/min | ÷ (a) | ÷ (b) of its partition mode |\n"
+          "|---|---|---|---|---|---|")
     for m, (n, s) in results.items():
         ra = f"{rate[m] / rate['direct']:.2f}" if "direct" in rate else "-"
-        rb = f"{rate[m] / rate['run']:.2f}" if "run" in rate else "-"
+        rb = f"{rate[m] / rate[base]:.2f}" if (base := same_mode_run(m)) in rate else "-"
         label = labels.get(m) or labels[m.removesuffix("-by-date")] + ", date partitions"
         print(f"| {label} | {n} | {s:.1f} | {rate[m]:.1f} | {ra} | {rb} |")
     for name, s in LAST_RUN_ENDED.items():  # the same backfill, to its last run's end (without the daemon's last wake-up)
         n = results[name][0]
         r = 60 * n / s
         ra = f"{r / rate['direct']:.2f}" if "direct" in rate else "-"
-        rb = f"{r / rate['run']:.2f}" if "run" in rate else "-"
+        rb = f"{r / rate[base]:.2f}" if (base := same_mode_run(name)) in rate else "-"
         print(f"| (c) to its last run's end{', date partitions' if name.endswith('-by-date') else ''} | {n} | {s:.1f} "
               f"| {r:.1f} | {ra} | {rb} |")
     print(f"\nmachine at the end: {machine()}")
