@@ -1,11 +1,12 @@
 """Throughput of the document chain on the same abstracts, three ways, in one run (issue 12's "measure first").
 
     python bench/throughput.py [--n 200] [--daemon-n N] [--modes direct run daemon] [--partitions document date]
-                               [--dates K] [--registered N] [--cache-dir DIR]
+                               [--dates K] [--registered N] [--dagster-yaml FILE] [--cache-dir DIR]
 
 (a) direct: the local backbone's agents called as plain functions (each stage's `run` in chain order, tables
     written to the stage store as the assets write them): no Dagster at all, the limit of this machine;
-(b) `karma run`'s path: in-process Dagster runs of up to 50 documents each, by date a day's (runner.run_documents);
+(b) `karma run`'s path: in-process Dagster runs of up to 50 documents each, by date a day's (runner.run_documents),
+    on an instance made as `karma run` makes it (the project's dagster.yaml under DAGSTER_HOME);
 (c) the UI's path: a backfill of the eight stage assets run by a real `dagster-daemon` process, as under
     `dagster dev` (the repo's dagster.yaml: queued runs, each launched in its own process).
 All three get the same first N abstracts of BioRED dev + BC5CDR dev (../shared/data), a fresh data dir and
@@ -54,7 +55,8 @@ import daemon_harness as daemon  # noqa: E402
 write_abstracts = daemon.write_abstracts  # the first n distinct dev abstracts (tests/daemon_harness.py)
 
 
-SETUP = {"partitions": "document", "dates": 0, "registered": 0}  # main() sets them: stage partitions, publication
+SETUP = {"partitions": "document", "dates": 0, "registered": 0,
+         "dagster_yaml": str(REPO / "dagster_home" / "dagster.yaml")}  # main() sets them: stage partitions, publication
 # dates spread, document partitions an instance already holds
 
 
@@ -107,7 +109,10 @@ def karma_run(work: Path, n: int, cache_dir: Path) -> float:
     """(b): seconds for n documents through `karma run`'s path (in-process runs of up to 50 documents)."""
     services.clear()
     defs, _ = _setup(work, n, cache_dir, "run")
-    with dg.instance_for_test(temp_dir=str(work / "run" / "home")) as inst:
+    home = work / "run" / "home"  # `karma run`'s instance: the project's dagster.yaml under DAGSTER_HOME
+    shutil.copy(SETUP["dagster_yaml"], home / "dagster.yaml")
+    os.environ["DAGSTER_HOME"] = str(home)
+    with dg.DagsterInstance.get() as inst:
         assert runner.import_kg(defs, inst), "seed import failed"
         register_earlier(inst)
         keys = sorted(runner.register_inbox(defs, inst)[0])
@@ -127,7 +132,7 @@ def through_daemon(work: Path, n: int, cache_dir: Path) -> float:
     backfill come first, untimed."""
     defs, cfg = _setup(work, n, cache_dir, "daemon")
     home, folder = work / "daemon" / "home", work / "daemon"
-    shutil.copy(REPO / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
+    shutil.copy(SETUP["dagster_yaml"], home / "dagster.yaml")
     code = daemon.write_code_location(folder, {"local": {}}, cfg, in_process=False)
     (folder / "workspace.yaml").write_text(f"load_from:\n  - python_file:\n      relative_path: {code.name}\n"
                                            "      location_name: karma\n")
@@ -226,10 +231,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="stage partitions for (b) and (c) (partitioning/mode.py); both: each path once per mode")
     ap.add_argument("--dates", type=int, default=0, help="spread the abstracts over this many publication days "
                     "(a dates file); 0: all on one day (by date, the warm-up paper on the day before)")
+    ap.add_argument("--dagster-yaml", type=Path, default=Path(SETUP["dagster_yaml"]),
+                    help="the instance config of (b) and (c) (default: the project's dagster_home/dagster.yaml)")
     ap.add_argument("--registered", type=int, default=0, help="document partitions the Dagster instance already "
                     "holds before (b) and (c) (papers of earlier days): what per-paper costs grow with the catalog")
     args = ap.parse_args(argv)
-    SETUP["dates"], SETUP["registered"] = args.dates, args.registered
+    SETUP["dates"], SETUP["registered"], SETUP["dagster_yaml"] = args.dates, args.registered, str(args.dagster_yaml)
     cache_dir = args.cache_dir.resolve()
     print(f"machine at the start: {machine()}")
     work = Path(tempfile.mkdtemp(prefix="karma-throughput-"))

@@ -38,6 +38,11 @@ class Pipeline:
             shutil.copy(SAMPLE_INBOX / name, self.inbox / name)
 
 
+# The instance class the shipped dagster.yaml names (Dagster's SQLite files, each one's engine kept), so the chain
+# tests run on the storage users get; the rest of instance_for_test's config stays Dagster's test defaults.
+KARMA_INSTANCE = {"instance_class": {"module": "karma_dagster.runtime.dagster_instance", "class": "KarmaInstance"}}
+
+
 class PipelineFactory:
     def __init__(self, tmp_path: Path, shared_cache: Path) -> None:
         self.tmp_path, self.shared_cache, self.instances = tmp_path, shared_cache, []
@@ -56,7 +61,7 @@ class PipelineFactory:
         defs = build_definitions(backbones=backbones or {"local": BackboneConfig()}, storage=storage,
                                  prompts_dir=prompts_dir)
         (tmp_path / "dagster_home").mkdir(exist_ok=True)
-        ctx = dg.instance_for_test(temp_dir=str(tmp_path / "dagster_home"))
+        ctx = dg.instance_for_test(temp_dir=str(tmp_path / "dagster_home"), overrides=KARMA_INSTANCE)
         instance = ctx.__enter__()
         self.instances.append(ctx)
         pipeline = Pipeline(tmp_path / "karma", inbox, storage, defs, instance)

@@ -27,8 +27,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("metrics", "scheduling", "services", "stages", "report", "ledger", "document_states", "removal", "kg_tools",
      "export"),
     ("cogmg", "review", "browse", "mcp_server"),  # CogMG's questions, the review queue and the KG browser build on the stores
-    ("partitioning", "resources", "assets", "sensors", "jobs", "executors", "definitions", "home", "runner",
-     "cli"),
+    ("partitioning", "resources", "assets", "sensors", "jobs", "executors", "definitions", "home", "dagster_instance",
+     "runner", "cli"),
 ]
 SECTION = set(LAYERS[-1])
 

@@ -1,0 +1,157 @@
+"""The project's Dagster instance: Dagster's SQLite files, each database's connection pool kept for the process."""
+
+from __future__ import annotations
+
+import multiprocessing
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import dagster as dg
+import pytest
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+
+from karma_dagster.runtime.dagster_instance import (
+    EngineCache,
+    KarmaInstance,
+    KeptSqliteEventLogStorage,
+    KeptSqliteRunStorage,
+    KeptSqliteScheduleStorage,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+STAGE = dg.AssetKey(["local", "entities"])
+
+
+def _home(tmp_path: Path, name: str, yaml: str | None = None) -> Path:
+    home = tmp_path / name
+    home.mkdir()
+    if yaml is None:
+        shutil.copy(REPO / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
+    else:
+        (home / "dagster.yaml").write_text(yaml)
+    return home
+
+
+def _materialize(inst: dg.DagsterInstance, keys: list[str]) -> None:
+    for key in keys:
+        inst.report_runless_asset_event(dg.AssetMaterialization(STAGE, partition=key, metadata={"rows": 3}))
+
+
+def _partitions(inst: dg.DagsterInstance) -> set[str]:
+    return {r.partition_key for r in inst.fetch_materializations(STAGE, limit=10_000).records}
+
+
+def _db_files(home: Path) -> set[str]:
+    return {str(p.relative_to(home)) for p in home.rglob("*.db")}
+
+
+@pytest.fixture
+def connections():
+    """New DBAPI connections opened by any SQLAlchemy engine while the test runs."""
+    opened: list[int] = []
+
+    def on_connect(_dbapi, _record):
+        opened.append(1)
+
+    event.listen(Engine, "connect", on_connect)
+    yield opened
+    event.remove(Engine, "connect", on_connect)
+
+
+def test_the_shipped_dagster_yaml_makes_the_karma_instance_with_kept_sqlite_storages(tmp_path):
+    with dg.DagsterInstance.from_config(str(_home(tmp_path, "home"))) as inst:
+        assert isinstance(inst, KarmaInstance)
+        assert isinstance(inst.event_log_storage, KeptSqliteEventLogStorage)
+        assert isinstance(inst.run_storage, KeptSqliteRunStorage)
+        assert isinstance(inst.schedule_storage, KeptSqliteScheduleStorage)
+
+
+def test_events_are_written_through_kept_connections_not_one_per_event(tmp_path, connections):
+    with dg.DagsterInstance.from_config(str(_home(tmp_path, "home"))) as inst:
+        _materialize(inst, ["warm"])
+        before = len(connections)
+        _materialize(inst, [f"doc-{i}" for i in range(60)])
+        opened = len(connections) - before
+        assert _partitions(inst) == {"warm", *(f"doc-{i}" for i in range(60))}
+    # Dagster's own storage opens one per write (120 here: each materialization is written to two databases)
+    assert opened <= 4, f"{opened} new SQLite connections for 60 materializations"
+
+
+def test_a_home_written_by_dagsters_own_storage_is_read_and_extended_and_the_files_are_the_same(tmp_path):
+    stock = "telemetry:\n  enabled: false\n"
+    home = _home(tmp_path, "home", yaml=stock)
+    with dg.DagsterInstance.from_config(str(home)) as inst:
+        assert type(inst) is dg.DagsterInstance
+        _materialize(inst, ["a", "b"])
+    files_before = _db_files(home)
+    shutil.copy(REPO / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
+    with dg.DagsterInstance.from_config(str(home)) as inst:
+        assert isinstance(inst, KarmaInstance)
+        assert _partitions(inst) == {"a", "b"}
+        _materialize(inst, ["c"])
+    assert _db_files(home) == files_before  # no new database: the same runs, event and schedule files
+    (home / "dagster.yaml").write_text(stock)
+    with dg.DagsterInstance.from_config(str(home)) as inst:
+        assert _partitions(inst) == {"a", "b", "c"}
+
+
+def test_what_another_process_commits_is_read_through_the_kept_connections(tmp_path):
+    home = _home(tmp_path, "home")
+    with dg.DagsterInstance.from_config(str(home)) as inst:
+        _materialize(inst, ["parent-1"])
+        assert _partitions(inst) == {"parent-1"}  # the parent's engines are open from here on
+        code = ("import sys, dagster as dg\n"
+                "with dg.DagsterInstance.from_config(sys.argv[1]) as inst:\n"
+                "    for k in ('child-1', 'child-2'):\n"
+                "        inst.report_runless_asset_event(dg.AssetMaterialization(dg.AssetKey(['local', 'entities']),"
+                " partition=k))\n")
+        subprocess.run([sys.executable, "-c", code, str(home)], check=True, timeout=300)
+        assert _partitions(inst) == {"parent-1", "child-1", "child-2"}
+        _materialize(inst, ["parent-2"])
+    with dg.DagsterInstance.from_config(str(home)) as again:
+        assert _partitions(again) == {"parent-1", "child-1", "child-2", "parent-2"}
+
+
+def test_after_a_wipe_the_instance_runs_and_records_again(tmp_path):
+    home = _home(tmp_path, "home")
+    with dg.DagsterInstance.from_config(str(home)) as inst:
+        result = dg.materialize([dg.asset(name="probe")(lambda: 1)], instance=inst)
+        assert result.success
+        inst.wipe()
+        assert not inst.get_runs()
+        again = dg.materialize([dg.asset(name="probe")(lambda: 2)], instance=inst)
+        assert again.success
+        assert [r.run_id for r in inst.get_runs()] == [again.run_id]
+        assert len(inst.all_logs(again.run_id)) > 3  # its events are in its run's database
+    with dg.DagsterInstance.from_config(str(home)) as fresh:
+        assert len(fresh.all_logs(again.run_id)) == len(inst.all_logs(again.run_id))
+
+
+def test_the_cache_keeps_at_most_its_size_and_reopens_an_evicted_file(tmp_path):
+    cache = EngineCache(max_open=2)
+    urls = [f"sqlite:///{tmp_path / name}.db" for name in "abc"]
+    assert [cache.engine(u)[1] for u in urls] == [True, True, True]
+    assert cache.engine(urls[2]) == (cache.engine(urls[2])[0], False)
+    assert cache.engine(urls[0])[1] is True  # evicted as the oldest, made again
+    cache.dispose()
+    assert cache.engine(urls[1])[1] is True
+
+
+def _engine_is_new(cache: EngineCache, url: str, out) -> None:
+    out.put(cache.engine(url)[1])
+
+
+def test_a_forked_process_makes_its_own_engine_instead_of_sharing_the_parents_connections(tmp_path):
+    cache = EngineCache()
+    url = f"sqlite:///{tmp_path / 'x.db'}"
+    assert cache.engine(url)[1] is True
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    child = ctx.Process(target=_engine_is_new, args=(cache, url, out))
+    child.start()
+    child.join(60)
+    assert out.get(timeout=5) is True
+    assert cache.engine(url)[1] is False
