@@ -5,7 +5,8 @@ every KG table and every stage table compared row for row.
 
 Why: a speed-up of the chain's plumbing (store connections, table building, NER batching) must not change what
 the chain reads into the KG. Each side runs in its own process with PYTHONPATH set to its checkout (this script
-is the same file for both; only `karma_dagster` differs), over a fresh data dir and Dagster instance, the first
+is the same file for both; only `karma_dagster` differs), over a fresh data dir and a Dagster instance made from
+that checkout's dagster_home/dagster.yaml (as `karma run` makes it), the first
 N abstracts of the shipped dev corpora spread over `--dates` publication days (so later days link against what
 earlier days merged), and a shared cache (lexicon, models). Columns that name a run or a clock (run_id,
 merged_at, kg_sizes.state) are left out; everything else must be equal. Exit 0 when both KGs and all stage tables are equal.
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -48,8 +50,11 @@ def produce(out: Path, n: int, dates: int, cache_dir: Path) -> None:
         daemon.spread_dates(inbox / "abstracts.pubtator", dates)
     storage = KarmaStorageResource(data_dir=str(out / "work" / "karma"), inbox=str(inbox), cache_dir=str(cache_dir))
     defs = build_definitions(backbones={"local": BackboneConfig()}, storage=storage)
-    (out / "work" / "home").mkdir(parents=True)
-    with dg.instance_for_test(temp_dir=str(out / "work" / "home")) as inst:
+    home = out / "work" / "home"  # `karma run`'s instance: this checkout's dagster.yaml under DAGSTER_HOME
+    home.mkdir(parents=True)
+    shutil.copy(Path(karma_dagster.__file__).resolve().parents[1] / "dagster_home" / "dagster.yaml", home)
+    os.environ["DAGSTER_HOME"] = str(home)
+    with dg.DagsterInstance.get() as inst:
         outcome = runner.run_main(defs, inst, log=lambda _m: None)
     if outcome.increments_failed:
         raise SystemExit(f"{karma_dagster.__file__}: increments failed: {outcome.increments_failed}")
