@@ -25,7 +25,6 @@ from typing import Any
 import yaml
 from dagster import DagsterInstance
 from dagster._core.instance.ref import InstanceRef
-from dagster._serdes.config_class import ConfigurableClassData
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
 from dagster._core.storage.runs.sqlite.sqlite_run_storage import SqliteRunStorage
 from dagster._core.storage.schedules.sqlite.sqlite_schedule_storage import SqliteScheduleStorage
@@ -36,6 +35,7 @@ from dagster._core.storage.sqlite_storage import (
     _runs_directory,
     _schedule_directory,
 )
+from dagster._serdes.config_class import ConfigurableClassData
 from sqlalchemy import create_engine
 from sqlalchemy.engine import Connection, Engine
 
