@@ -265,6 +265,9 @@ def test_karma_dedupe_command_and_the_repair_due_line(tmp_path: Path, capsys: py
                         ["local", *row, [], "old", D1, "r0", now])
     cli._say_if_dedupe_due(argparse.Namespace(data_dir=str(data.root)))
     assert "repair due: local 2 extracted node(s)" in capsys.readouterr().err
+    assert cli.main(["check", "--data-dir", str(data.root)]) == 1  # the one_node invariant reports them
+    out = capsys.readouterr().out
+    assert "one_node 2" in out and "extracted_nodes [local] NCBIGene:2099: 'ERα' (Gene) is seed node Gene::2099" in out
     assert cli.main(["dedupe", "--dry-run", "--data-dir", str(data.root)]) == 0
     out = capsys.readouterr().out
     assert "local: would fold 2 extracted node(s)" in out and "NCBIGene:2099 ('ERα', Gene) -> Gene::2099 [seed]" in out
@@ -274,6 +277,7 @@ def test_karma_dedupe_command_and_the_repair_due_line(tmp_path: Path, capsys: py
     assert "local: folded 2" in capsys.readouterr().out
     cli._say_if_dedupe_due(argparse.Namespace(data_dir=str(data.root)))
     assert "repair due" not in capsys.readouterr().err
+    assert cli.main(["check", "--data-dir", str(data.root)]) == 0
     assert cli.main(["dedupe", "--backbone", "nope", "--data-dir", str(data.root)]) == 2
 
 

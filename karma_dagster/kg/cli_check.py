@@ -1,5 +1,5 @@
-"""`karma check`: every KG row that breaks an admission rule, and every edge that breaks an invariant
-(kg/invariants.py: none certain from one paper); exit 1 when there is any."""
+"""`karma check`: every KG row that breaks an admission rule, and every row that breaks an invariant
+(kg/invariants.py: no edge certain from one paper, no extracted node that is another node); exit 1 when there is any."""
 
 from __future__ import annotations
 
@@ -44,8 +44,9 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("check", help="report every KG row that breaks an admission rule (self-edge, metaedge, "
-                                     "domain/range, id kind, evidence, date) and every edge certain (>= 0.99) from fewer "
-                                     "than 2 papers; exit 1 when any does")
+                                     "domain/range, id kind, evidence, date), every edge certain (>= 0.99) from fewer "
+                                     "than 2 papers and every extracted node that is another node (what "
+                                     "`karma dedupe` folds); exit 1 when any does")
     p.add_argument("--data-dir", help="run-time data folder (default: $KARMA_DATA, else $DAGSTER_HOME/karma)")
     p.add_argument("--backbone", action="append", help="only this backbone's rows and the seed's (repeatable)")
     p.set_defaults(func=cmd_check)

@@ -46,10 +46,11 @@ class Fold(BaseModel):
 def find(store: KGStore, namespace: str) -> list[Fold]:
     """The namespace's extracted nodes that are another node (what a merge today would not have created)."""
     with store.connect(read_only=True) as con:
-        return _find(con, namespace)
+        return find_in(con, namespace)
 
 
-def _find(con: Any, namespace: str) -> list[Fold]:
+def find_in(con: Any, namespace: str) -> list[Fold]:
+    """`find` on an open connection (read only; `karma check` asks it beside the admission rules)."""
     rows = con.execute(
         "SELECT id, min(name), min(kind), min(vocab_id) FROM extracted_nodes WHERE namespace = ? "
         "AND id NOT IN (SELECT id FROM seed_nodes) GROUP BY id ORDER BY id", [namespace]).fetchall()
@@ -102,7 +103,7 @@ def namespaces(store: KGStore) -> list[str]:
 def repair(store: KGStore, namespace: str) -> list[Fold]:
     """Fold every duplicate of the namespace in one transaction; returns what was folded ([] when nothing was due)."""
     with store.connect() as con, transaction(con):
-        folds = _find(con, namespace)
+        folds = find_in(con, namespace)
         con.execute(LOG_DDL)
         con.execute(REFUSALS_DDL)
         now = dt.datetime.now(dt.UTC).replace(tzinfo=None)

@@ -5,9 +5,13 @@ A row can be stored that a door would refuse today: written before the rule, by 
 ask. So the check reads the tables themselves (seed nodes and edges, extracted nodes, evidence), never the views, and
 asks kg/admission_rules.py of each row with the kinds, names and ids its namespace's graph gives its ends.
 
-Beside the rules, one invariant of what the KG states (INVARIANTS): "certainty" -- no edge whose confidence reaches
-reinforcement.MIN_CERTAIN (0.99) with fewer than MIN_CERTAIN_PAPERS (2) distinct papers. It is read from the
-`edges` view, since the confidence a user sees is the view's (a seed prior and one paper must never read as certain).
+Beside the rules, two invariants of what the KG states (INVARIANTS): "certainty" -- no edge whose confidence reaches
+reinforcement.MIN_CERTAIN (0.99) with fewer than MIN_CERTAIN_PAPERS (2) distinct papers, read from the `edges` view,
+since the confidence a user sees is the view's (a seed prior and one paper must never read as certain); and
+"one_node" -- no extracted node that is another node (a seed node, or another extracted node of its namespace, by
+id, cross-reference, or exact name or listed synonym: kg/same_entity.py, the rule every merge keeps). A merge never
+writes one; a seed imported again with more synonyms or a vocabulary that grew can make one, and `karma dedupe`
+folds what this finds.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from karma_dagster.kg import admission_rules as rules
-from karma_dagster.kg import reinforcement
+from karma_dagster.kg import dedupe, reinforcement
 from karma_dagster.kg.identity import Crosswalk
 from karma_dagster.kg.store import KGStore
 
@@ -26,6 +30,8 @@ from karma_dagster.kg.store import KGStore
 INVARIANTS: dict[str, str] = {
     "certainty": (f"no edge reaches confidence >= {reinforcement.MIN_CERTAIN} with fewer than "
                   f"{reinforcement.MIN_CERTAIN_PAPERS} distinct papers"),
+    "one_node": ("no extracted node is another node (a seed node or another extracted one) by id, cross-reference, "
+                 "or exact name or listed synonym; `karma dedupe` folds it"),
 }
 
 
@@ -35,7 +41,7 @@ class Violation(BaseModel):
     table: str
     namespace: str | None = None
     key: str
-    rule: rules.RuleName | Literal["certainty"]
+    rule: rules.RuleName | Literal["certainty", "one_node"]
     message: str
 
 
@@ -50,18 +56,20 @@ class CheckReport(BaseModel):
         return dict(sorted(out.items()))
 
 
-def check_store(store: KGStore, namespace: str | None = None) -> CheckReport:
+def check_store(store: KGStore, namespace: str | None = None, *, one_node: bool = True) -> CheckReport:
     """Every row of the KG's tables against the admission rules (read only). With `namespace`, only that
     namespace's extracted nodes and evidence (the seed's rows were checked by the import that wrote them; the KG
-    asset's check after a merge reads its own backbone's rows only)."""
+    asset's check after a merge reads its own backbone's rows only). `one_node=False` leaves out the duplicate
+    search (about a millisecond per extracted node): the KG asset's check after each merge, whose merge keeps that
+    rule as it writes; `karma check` asks it."""
     with store.connect(read_only=True) as con:
-        return _check(con, namespace)
+        return _check(con, namespace, one_node=one_node)
 
 
 Node = tuple[str, str, str | None]  # name, kind, vocab_id
 
 
-def _check(con: Any, only: str | None = None) -> CheckReport:
+def _check(con: Any, only: str | None = None, *, one_node: bool = True) -> CheckReport:
     seed: dict[str, Node] = {i: (n, k, v) for i, n, k, v in con.execute(
         "SELECT id, name, kind, vocab_id FROM seed_nodes").fetchall()}
     extracted: dict[str, dict[str, Node]] = defaultdict(dict)
@@ -100,7 +108,15 @@ def _check(con: Any, only: str | None = None) -> CheckReport:
             out.append(Violation(table="evidence", namespace=ns, key=f"{doc} / {tid}", rule=refusal.rule,
                                  message=refusal.message()))
     certain = _too_certain(con, only)
-    return CheckReport(n_rows=n_rows, violations=out + certain)
+    return CheckReport(n_rows=n_rows, violations=out + certain + (_duplicates(con, sorted(extracted)) if one_node else []))
+
+
+def _duplicates(con: Any, namespaces: list[str]) -> list[Violation]:
+    """Extracted nodes that are another node (the `one_node` invariant): what `karma dedupe --dry-run` lists."""
+    return [Violation(table="extracted_nodes", namespace=f.namespace, key=f.old_id, rule="one_node",
+                      message=(f"{f.name!r} ({f.kind}) is {'seed' if f.target == 'seed' else 'extracted'} node "
+                               f"{f.new_id}; `karma dedupe` folds it ({f.n_evidence} evidence rows)"))
+            for ns in namespaces for f in dedupe.find_in(con, ns)]
 
 
 def _too_certain(con: Any, only: str | None) -> list[Violation]:
