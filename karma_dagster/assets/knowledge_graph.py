@@ -228,9 +228,8 @@ def build(ns: str, mode: PartitionMode = "document") -> dg.AssetsDefinition:
             """Whether the later dates already merged can be merged again after `day`: every document they hold
             has its table (else they stay, out of order, with a warning: nothing the KG holds is lost)."""
             with kg.connect(read_only=True) as con:
-                later = day_order.held_documents(con, ns, day_order.later_merged(con, ns, day))
-            lost = sorted(k for keys in later.values() for k in keys
-                          if not k.startswith(REVIEW_PREFIX) and not stages.exists(ns, FINAL_STAGE, k))
+                later, lost = day_order.withdrawable(con, ns, day, lambda _d, keys: [
+                    k for k in keys if k.startswith(REVIEW_PREFIX) or stages.exists(ns, FINAL_STAGE, k)])
             if lost:
                 context.log.warning(f"{day} merged after later dates of {ns} it cannot merge again (no evaluated "
                                     f"table for {', '.join(lost[:5])}{' ...' if len(lost) > 5 else ''}): "

@@ -51,6 +51,21 @@ def held_documents(con: Any, namespace: str, dates: Sequence[dt.date]) -> dict[d
     return out
 
 
+def withdrawable(
+    con: Any, namespace: str, date: dt.date, can_carry: Callable[[dt.date, list[str]], Iterable[str]]
+) -> tuple[dict[dt.date, list[str]], list[str]]:
+    """(the dates after `date` already merged -> the documents the KG holds of each, the held documents a merge of
+    their date could not carry again). `can_carry(day, held)` says which of a later day's held documents the
+    caller's merge of that day would carry (their tables exist). Every merge path withdraws the later dates only
+    when the second is empty: a date merged out of order stays so, rather than lose what the KG holds."""
+    held = held_documents(con, namespace, later_merged(con, namespace, date))
+    lost: list[str] = []
+    for day, keys in held.items():
+        carried = set(can_carry(day, keys))
+        lost += [k for k in keys if k not in carried]
+    return held, sorted(lost)
+
+
 def withdraw(con: Any, namespace: str, dates: Sequence[dt.date]) -> dict[str, int]:
     """Delete everything the namespace's merges of `dates` wrote (call inside the merge's transaction); returns
     the rows removed per table. Edge confidence and counts are views over these rows, so nothing else changes."""

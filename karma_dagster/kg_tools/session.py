@@ -150,8 +150,12 @@ class KGTools:
                 raise Refused(f"the merge of {day} refused it, KG unchanged: {exc}") from exc
             s = outcome.stats
             skipped = f"; skipped {outcome.skipped}" if outcome.skipped else ""
+            if outcome.remerged:
+                skipped += ("; later dates merged again after it (the KG keeps its dates in order): "
+                            + ", ".join(str(d) for d in outcome.remerged))
             return ToolResult(ok=True, data={"date": str(day), "documents": outcome.documents,
-                                             "skipped": outcome.skipped, "stats": s.model_dump(mode="json")},
+                                             "skipped": outcome.skipped, "stats": s.model_dump(mode="json"),
+                                             "remerged": [str(d) for d in outcome.remerged]},
                               message=f"merged {day} in namespace {self.namespace!r}: {s.n_docs} document(s), "
                                       f"{s.n_evidence} statement(s), {s.n_new_nodes} new node(s), {s.n_new_edges} new "
                                       f"edge(s), {s.n_reinforced} reinforced; KG {s.nodes_after} nodes, "

@@ -25,7 +25,7 @@ from pydantic import BaseModel
 from karma_dagster.agents.integration import collect_document
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.ingest.keys import date_of_document_key
-from karma_dagster.kg import merge
+from karma_dagster.kg import day_order, merge
 from karma_dagster.kg.merge import IncrementStats
 from karma_dagster.kg.backends import kg_store
 from karma_dagster.kg_tools.bounds import document_key
@@ -154,6 +154,8 @@ class MergeOutcome(BaseModel):
     stats: IncrementStats
     documents: list[str]
     skipped: dict[str, str]
+    # later dates this merge withdrew (merged out of order before it) and merged again after it, in date order
+    remerged: list[dt.date] = []
 
 
 def staged_documents(paths: DataPaths, namespace: str, day: dt.date) -> list[str]:
@@ -180,17 +182,52 @@ def merge_staged(
     prompt_version: str = TOOLS_PROMPT_VERSION, params: KarmaParams | None = None,
 ) -> MergeOutcome:
     """Merge a date of the namespace from its staged tables, as the KG asset does: collect_document per document
-    (an unreadable or invalid table skips its document, with the reason), then one merge_increment."""
+    (an unreadable or invalid table skips its document, with the reason), then one merge_increment. The KG keeps
+    its dates in order (kg/day_order.py): later dates already merged are withdrawn in this date's transaction and
+    merged again after it (`remerged`, each document with the prompt version its rows carried), when every
+    document they hold has its staged tables; else this date merges out of order and nothing is lost."""
+    outcomes: list[MergeOutcome] = []
+
+    def merge_one(d: dt.date) -> list[dt.date]:
+        outcomes.append(_merge_day(paths, namespace, d, run_id, backbone=backbone, params=params,
+                                   prompt_version=prompt_version if d == day else None))
+        return outcomes[-1].stats.withdrawn
+
+    merge_order = day_order.merge_in_order([day], merge_one)
+    return outcomes[0].model_copy(update={"remerged": merge_order[1:]})
+
+
+def _merge_day(paths: DataPaths, namespace: str, day: dt.date, run_id: str, *, backbone: str | None,
+               params: KarmaParams | None, prompt_version: str | None) -> MergeOutcome:
+    """One date's merge; `prompt_version` None: a date merged again keeps the version each document's rows had."""
     stages, kg = StageStore(paths.stages_dir), kg_store(paths)
     docs: dict = {}
     skipped: dict[str, str] = {}
-    for key in staged_documents(paths, namespace, day):
+    keys = staged_documents(paths, namespace, day)
+    kept = {} if prompt_version is not None else _prompt_versions(kg, namespace, keys)
+    for key in keys:
         try:
             docs[key] = collect_document(key, stages.read(namespace, FINAL_STAGE, key),
-                                         stages.read(namespace, ENTITIES, key), prompt_version)
+                                         stages.read(namespace, ENTITIES, key),
+                                         prompt_version if prompt_version is not None else kept.get(key, TOOLS_PROMPT_VERSION))
         except Exception as exc:  # noqa: BLE001 - one bad table skips its document, like the KG asset
             skipped[key] = f"{type(exc).__name__}: {exc}"
     date_sources = Catalog(paths.catalog).date_sources(list(docs)) if paths.catalog.exists() else {}
+    with kg.connect(read_only=True) as con:
+        _, lost = day_order.withdrawable(con, namespace, day,
+                                         lambda d, _held: staged_documents(paths, namespace, d))
     stats = merge.merge_increment(kg, day, backbone or namespace, docs, run_id=run_id, namespace=namespace,
-                                  prompt_version=prompt_version, params=params, date_sources=date_sources)
+                                  prompt_version=prompt_version or TOOLS_PROMPT_VERSION, params=params, date_sources=date_sources,
+                                  withdraw_later=not lost)
     return MergeOutcome(stats=stats, documents=sorted(docs), skipped=skipped)
+
+
+def _prompt_versions(kg, namespace: str, keys: list[str]) -> dict[str, str]:  # noqa: ANN001 - a KG store
+    """doc_key -> the prompt version its evidence carries in the KG (what a date merged again keeps)."""
+    if not keys:
+        return {}
+    with kg.connect(read_only=True) as con:
+        marks = ", ".join(["CAST(? AS VARCHAR)"] * len(keys))
+        rows = con.execute(f"SELECT doc_key, max(prompt_version) FROM evidence WHERE namespace = ? AND doc_key IN "  # noqa: S608
+                           f"({marks}) GROUP BY doc_key", [namespace, *keys]).fetchall()
+    return {k: v for k, v in rows if v}

@@ -95,7 +95,9 @@ def cmd_review(args: argparse.Namespace) -> int:
         if args.merge:
             outcomes = merge_accepted(kg_location(paths), queue, chain_docs=chain_docs_from(paths))
             for o in outcomes:
-                print(f"{o.namespace} {o.date}: merged {len(o.items)} reviewed item(s); "
+                what = (f"merged again after the earlier date (the KG keeps its dates in order), "
+                        f"{len(o.items)} reviewed item(s) new" if o.again else f"merged {len(o.items)} reviewed item(s)")
+                print(f"{o.namespace} {o.date}: {what}; "
                       f"new edges {o.stats.n_new_edges}, reinforced {o.stats.n_reinforced}, "
                       f"superseded {o.stats.n_superseded}")
             blocked = [(i, d) for i, d in queue.accepted(unmerged_only=True) if d.merge_note]

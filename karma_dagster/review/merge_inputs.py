@@ -33,7 +33,7 @@ from karma_dagster.agents.integration import collect_document
 from karma_dagster.runtime.document_states import DocumentStates
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.kg import admission_rules as rules
-from karma_dagster.kg import merge
+from karma_dagster.kg import day_order, merge
 from karma_dagster.kg.backends import kg_store, open_kg_store
 from karma_dagster.kg.merge import DocInput, IncrementStats, TripleValidationError
 from karma_dagster.kg.store import KGStore, NodeIn, load_schema, schema_relations
@@ -57,6 +57,7 @@ class MergeOutcome(BaseModel):
     date: dt.date
     items: list[str]  # item ids merged now
     stats: IncrementStats
+    again: bool = False  # a later date withdrawn by an earlier one's merge, merged again after it (day order)
 
 
 def doc_key(item_id: str) -> str:
@@ -268,29 +269,54 @@ def merge_accepted(
 ) -> list[MergeOutcome]:
     """Merge every (namespace, date) that holds accepted items not merged yet; record them merged. Idempotent:
     a second call finds nothing to do. Without `chain_docs`, a date whose chain documents the KG already holds is
-    refused (its merge would drop their increment row and adjudications), naming the date."""
+    refused (its merge would drop their increment row and adjudications), naming the date.
+
+    The KG keeps its dates in order (kg/day_order.py), as the KG asset does: a date merged while later dates are
+    already merged withdraws them in its transaction, and they are merged again after it (their chain documents
+    and accepted items; outcomes with `again`). Only with `chain_docs`, and only when every document the later
+    dates hold can be carried again; else the date merges out of order and loses nothing."""
     kg = open_kg_store(kg_path)
     if not kg.exists():
         raise ReviewError("the KG file does not exist yet: import the seed KG first (karma import-kg)")
     run_id = run_id or f"review-{uuid.uuid4().hex[:12]}"
     outcomes = []
     for ns, days in sorted(pending_dates(queue).items()):
-        for day in sorted(days):
+        chain_of: dict[dt.date, dict[str, DocInput]] = {}  # each day's chain documents, read once
+
+        def chain(day: dt.date, ns: str = ns) -> dict[str, DocInput]:
+            if chain_docs is None:
+                return {}
+            if day not in chain_of:
+                chain_of[day] = chain_docs(ns, day)
+            return chain_of[day]
+
+        def carried(day: dt.date, held: list[str], ns: str = ns) -> list[str]:
+            return [*chain(day), *review_docs(queue, kg, ns, day)]
+
+        again: set[dt.date] = set()  # withdrawn by an earlier date's merge: merged again whatever is pending
+
+        def merge_one(day: dt.date, ns: str = ns, again: set[dt.date] = again) -> list[dt.date]:
             docs = review_docs(queue, kg, ns, day)
             waiting = {i.item_id for i, d in queue.accepted(unmerged_only=True) if not d.merged_in(ns)}
             merged = [k[len(DOC_PREFIX):] for k in docs if k[len(DOC_PREFIX):] in waiting]
-            if not merged:
-                continue  # every pending item of the day is blocked (its note says why)
+            if not merged and day not in again:
+                return []  # every pending item of the day is blocked (its note says why)
             if chain_docs is not None:
-                docs = {**chain_docs(ns, day), **docs}
+                docs = {**chain(day), **docs}
+                with kg.connect(read_only=True) as con:
+                    _, lost = day_order.withdrawable(con, ns, day, carried)
             else:
                 held = _chain_keys_merged(kg, ns, day)
                 if held:
                     raise ReviewError(f"KG date {day} of {ns!r} holds the chain's documents ({', '.join(held[:3])}"
                                       f"{' ...' if len(held) > 3 else ''}): merge with the data paths (karma review "
                                       "--merge) or through the KG increment asset, which carry them too")
-            stats = merge.merge_increment(kg, day, ns, docs, run_id, params=params)
+                lost = ["(no chain documents to merge later dates again)"]
+            stats = merge.merge_increment(kg, day, ns, docs, run_id, params=params, withdraw_later=not lost)
             queue.mark_merged(merged, day, backbone=ns)
-            outcomes.append(MergeOutcome(namespace=ns, date=day, items=merged, stats=stats))
-    return outcomes
+            outcomes.append(MergeOutcome(namespace=ns, date=day, items=merged, stats=stats, again=day in again))
+            again.update(stats.withdrawn)
+            return stats.withdrawn
 
+        day_order.merge_in_order(days, merge_one)
+    return outcomes

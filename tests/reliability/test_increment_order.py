@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import shutil
+from pathlib import Path
 
 import dagster as dg
 import pytest
@@ -66,6 +67,8 @@ def test_an_earlier_date_merged_after_a_later_one_leaves_the_kg_of_the_in_order_
 
 # ---------------------------------------------------------------- at the store, on both KG stores
 DISEASE = "Disease::DOID:9352"  # type 2 diabetes (seed)
+HYPERTENSION, GESTATIONAL_DIABETES = "Disease::DOID:10763", "Disease::DOID:11714"  # shipped seed nodes
+SEED = Path(__file__).resolve().parents[2] / "data" / "seed_kg"
 D10, D11, D14 = dt.date(2016, 1, 10), dt.date(2016, 1, 11), dt.date(2016, 1, 14)
 
 
@@ -135,6 +138,85 @@ def test_merge_in_order_refuses_a_withdrawal_that_is_not_later() -> None:
 
     with pytest.raises(ValueError, match="not after it"):
         day_order.merge_in_order([D11], lambda day: [D10])
+
+
+# ---------------------------------------------------------------- every merge path keeps the order
+def _review_item(day_doc: str):
+    """An accepted-to-be review item naming zetamab as a new Compound that treats type 2 diabetes."""
+    from karma_dagster.review.models import Evidence, ReviewItem, item_id
+
+    head = "new::Compound::zetamab-r"
+    return ReviewItem(
+        item_id=item_id("held_back", "local", head, "treats", DISEASE, day_doc), source="held_back",
+        backbone="local", head_id=head, head_name="zetamab", head_kind="Compound", relation="treats",
+        tail_id=DISEASE, tail_name="type 2 diabetes", tail_kind="Disease", origin=day_doc, agent="test",
+        stage="evaluated", evidence=[Evidence(text="Zetamab lowered HbA1c in type 2 diabetes.")], score=0.6,
+        change="new edge")
+
+
+def test_karma_review_merge_of_an_older_decision_gives_the_in_order_kg(kg_backend: KGBackend, seeded: KGStore,
+                                                                       tmp_path) -> None:  # noqa: F811
+    """A decision dated the 10th merged by `karma review --merge` after the 14th's increment: the 14th is withdrawn
+    and merged again after it, so the KG (evidence, nodes, the 14th's increment sizes) is the in-order one."""
+    from karma_dagster.review.merge_inputs import merge_accepted
+    from karma_dagster.review.models import DecisionIn
+    from karma_dagster.review.queue import ReviewQueue
+
+    chain = {D14: DAYS[D14]}
+
+    def chain_docs(_ns: str, day: dt.date) -> dict:
+        return chain.get(day, {})
+
+    dumps, outcomes = [], []
+    for order in ("in order", "decision last"):
+        store = kg_backend.copy(seeded, order)
+        queue = ReviewQueue(tmp_path / f"{order}.sqlite")
+        item = _review_item("2016-01-10_r")
+        queue.add_items([item])
+        queue.decide(item.item_id, DecisionIn(action="accept", reviewer="alice"),
+                     now=dt.datetime.combine(D10, dt.time(12)))
+        steps = [lambda: outcomes.append(merge_accepted(location_of(store), queue, chain_docs=chain_docs,
+                                                        run_id="r")),
+                 lambda: merge_increment(store, D14, "local", DAYS[D14], "r", withdraw_later=True)]
+        for step in steps if order == "in order" else steps[::-1]:
+            step()
+        dumps.append(kg_dump_any(location_of(store)))
+    in_order, late = dumps
+    assert late == in_order, [k for k in late if late[k] != in_order[k]]
+    sizes = {r[1]: r for r in in_order["increments"]}
+    assert set(sizes) == {D10, D14}  # the 14th's increment counts from the KG as the 10th's decision left it
+    assert [(o.date, o.again, len(o.items)) for o in outcomes[1]] == [(D10, False, 1), (D14, True, 0)]
+    assert [(o.date, o.again) for o in outcomes[0]] == [(D10, False)]
+
+
+def test_a_kg_tools_merge_of_an_older_document_gives_the_in_order_kg(tmp_path) -> None:
+    """A KG tools session merging the 10th's staged document after the 14th's: the 14th is withdrawn and merged
+    again after it (said in the tool's answer); the KG equals the in-order merge, increment sizes included."""
+    from karma_dagster.kg_tools.session import KGTools
+    from karma_dagster.runtime import services
+    from karma_dagster.runtime.paths import DataPaths
+
+    base = DataPaths(tmp_path / "seeded")
+    services.import_seed_kg(base, SEED / "nodes.tsv", SEED / "edges.sif.gz", "hetionet", 0.9)
+    docs = {"2021-03-10_a": ("Zetamab", HYPERTENSION), "2021-03-14_b": ("Zetamab", GESTATIONAL_DIABETES)}
+    dumps, answers = [], []
+    for order in (sorted(docs), sorted(docs, reverse=True)):
+        paths = DataPaths(tmp_path / "-".join(order))
+        shutil.copytree(base.root, paths.root)
+        services.clear()
+        for doc, (name, disease) in docs.items():
+            tools = KGTools(paths, namespace="tools", caller="test-model", document=doc)
+            assert tools.create_instance(name, "a made-up drug", "Compound").ok
+            said = tools.create_statement("NEW:Compound:zetamab", "treats", disease, f"{name} helped ({doc}).")
+            assert said.ok, said.message
+        answers.append([KGTools(paths, namespace="tools", caller="test-model", document=doc).merge_document()
+                        for doc in order])
+        dumps.append(kg_dump_any(paths.kg))
+    assert all(a.ok for run in answers for a in run)
+    assert dumps[1] == dumps[0], [k for k in dumps[0] if dumps[0][k] != dumps[1][k]]
+    late = answers[1][1]  # the 10th merged after the 14th
+    assert late.data["remerged"] == ["2021-03-14"] and "merged again after it" in late.message
+    assert answers[0][1].data["remerged"] == []
 
 
 # ---------------------------------------------------------------- the run queue keeps the increments' place
