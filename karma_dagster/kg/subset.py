@@ -18,15 +18,18 @@ from __future__ import annotations
 import argparse
 import csv
 import gzip
+import io
 import re
 import xml.etree.ElementTree as ET
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
+from typing import IO
 
 from pydantic import BaseModel
 
 from karma_dagster.ingest.pubtator import read_pubtator
+from karma_dagster.project.safe_files import replace_file, replace_with
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 _MAX_NGRAM = 8
@@ -158,13 +161,20 @@ def write_subset(out: Path, nodes: list[dict[str, str]], edges: list[tuple[str, 
 
     out = check_output_folder(out, kind="seed KG subset", own_files=SUBSET_FILES, others_stay=True)
     out.mkdir(parents=True, exist_ok=True)
-    with open(out / "nodes.tsv", "w", encoding="utf-8", newline="") as fh:
-        w = csv.writer(fh, delimiter="\t", lineterminator="\n", quoting=csv.QUOTE_NONE)
-        w.writerow(["id", "name", "kind"])
-        w.writerows([n["id"], n["name"], n["kind"]] for n in nodes)
-    # mtime=0: the same subset always gives the same bytes.
-    with open(out / "edges.sif.gz", "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz:
-        gz.write(("source\tmetaedge\ttarget\n" + "".join(f"{s}\t{m}\t{t}\n" for s, m, t in edges)).encode())
+    table = io.StringIO()
+    w = csv.writer(table, delimiter="\t", lineterminator="\n", quoting=csv.QUOTE_NONE)
+    w.writerow(["id", "name", "kind"])
+    w.writerows([n["id"], n["name"], n["kind"]] for n in nodes)
+    # written whole and renamed over the name (project/safe_files.py): a link planted at it is replaced, never
+    # written through
+    replace_file(out / "nodes.tsv", table.getvalue())
+    sif = ("source\tmetaedge\ttarget\n" + "".join(f"{s}\t{m}\t{t}\n" for s, m, t in edges)).encode()
+
+    def gzipped(fh: IO[bytes]) -> None:  # mtime=0 and the file's own name: the same subset, the same bytes
+        with gzip.GzipFile(filename="edges.sif.gz", mode="wb", fileobj=fh, mtime=0) as gz:
+            gz.write(sif)
+
+    replace_with(out / "edges.sif.gz", gzipped)
 
 
 def build(

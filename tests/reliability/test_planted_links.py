@@ -121,3 +121,16 @@ def test_the_copy_an_import_keeps_aside_is_never_written_through_a_link(tmp_path
         keep_aside(store, con, now)
     _untouched(victim)
     assert planted.is_symlink()  # left as it was: not followed, not removed
+
+
+def test_the_seed_subset_files_are_replaced_never_written_through(tmp_path: Path, victim: Path) -> None:
+    from karma_dagster.kg.subset import write_subset
+
+    out = tmp_path / "subset"
+    out.mkdir()
+    for name in ("nodes.tsv", "edges.sif.gz"):
+        os.symlink(victim / "precious.txt", out / name)
+    write_subset(out, [{"id": "Gene::1", "name": "A1BG", "kind": "Gene"}], [("Gene::1", "GiG", "Gene::1")])
+    _untouched(victim)
+    assert not (out / "nodes.tsv").is_symlink() and (out / "nodes.tsv").read_text().splitlines()[1] == "Gene::1\tA1BG\tGene"
+    assert not (out / "edges.sif.gz").is_symlink()
