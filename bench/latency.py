@@ -13,7 +13,10 @@ the sensors and runs took in between (from the instance's run records).
 15 papers over 5 dates) is in place, the seed imported, then both sensors are turned on with backbones.yaml's
 enabled backbones (as `dagster dev` loads them). It prints the time from turning the sensors on to the first KG
 increment and to the last, the runs per job, how often each (backbone, date) was merged, the queue's peak, and the
-warnings the daemon's and runs' console printed more than once (the `dagster dev` terminal).
+warnings the daemon's and runs' console printed more than once (the `dagster dev` terminal). From the instance's
+records it checks the KG's day order -- each KG materialization's `merged_dates`, in the order they were written:
+every date's last merge comes after every earlier date's last merge -- and counts the sensors' ticks by status
+(none may fail). `--load N` runs N busy processes beside it (`yes > /dev/null`), for "at any load".
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from pathlib import Path
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import dagster as dg  # noqa: E402
+from dagster._core.scheduler.instigation import InstigatorType  # noqa: E402 - no public name
 
 from karma_dagster import runner  # noqa: E402
 from karma_dagster.definitions import build_definitions  # noqa: E402
@@ -65,10 +69,16 @@ def main(argv: list[str] | None = None) -> int:
                     help="seconds to wait for one paper (default 900), or for the whole inbox (default 2700: "
                          "a loaded machine took 15 min for the sample inbox)")
     ap.add_argument("--cache-dir", type=Path, default=throughput.REPO / ".cache" / "bench-throughput")
+    ap.add_argument("--load", type=int, default=0, help="busy processes to run beside it (`yes`), e.g. 4")
     args = ap.parse_args(argv)
     print(f"machine at the start: {throughput.machine()}")
     if args.inbox is not None:
-        return whole_inbox(args.inbox, args.cache_dir.resolve(), args.timeout or 2700.0)
+        hogs = [subprocess.Popen(["yes"], stdout=subprocess.DEVNULL) for _ in range(args.load)]
+        try:
+            return whole_inbox(args.inbox, args.cache_dir.resolve(), args.timeout or 2700.0)
+        finally:
+            for hog in hogs:
+                hog.kill()
     args.timeout = args.timeout or 900.0
     work = Path(tempfile.mkdtemp(prefix="karma-latency-"))
     papers = abstracts(args.papers)
@@ -180,11 +190,14 @@ def whole_inbox(source: Path, cache_dir: Path, timeout: float) -> int:
                         or time.time() - idle_since > DEBOUNCE_S + 45:  # a failed paper's date: its debounce
                     break
             records = inst.get_run_records()
+            order = {ns: _merges_in_order(inst, ns) for ns in backbones}
+            ticks = _tick_counts(inst)
     finally:
         if proc is not None:
             proc.terminate()
             proc.wait(timeout=60)
     _report_inbox(records, backbones, states, t0, peak, log_path.read_text(errors="replace"))
+    _report_order(order, ticks)
     shutil.rmtree(work, ignore_errors=True)
     print(f"\nmachine at the end: {throughput.machine()}")
     return 0
@@ -226,6 +239,41 @@ def _report_inbox(records: list, backbones: list[str], states: dict, t0: float, 
           f"{len(repeated)} repeated" + "".join(f"\n  x{n}: {line}" for line, n in repeated.items())
           + (f"\n  (and {len(recycled)} x Dagster's code server '{_RECYCLED}': `dagster-daemon run` recycles its own "
              "code servers; `dagster dev` shares one)" if recycled else ""))
+
+
+def _merges_in_order(inst: dg.DagsterInstance, ns: str) -> tuple[list[str], list[str]]:
+    """(every date the backbone's KG materializations merged, in the order merged; the dates whose last merge came
+    before an earlier date's last merge: [] when the KG is the merge of its dates in ascending order)."""
+    from karma_dagster.assets.chain import kg_key
+
+    merged: list[str] = []
+    for rec in inst.fetch_materializations(kg_key(ns), limit=10_000, ascending=True).records:
+        mat = rec.asset_materialization
+        dates = mat.metadata.get("merged_dates") if mat else None
+        merged += list(dates.value) if dates is not None else [mat.partition] if mat and mat.partition else []
+    last = {d: i for i, d in enumerate(merged)}
+    late = [d for d in sorted(last) if any(e < d and last[e] > last[d] for e in last)]
+    return merged, late
+
+
+def _tick_counts(inst: dg.DagsterInstance) -> dict[str, dict[str, int]]:
+    """sensor -> tick status -> ticks (from the instance's tick records)."""
+    out: dict[str, dict[str, int]] = {}
+    for state in inst.all_instigator_state(instigator_type=InstigatorType.SENSOR):
+        ticks = inst.get_ticks(state.instigator_origin_id, state.selector_id)
+        out[state.instigator_name] = dict(collections.Counter(t.status.value for t in ticks))
+    return out
+
+
+def _report_order(order: dict[str, tuple[list[str], list[str]]], ticks: dict[str, dict[str, int]]) -> None:
+    for ns, (merged, late) in order.items():
+        print(f"  {ns} KG merges in the order written: {', '.join(merged)} -> "
+              + ("every date's last merge after every earlier date's: in date order" if not late else
+                 f"OUT OF DATE ORDER: {', '.join(late)} last merged before an earlier date"))
+    for sensor, counts in sorted(ticks.items()):
+        print(f"  sensor {sensor}: {sum(counts.values())} ticks, " + ", ".join(
+            f"{status.lower()} {n}" for status, n in sorted(counts.items()))
+              + (" (started: the tick in flight when the daemon was stopped)" if counts.get("STARTED") else ""))
 
 
 def _start_sensors(folder: Path, home: Path) -> None:
