@@ -4,7 +4,8 @@ backbone never calibrated (or calibrated for other settings) says so and holds i
 
 The backbone here is an LLM behind the scripted OpenAI-compatible server on 127.0.0.1 (tests/fake_openai_server.py):
 its answers are deterministic, so the fitted map is about its scores, not about any real model's skill (the
-shipped SmolLM2 is calibrated in test_llm_real.py)."""
+shipped SmolLM2-135M proposes no entity pair on gold abstracts, so there is nothing to calibrate it on:
+docs/benchmarks.md)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import pandas as pd
 import pytest
 
 from karma_dagster.backbones.calibration_fit import fit_scale
-from karma_dagster.backbones.llm.calibration import CalibrationError, ScoreCalibration, path_for
+from karma_dagster.backbones.llm.calibration import CalibrationError, ScoreCalibration, load, path_for, save, stamp
 from karma_dagster.cli import main
 from karma_dagster.review.karma_items import held_back_items
 from karma_dagster.metrics.gold_run import KGView, predict_document, read_gold
@@ -128,7 +129,7 @@ def test_karma_calibrate_fits_stores_and_the_evaluator_then_decides_by_the_proba
     assert said, out
     assert "ECE of the raw scores" in out and "admission precision 0.75" in out
     assert "stored: calibration/fake.json" in out
-    stored = path_for(seeded.root, "fake")
+    stored = path_for(seeded.calibration_dir, "fake")
     text = stored.read_text()
     assert str(REPO) not in text and str(tmp_path) not in text, "no machine path in the stored file"
     cal = ScoreCalibration.model_validate(json.loads(text))
@@ -184,11 +185,11 @@ def test_bad_input_is_refused_in_one_line_and_nothing_is_stored(seeded, fresh_se
     err = capsys.readouterr().err
     assert re.search(r"biored-train\.pubtator\.gz: \d triples could be judged \(\d extracted\); at least 10 are "
                      r"needed to fit a calibration \(use more documents\); nothing stored$", err.rstrip()), err
-    assert not path_for(seeded.root, "fake").exists() or \
-        json.loads(path_for(seeded.root, "fake").read_text())["model"] != "openai/bad-input-model"
+    assert not path_for(seeded.calibration_dir, "fake").exists() or \
+        json.loads(path_for(seeded.calibration_dir, "fake").read_text())["model"] != "openai/bad-input-model"
 
     # a calibration file that cannot be read is an error naming it, never a silent "uncalibrated"
-    broken = path_for(seeded.root, "fake")
+    broken = path_for(seeded.calibration_dir, "fake")
     kept = broken.read_bytes() if broken.exists() else None
     broken.parent.mkdir(parents=True, exist_ok=True)
     broken.write_text("{not json")
@@ -200,3 +201,27 @@ def test_bad_input_is_refused_in_one_line_and_nothing_is_stored(seeded, fresh_se
             broken.unlink()
         else:
             broken.write_bytes(kept)
+
+
+def test_a_calibration_under_the_shared_storage_url_is_read_by_a_worker_with_its_own_data_folder(tmp_path):
+    """With KARMA_STORAGE_URL set, the calibration lives there beside the stage tables: a worker on another machine
+    (its own data folder, the same URL) builds the backbone calibrated, as the machine that ran `karma calibrate`."""
+    scores = [i / 40 for i in range(40)]
+    fit = fit_scale(scores, [i % 3 != 0 if i >= 20 else i % 3 == 0 for i in range(40)],
+                    [f"doc{i // 2}" for i in range(40)])
+    cal = ScoreCalibration(**fit.model_dump(include={"calibration_x", "calibration_y", "cap", "floor", "curve"}),
+                           backbone="fake", fingerprint="f" * 16, model="openai/fake-model", gold="gold.PubTator",
+                           gold_sha256="0" * 64, fitted_on="2026-12-07", examples=fit.examples, right=fit.right,
+                           documents=fit.documents, folds=fit.folds, ece_raw=0.2, ece_oof=0.1)
+    url = f"memory://karma-calibration-{tmp_path.name}"
+    here, there = DataPaths(tmp_path / "here", storage_url=url), DataPaths(tmp_path / "there", storage_url=url)
+    assert stamp(there.calibration_dir, "fake") is None
+    save(here.calibration_dir, cal)
+    assert not (tmp_path / "here" / "calibration").exists(), "stored under the URL, not on this machine's disk"
+    got, label = load(there.calibration_dir, "fake", "f" * 16)
+    assert got is not None and got.model_dump(exclude={"version"}) == cal.model_dump(exclude={"version"})
+    assert label.startswith("calibrated on gold.PubTator") and got.version.startswith("cal-")
+    assert stamp(there.calibration_dir, "fake") is not None
+    # on the local disk when no URL is set: each data folder its own
+    alone = DataPaths(tmp_path / "alone", storage_url="")
+    assert load(alone.calibration_dir, "fake", "f" * 16) == (None, "uncalibrated")

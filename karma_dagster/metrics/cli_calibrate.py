@@ -78,8 +78,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     except CalibrationError as exc:
         print(f"karma calibrate: {exc}; nothing stored", file=sys.stderr)
         return 2
-    path = save(data.root, run.calibration)
+    path = save(data.calibration_dir, run.calibration)
     for line in run.lines():
         print(line)
-    print(f"stored: {path.parent.name}/{path.name} in the data folder (used by every later run of {args.backbone})")
+    where = "the shared storage ($KARMA_STORAGE_URL)" if data.shared_url else "the data folder"
+    print(f"stored: {path.parent.name}/{path.name} in {where} (used by every later run of {args.backbone})")
     return 0

@@ -320,17 +320,13 @@ def _llm_backbone(name: str, settings: BackboneSettings, data: DataPaths, prompt
         raise ValueError(f"backbone {name!r}: kind litellm needs a model string (e.g. openai/gpt-4o)")
     return make_llm_backbone(name, settings, prompt_root=prompts_root,
                              cache_path=data.llm_cache / "llm_responses.sqlite", required_prompts=required_prompts,
-                             data_root=data.root)
+                             calibration_dir=data.calibration_dir)
 
 
-def _calibration_stamp(data: DataPaths, name: str) -> tuple[int, int] | None:
-    from karma_dagster.backbones.llm.calibration import path_for
+def _calibration_stamp(data: DataPaths, name: str) -> str | None:
+    from karma_dagster.backbones.llm.calibration import stamp
 
-    try:
-        st = path_for(data.root, name).stat()
-    except OSError:
-        return None
-    return st.st_mtime_ns, st.st_size
+    return stamp(data.calibration_dir, name)
 
 
 def backbone(name: str, settings: BackboneSettings, data: DataPaths, prompts_root: Path | str | None = None,

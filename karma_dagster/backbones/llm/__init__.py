@@ -41,14 +41,16 @@ def make_llm_backbone(
     cache_path: Path | str | None = None,
     prompt_versions: dict[str, int] | None = None,
     required_prompts: Sequence[str] = (),
-    data_root: Path | str | None = None,
+    calibration_dir: Path | None = None,
 ) -> LLMBackbone:
-    """The backbone from its typed settings (the key comes from an EnvVar through the resource); with `data_root`,
-    the evaluator calibration `karma calibrate` stored there for these settings (else it is uncalibrated)."""
+    """The backbone from its typed settings (the key comes from an EnvVar through the resource); with
+    `calibration_dir` (DataPaths.calibration_dir), the evaluator calibration `karma calibrate` stored there for these
+    settings (else it is uncalibrated)."""
     client = LLMClient.from_settings(settings, name=name, cache=ResponseCache(cache_path) if cache_path else None)
     prompts = PromptStore(prompt_root)
     stamp = score_fingerprint(settings, prompts, prompt_versions)
-    calibration, label = (None, UNCALIBRATED) if data_root is None else load_calibration(Path(data_root), name, stamp)
+    calibration, label = ((None, UNCALIBRATED) if calibration_dir is None
+                          else load_calibration(calibration_dir, name, stamp))
     return LLMBackbone(name, client, prompts, settings.domain,  # type: ignore[arg-type]
                        prompt_versions=prompt_versions, required_prompts=required_prompts,
                        debate_rounds=settings.debate_rounds, calibration=calibration, calibration_label=label,

@@ -4,7 +4,8 @@ An LLM's C, Cl and R are judgements ("0.8 / 0.8 / 0.9" for nearly everything on 
 of being right. `karma calibrate --backbone NAME --pubtator GOLD` runs the backbone's agents over a gold file the
 user supplies, judges each integrable triple against the gold (the scorer of `karma gold-eval`) and fits an
 isotonic map from the evaluator's score -- the mean of C, Cl and R -- to P(right), with the operating-point curve
-read out of fold (backbones/calibration.py). It is stored in the data folder as calibration/<backbone>.json with
+read out of fold (backbones/calibration.py). It is stored as calibration/<backbone>.json in the data folder, or
+under $KARMA_STORAGE_URL when that is set (runtime/paths.DataPaths.calibration_dir: every worker reads it), with
 a fingerprint of what produces the score (the model, its temperature, the evaluator's prompt files): a backbone
 whose model or prompts changed since is uncalibrated again, and says why.
 
@@ -24,6 +25,7 @@ from pydantic import ValidationError
 
 from karma_dagster.backbones.calibration import CalibratedScale
 from karma_dagster.project.safe_files import replace_file
+from karma_dagster.runtime.shared_storage import is_url, put_whole
 
 FOLDER = "calibration"
 UNCALIBRATED = "uncalibrated"
@@ -60,14 +62,15 @@ def fingerprint(model: str, temperature: float, evaluator_prompts: str) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()[:16]
 
 
-def path_for(data_root: Path, backbone: str) -> Path:
-    return Path(data_root) / FOLDER / f"{backbone}.json"
+def path_for(folder: Path, backbone: str) -> Path:
+    """The backbone's calibration file in `folder` (DataPaths.calibration_dir: a Path, or a UPath under a URL)."""
+    return folder / f"{backbone}.json"
 
 
-def load(data_root: Path, backbone: str, expected: str) -> tuple[ScoreCalibration | None, str]:
+def load(folder: Path, backbone: str, expected: str) -> tuple[ScoreCalibration | None, str]:
     """(the calibration in force, its label): None with "uncalibrated ..." when there is none, or it was fitted
     for other settings; an unreadable file is an error naming it (never silently uncalibrated)."""
-    p = path_for(data_root, backbone)
+    p = path_for(folder, backbone)
     if not p.is_file():
         return None, UNCALIBRATED
     try:
@@ -84,10 +87,27 @@ def load(data_root: Path, backbone: str, expected: str) -> tuple[ScoreCalibratio
     return cal, cal.label()
 
 
-def save(data_root: Path, cal: ScoreCalibration) -> Path:
-    """Written whole or not at all (a reader never sees half a file)."""
-    p = path_for(data_root, cal.backbone)
-    p.parent.mkdir(parents=True, exist_ok=True)
+def save(folder: Path, cal: ScoreCalibration) -> Path:
+    """Written whole or not at all (a reader never sees half a file): a temporary file renamed over the name on a
+    local disk, one upload under a URL (an object store shows an object only once complete)."""
+    p = path_for(folder, cal.backbone)
     digest = hashlib.sha256(cal.model_dump_json(exclude={"version"}).encode()).hexdigest()[:12]
     cal = cal.model_copy(update={"version": f"cal-{digest}"})
-    return replace_file(p, cal.model_dump_json(indent=2))
+    text = cal.model_dump_json(indent=2)
+    if is_url(str(p)):
+        put_whole(p, text.encode("utf-8"))
+        return p
+    p.parent.mkdir(parents=True, exist_ok=True)
+    return replace_file(p, text)
+
+
+def stamp(folder: Path, backbone: str) -> str | None:
+    """What changes when the stored calibration does (a cache key); None when there is none."""
+    p = path_for(folder, backbone)
+    try:
+        if is_url(str(p)):
+            return hashlib.sha256(p.read_bytes()).hexdigest()
+        st = p.stat()
+    except (OSError, FileNotFoundError):
+        return None
+    return f"{st.st_mtime_ns}:{st.st_size}"
