@@ -207,9 +207,9 @@ def _merge_day(paths: DataPaths, namespace: str, day: dt.date, run_id: str, *, b
     kept = {} if prompt_version is not None else _prompt_versions(kg, namespace, keys)
     for key in keys:
         try:
+            version = prompt_version if prompt_version is not None else kept.get(key, TOOLS_PROMPT_VERSION)
             docs[key] = collect_document(key, stages.read(namespace, FINAL_STAGE, key),
-                                         stages.read(namespace, ENTITIES, key),
-                                         prompt_version if prompt_version is not None else kept.get(key, TOOLS_PROMPT_VERSION))
+                                         stages.read(namespace, ENTITIES, key), version)
         except Exception as exc:  # noqa: BLE001 - one bad table skips its document, like the KG asset
             skipped[key] = f"{type(exc).__name__}: {exc}"
     date_sources = Catalog(paths.catalog).date_sources(list(docs)) if paths.catalog.exists() else {}
@@ -217,8 +217,8 @@ def _merge_day(paths: DataPaths, namespace: str, day: dt.date, run_id: str, *, b
         _, lost = day_order.withdrawable(con, namespace, day,
                                          lambda d, _held: staged_documents(paths, namespace, d))
     stats = merge.merge_increment(kg, day, backbone or namespace, docs, run_id=run_id, namespace=namespace,
-                                  prompt_version=prompt_version or TOOLS_PROMPT_VERSION, params=params, date_sources=date_sources,
-                                  withdraw_later=not lost)
+                                  prompt_version=prompt_version or TOOLS_PROMPT_VERSION, params=params,
+                                  date_sources=date_sources, withdraw_later=not lost)
     return MergeOutcome(stats=stats, documents=sorted(docs), skipped=skipped)
 
 
@@ -228,6 +228,6 @@ def _prompt_versions(kg, namespace: str, keys: list[str]) -> dict[str, str]:  # 
         return {}
     with kg.connect(read_only=True) as con:
         marks = ", ".join(["CAST(? AS VARCHAR)"] * len(keys))
-        rows = con.execute(f"SELECT doc_key, max(prompt_version) FROM evidence WHERE namespace = ? AND doc_key IN "  # noqa: S608
-                           f"({marks}) GROUP BY doc_key", [namespace, *keys]).fetchall()
+        rows = con.execute("SELECT doc_key, max(prompt_version) FROM evidence WHERE namespace = ? AND doc_key IN "
+                           f"({marks}) GROUP BY doc_key", [namespace, *keys]).fetchall()  # noqa: S608 - marks only
     return {k: v for k, v in rows if v}
