@@ -108,7 +108,8 @@ def _check(con: Any, only: str | None = None, *, one_node: bool = True) -> Check
             out.append(Violation(table="evidence", namespace=ns, key=f"{doc} / {tid}", rule=refusal.rule,
                                  message=refusal.message()))
     certain = _too_certain(con, only)
-    return CheckReport(n_rows=n_rows, violations=out + certain + (_duplicates(con, sorted(extracted)) if one_node else []))
+    duplicates = _duplicates(con, sorted(extracted)) if one_node else []
+    return CheckReport(n_rows=n_rows, violations=out + certain + duplicates)
 
 
 def _duplicates(con: Any, namespaces: list[str]) -> list[Violation]:

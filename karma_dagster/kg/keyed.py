@@ -158,3 +158,14 @@ def count_nodes(con: Any, namespace: str) -> int:
     """count(*) of kg_nodes(namespace): seed nodes plus the namespace's distinct extracted ids (no edge scan)."""
     return int(con.execute(_COUNT_NODES_SQL, [namespace]).fetchall()[0][0])
 
+
+def prompt_versions(con: Any, keys: Iterable[str], namespace: str) -> dict[str, str]:
+    """doc_key -> the prompt version its evidence carries in the namespace (what a date merged again keeps for it);
+    documents without evidence are absent."""
+    out: dict[str, str] = {}
+    for chunk in _chunks(sorted(set(keys))):
+        marks = ", ".join(["CAST(? AS VARCHAR)"] * len(chunk))
+        out.update({k: v for k, v in con.execute(
+            f"SELECT doc_key, max(prompt_version) FROM evidence WHERE namespace = ? AND doc_key IN ({marks}) "  # noqa: S608
+            "GROUP BY doc_key", [namespace, *chunk]).fetchall() if v})
+    return out

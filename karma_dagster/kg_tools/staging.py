@@ -25,7 +25,7 @@ from pydantic import BaseModel
 from karma_dagster.agents.integration import collect_document
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.ingest.keys import date_of_document_key
-from karma_dagster.kg import day_order, merge
+from karma_dagster.kg import day_order, keyed, merge
 from karma_dagster.kg.merge import IncrementStats
 from karma_dagster.kg.backends import kg_store
 from karma_dagster.kg_tools.bounds import document_key
@@ -204,7 +204,10 @@ def _merge_day(paths: DataPaths, namespace: str, day: dt.date, run_id: str, *, b
     docs: dict = {}
     skipped: dict[str, str] = {}
     keys = staged_documents(paths, namespace, day)
-    kept = {} if prompt_version is not None else _prompt_versions(kg, namespace, keys)
+    kept: dict[str, str] = {}
+    if prompt_version is None:
+        with kg.connect(read_only=True) as con:
+            kept = keyed.prompt_versions(con, keys, namespace)
     for key in keys:
         try:
             version = prompt_version if prompt_version is not None else kept.get(key, TOOLS_PROMPT_VERSION)
@@ -221,13 +224,3 @@ def _merge_day(paths: DataPaths, namespace: str, day: dt.date, run_id: str, *, b
                                   date_sources=date_sources, withdraw_later=not lost)
     return MergeOutcome(stats=stats, documents=sorted(docs), skipped=skipped)
 
-
-def _prompt_versions(kg, namespace: str, keys: list[str]) -> dict[str, str]:  # noqa: ANN001 - a KG store
-    """doc_key -> the prompt version its evidence carries in the KG (what a date merged again keeps)."""
-    if not keys:
-        return {}
-    with kg.connect(read_only=True) as con:
-        marks = ", ".join(["CAST(? AS VARCHAR)"] * len(keys))
-        rows = con.execute("SELECT doc_key, max(prompt_version) FROM evidence WHERE namespace = ? AND doc_key IN "
-                           f"({marks}) GROUP BY doc_key", [namespace, *keys]).fetchall()  # noqa: S608 - marks only
-    return {k: v for k, v in rows if v}

@@ -33,7 +33,7 @@ from karma_dagster.agents.integration import collect_document
 from karma_dagster.runtime.document_states import DocumentStates
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.kg import admission_rules as rules
-from karma_dagster.kg import day_order, merge
+from karma_dagster.kg import day_order, keyed, merge
 from karma_dagster.kg.backends import kg_store, open_kg_store
 from karma_dagster.kg.merge import DocInput, IncrementStats, TripleValidationError
 from karma_dagster.kg.store import KGStore, NodeIn, load_schema, schema_relations
@@ -240,20 +240,15 @@ def chain_docs_from(paths: DataPaths) -> ChainDocs:
     def collect(ns: str, day: dt.date) -> dict[str, DocInput]:
         docs: dict[str, DocInput] = {}
         keys = Catalog(paths.catalog).documents_for_dates(day, day) if paths.catalog.exists() else []
+        keys = [k for k in keys if stages.exists(ns, "evaluated", k)]
+        with kg.connect(read_only=True) as con:
+            versions = keyed.prompt_versions(con, keys, ns)
         for key in keys:
-            if stages.exists(ns, "evaluated", key):
-                docs[key] = collect_document(key, stages.read(ns, "evaluated", key), stages.read(ns, "entities", key),
-                                             _prompt_version(kg, ns, key))
+            docs[key] = collect_document(key, stages.read(ns, "evaluated", key), stages.read(ns, "entities", key),
+                                         versions.get(key, ""))
         return docs
 
     return collect
-
-
-def _prompt_version(kg: KGStore, ns: str, key: str) -> str:
-    with kg.connect(read_only=True) as con:
-        row = con.execute("SELECT max(prompt_version) FROM evidence WHERE namespace = ? AND doc_key = ?",
-                          [ns, key]).fetchone()
-    return row[0] if row and row[0] else ""
 
 
 def _chain_keys_merged(kg: KGStore, ns: str, day: dt.date) -> list[str]:
@@ -290,13 +285,20 @@ def merge_accepted(
                 chain_of[day] = chain_docs(ns, day)
             return chain_of[day]
 
-        def carried(day: dt.date, held: list[str], ns: str = ns) -> list[str]:
-            return [*chain(day), *review_docs(queue, kg, ns, day)]
+        reviewed_of: dict[dt.date, dict[str, DocInput]] = {}  # each day's accepted items, read once
+
+        def reviewed(day: dt.date, ns: str = ns) -> dict[str, DocInput]:
+            if day not in reviewed_of:
+                reviewed_of[day] = review_docs(queue, kg, ns, day)
+            return reviewed_of[day]
+
+        def carried(day: dt.date, held: list[str]) -> list[str]:
+            return [*chain(day), *reviewed(day)]
 
         again: set[dt.date] = set()  # withdrawn by an earlier date's merge: merged again whatever is pending
 
         def merge_one(day: dt.date, ns: str = ns, again: set[dt.date] = again) -> list[dt.date]:
-            docs = review_docs(queue, kg, ns, day)
+            docs = reviewed(day)
             waiting = {i.item_id for i, d in queue.accepted(unmerged_only=True) if not d.merged_in(ns)}
             merged = [k[len(DOC_PREFIX):] for k in docs if k[len(DOC_PREFIX):] in waiting]
             if not merged and day not in again:

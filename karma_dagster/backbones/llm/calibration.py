@@ -108,6 +108,6 @@ def stamp(folder: Path, backbone: str) -> str | None:
         if is_url(str(p)):
             return hashlib.sha256(p.read_bytes()).hexdigest()
         st = p.stat()
-    except (OSError, FileNotFoundError):
+    except OSError:  # FileNotFoundError among them: no calibration stored
         return None
     return f"{st.st_mtime_ns}:{st.st_size}"
