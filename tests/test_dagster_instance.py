@@ -155,3 +155,68 @@ def test_a_forked_process_makes_its_own_engine_instead_of_sharing_the_parents_co
     child.join(60)
     assert out.get(timeout=5) is True
     assert cache.engine(url)[1] is False
+
+
+
+_PARTS = dg.StaticPartitionsDefinition([f"doc-{i:02d}" for i in range(30)])
+
+
+@dg.asset(partitions_def=_PARTS, backfill_policy=dg.BackfillPolicy.single_run(),
+          check_specs=[dg.AssetCheckSpec("rows_ok", asset="papers")])
+def papers(context):  # noqa: ANN001 - Dagster reads the annotation; postponed annotations are strings here
+    """One step for many partitions, as a batch of papers: per-partition planned events and materializations."""
+    return dg.MaterializeResult(metadata={"papers": len(context.partition_keys)},
+                                check_results=[dg.AssetCheckResult(check_name="rows_ok", passed=True)])
+
+
+@dg.asset(partitions_def=_PARTS, deps=[papers], backfill_policy=dg.BackfillPolicy.single_run())
+def tables(context):  # noqa: ANN001
+    return dg.MaterializeResult(metadata={"keys": len(context.partition_keys)})
+
+
+def _run_and_read(home: Path, monkeypatch: pytest.MonkeyPatch, batch: str | None) -> tuple[dict, int]:
+    """A 30-partition run of two assets: what the event log and the asset index hold, and its commits."""
+    if batch is None:
+        monkeypatch.delenv("DAGSTER_EVENT_BATCH_SIZE", raising=False)
+    else:
+        monkeypatch.setenv("DAGSTER_EVENT_BATCH_SIZE", batch)
+    commits: list[int] = []
+
+    def on_commit(_conn):  # noqa: ANN001
+        commits.append(1)
+
+    with dg.DagsterInstance.from_config(str(home)) as inst:
+        event.listen(Engine, "commit", on_commit)
+        try:
+            result = dg.materialize([papers, tables], instance=inst,  # one run of the 30, as `karma run`'s
+                                    tags={"dagster/asset_partition_range_start": "doc-00",
+                                          "dagster/asset_partition_range_end": "doc-29"})
+        finally:
+            event.remove(Engine, "commit", on_commit)
+        assert result.success
+        kinds = [e.dagster_event_type.value for e in inst.all_logs(result.run_id) if e.is_dagster_event]
+        records = {}
+        for key in (dg.AssetKey("papers"), dg.AssetKey("tables")):
+            entry = inst.get_asset_records([key])[0].asset_entry
+            latest = inst.fetch_materializations(key, limit=1).records[0]
+            records[key.to_user_string()] = {
+                "materialized": sorted(inst.get_materialized_partitions(key)),
+                "latest": (latest.partition_key, dict(latest.asset_materialization.metadata)),
+                "index_entry_is_latest": entry.last_materialization_record.storage_id == latest.storage_id,
+                "last_run_id": entry.last_run_id == result.run_id,
+            }
+    return {"kinds": kinds, "records": records}, len(commits)
+
+
+def test_a_many_partition_step_writes_its_events_at_once_with_the_records_of_dagsters_per_event_path(
+        tmp_path, monkeypatch):
+    batched, batched_commits = _run_and_read(_home(tmp_path, "batched"), monkeypatch, None)
+    one_by_one, one_by_one_commits = _run_and_read(_home(tmp_path, "per_event"), monkeypatch, "0")
+    assert batched == one_by_one
+    assert batched["records"]["papers"]["materialized"] == list(_PARTS.get_partition_keys())
+    assert batched["records"]["papers"]["index_entry_is_latest"] and batched["records"]["tables"]["last_run_id"]
+    assert batched["kinds"].count("ASSET_MATERIALIZATION_PLANNED") == 60
+    assert batched["kinds"].count("ASSET_MATERIALIZATION") == 60
+    # per event: two transactions for each of the 120 asset events; batched: a few for each step
+    assert one_by_one_commits > 2 * 120
+    assert batched_commits < one_by_one_commits - 200, (batched_commits, one_by_one_commits)
