@@ -220,3 +220,24 @@ def test_a_many_partition_step_writes_its_events_at_once_with_the_records_of_dag
     # per event: two transactions for each of the 120 asset events; batched: a few for each step
     assert one_by_one_commits > 2 * 120
     assert batched_commits < one_by_one_commits - 200, (batched_commits, one_by_one_commits)
+
+
+@pytest.mark.parametrize("fails", ["index", "second group"])
+def test_a_batch_write_that_fails_half_way_is_completed_by_dagsters_fallback_without_a_double(
+        tmp_path, monkeypatch, fails):
+    """Dagster stores a batch again event by event when its write raises: an event the batch had written to the run's
+    file (the index write failed) gets only its index half, one written whole is not written again."""
+    reference, _ = _run_and_read(_home(tmp_path, "per_event"), monkeypatch, "0")
+    original = KeptSqliteEventLogStorage._mirror_in_index
+    calls = {"n": 0}
+
+    def failing(self, conn, events):  # noqa: ANN001
+        calls["n"] += 1
+        if len(events) > 1 and (fails == "index" or calls["n"] == 2):
+            raise OSError("disk I/O error (planted)")
+        return original(self, conn, events)
+
+    monkeypatch.setattr(KeptSqliteEventLogStorage, "_mirror_in_index", failing)
+    after, _ = _run_and_read(_home(tmp_path, "batched"), monkeypatch, None)
+    assert calls["n"] > 1, "the planted failure never ran"
+    assert after == reference

@@ -100,6 +100,9 @@ class KeptSqliteEventLogStorage(SqliteEventLogStorage):
 
     def __init__(self, base_dir: str, inst_data: ConfigurableClassData | None = None) -> None:
         self._kept = EngineCache()
+        # events a failed store_event_batch had written (in full, or to the run's file only), by id(): Dagster
+        # then stores the batch again one event at a time, and store_event completes each, once
+        self._after_failed_batch: dict[int, tuple[EventLogEntry, str]] = {}
         super().__init__(base_dir, inst_data)
 
     @contextmanager
@@ -114,19 +117,41 @@ class KeptSqliteEventLogStorage(SqliteEventLogStorage):
 
     def store_event_batch(self, events: Sequence[EventLogEntry]) -> None:
         """What store_event writes for each event, in order: a run of plain asset events (planned,
-        materialized, failed) of one run in one transaction on the run's file and one on the index."""
-        group: list[EventLogEntry] = []
-        for event in events:
-            if _plain_asset_event(event) and (not group or group[0].run_id == event.run_id):
-                group.append(event)
-                continue
+        materialized, failed) of one run in one transaction on the run's file and one on the index.
+
+        When a write fails, Dagster stores the whole batch again event by event (its fallback calls store_event
+        for each): what this call had already stored is remembered, so that the retry neither repeats an event
+        nor misses the index half of one whose run-file half was written."""
+        stored: list[EventLogEntry] = []
+        try:
+            group: list[EventLogEntry] = []
+            for event in events:
+                if _plain_asset_event(event) and (not group or group[0].run_id == event.run_id):
+                    group.append(event)
+                    continue
+                self._store_asset_events(group)
+                stored += group
+                group = []
+                if _plain_asset_event(event):
+                    group.append(event)
+                else:
+                    self.store_event(event)
+                    stored.append(event)
             self._store_asset_events(group)
-            group = []
-            if _plain_asset_event(event):
-                group.append(event)
-            else:
-                self.store_event(event)
-        self._store_asset_events(group)
+        except Exception:
+            for event in stored:
+                self._after_failed_batch[id(event)] = (event, "stored")
+            raise
+
+    def store_event(self, event: EventLogEntry) -> None:
+        """Dagster's, except for an event a failed batch already wrote (store_event_batch): not written twice."""
+        kept = self._after_failed_batch.pop(id(event), None)
+        if kept is not None and kept[0] is event:
+            if kept[1] == "run file only":
+                with self.index_transaction() as conn:
+                    self._mirror_in_index(conn, [event])
+            return
+        super().store_event(event)
 
     def _store_asset_events(self, events: Sequence[EventLogEntry]) -> None:
         if not events:
@@ -134,19 +159,26 @@ class KeptSqliteEventLogStorage(SqliteEventLogStorage):
         if len(events) == 1:
             self.store_event(events[0])
             return
-        inserts = [self.prepare_insert_event(event) for event in events]
         with self.run_connection(events[0].run_id) as conn:
-            for insert in inserts:
-                conn.execute(insert)
-        with self.index_transaction() as conn:  # mirrored as SqliteEventLogStorage.store_event mirrors each
-            ids: list[int] = []
-            for insert in inserts:
-                with db_result(conn, insert) as result:
-                    ids.append(result.inserted_primary_key[0])
-            if any(i is None for i in ids):
-                raise DagsterInvariantViolationError("Cannot store asset event tags for null event id.")
-            self._store_asset_event_tags(conn, events, ids)
-            self._store_asset_entries(conn, events, ids)
+            for event in events:
+                conn.execute(self.prepare_insert_event(event))
+        try:
+            with self.index_transaction() as conn:  # mirrored as SqliteEventLogStorage.store_event mirrors each
+                self._mirror_in_index(conn, events)
+        except Exception:
+            for event in events:
+                self._after_failed_batch[id(event)] = (event, "run file only")
+            raise
+
+    def _mirror_in_index(self, conn: Connection, events: Sequence[EventLogEntry]) -> None:
+        ids: list[int] = []
+        for event in events:
+            with db_result(conn, self.prepare_insert_event(event)) as result:
+                ids.append(result.inserted_primary_key[0])
+        if any(i is None for i in ids):
+            raise DagsterInvariantViolationError("Cannot store asset event tags for null event id.")
+        self._store_asset_event_tags(conn, events, ids)
+        self._store_asset_entries(conn, events, ids)
 
     def _store_asset_entries(self, conn: Connection, events: Sequence[EventLogEntry], ids: Sequence[int]) -> None:
         """Each asset key's row as _store_asset_event leaves it after these events in order, written once: every
