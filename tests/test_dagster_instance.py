@@ -231,11 +231,11 @@ def test_a_batch_write_that_fails_half_way_is_completed_by_dagsters_fallback_wit
     original = KeptSqliteEventLogStorage._mirror_in_index
     calls = {"n": 0}
 
-    def failing(self, conn, events):  # noqa: ANN001
+    def failing(self, conn, events, inserts):  # noqa: ANN001
         calls["n"] += 1
         if len(events) > 1 and (fails == "index" or calls["n"] == 2):
             raise OSError("disk I/O error (planted)")
-        return original(self, conn, events)
+        return original(self, conn, events, inserts)
 
     monkeypatch.setattr(KeptSqliteEventLogStorage, "_mirror_in_index", failing)
     after, _ = _run_and_read(_home(tmp_path, "batched"), monkeypatch, None)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
+from itertools import groupby
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -124,20 +125,9 @@ class KeptSqliteEventLogStorage(SqliteEventLogStorage):
         nor misses the index half of one whose run-file half was written."""
         stored: list[EventLogEntry] = []
         try:
-            group: list[EventLogEntry] = []
-            for event in events:
-                if _plain_asset_event(event) and (not group or group[0].run_id == event.run_id):
-                    group.append(event)
-                    continue
+            for group in _batch_groups(events):
                 self._store_asset_events(group)
                 stored += group
-                group = []
-                if _plain_asset_event(event):
-                    group.append(event)
-                else:
-                    self.store_event(event)
-                    stored.append(event)
-            self._store_asset_events(group)
         except Exception:
             for event in stored:
                 self._after_failed_batch[id(event)] = (event, "stored")
@@ -149,31 +139,31 @@ class KeptSqliteEventLogStorage(SqliteEventLogStorage):
         if kept is not None and kept[0] is event:
             if kept[1] == "run file only":
                 with self.index_transaction() as conn:
-                    self._mirror_in_index(conn, [event])
+                    self._mirror_in_index(conn, [event], [self.prepare_insert_event(event)])
             return
         super().store_event(event)
 
     def _store_asset_events(self, events: Sequence[EventLogEntry]) -> None:
-        if not events:
-            return
+        """One group of _batch_groups: a lone event as Dagster stores it, several in a transaction per file."""
         if len(events) == 1:
             self.store_event(events[0])
             return
+        inserts = [self.prepare_insert_event(event) for event in events]  # each event serialised once, for both
         with self.run_connection(events[0].run_id) as conn:
-            for event in events:
-                conn.execute(self.prepare_insert_event(event))
+            for insert in inserts:
+                conn.execute(insert)
         try:
             with self.index_transaction() as conn:  # mirrored as SqliteEventLogStorage.store_event mirrors each
-                self._mirror_in_index(conn, events)
+                self._mirror_in_index(conn, events, inserts)
         except Exception:
             for event in events:
                 self._after_failed_batch[id(event)] = (event, "run file only")
             raise
 
-    def _mirror_in_index(self, conn: Connection, events: Sequence[EventLogEntry]) -> None:
+    def _mirror_in_index(self, conn: Connection, events: Sequence[EventLogEntry], inserts: Sequence[Any]) -> None:
         ids: list[int] = []
-        for event in events:
-            with db_result(conn, self.prepare_insert_event(event)) as result:
+        for insert in inserts:
+            with db_result(conn, insert) as result:
                 ids.append(result.inserted_primary_key[0])
         if any(i is None for i in ids):
             raise DagsterInvariantViolationError("Cannot store asset event tags for null event id.")
@@ -205,6 +195,11 @@ class KeptSqliteEventLogStorage(SqliteEventLogStorage):
     def dispose(self) -> None:
         super().dispose()
         self._kept.dispose()
+
+
+def _batch_groups(events: Sequence[EventLogEntry]) -> list[list[EventLogEntry]]:
+    """The batch in order: consecutive plain asset events of one run together, every other event alone."""
+    return [list(g) for _, g in groupby(events, key=lambda e: e.run_id if _plain_asset_event(e) else id(e))]
 
 
 def _plain_asset_event(event: EventLogEntry) -> bool:

@@ -169,7 +169,8 @@ class DataPaths:
         from karma_dagster.runtime.shared_storage import storage_url as configured_url
 
         self.root = Path(data_dir) if str(data_dir) else default_data_dir()
-        # stage tables, entity index and calibrations: under this URL when set (argument, else $KARMA_STORAGE_URL), else in root
+        # stage tables, entity index and calibrations: under this URL when set (argument, else
+        # $KARMA_STORAGE_URL), else in root
         self.shared_url = configured_url(storage_url)
         self.inbox = Path(inbox) if str(inbox) else default_inbox()
         self._cache = Path(cache_dir) if str(cache_dir) else self.root / "cache"
