@@ -183,8 +183,9 @@ LAST_RUN_ENDED: dict[str, float] = {}  # (c): seconds from the launch to its las
 
 def _timeline(inst: dg.DagsterInstance, backfill_id: str, wall0: float) -> float | None:
     """Where (c)'s time goes: each run's queueing, process start and steps, seconds from the launch; returns the
-    seconds to the last run's end. The backfill daemon wakes every 30 s (Dagster's fixed interval): up to 30 s before
-    the first run is created and up to 30 s after the last one ends before the backfill is marked done."""
+    seconds to the last run's end. The backfill daemon passes every `backfills: pass_interval_seconds` of the
+    dagster.yaml (5 s shipped; Dagster's own 30 s without it): up to that long before the first run is created and
+    after the last one ends before the backfill is marked done."""
     records = sorted(inst.get_run_records(filters=dg.RunsFilter(tags={"dagster/backfill": backfill_id})),
                      key=lambda r: r.create_timestamp)
     print("(c) timeline, s from the backfill's launch: run created / its process started / first step / ended")

@@ -11,6 +11,7 @@ the catalog, the KG file and the caches, which in a deployment sit on a shared v
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -110,12 +111,6 @@ def start_s3(work: Path) -> tuple[Child, str]:
     return child, endpoint
 
 
-# `dagster-daemon` with the backfill daemon's pass interval set (dagster._daemon.backfill reads the controller's
-# DEFAULT_DAEMON_INTERVAL_SECONDS at each loop start; the CLI offers no setting for it).
-_DAEMON_WITH_SHORT_PASSES = ("import sys, dagster._daemon.controller as c; c.DEFAULT_DAEMON_INTERVAL_SECONDS = {}; "
-                             "from dagster._daemon.cli import main; sys.argv[0] = 'dagster-daemon'; sys.exit(main())")
-
-
 @dataclass
 class Stack:
     """The servers of one distributed deployment and the environment every process of it gets."""
@@ -124,10 +119,9 @@ class Stack:
     env: dict[str, str]
     children: list[Child] = field(default_factory=list)
     postgres: PostgresServer | None = None
-    # Seconds between the backfill daemon's passes; None = Dagster's own (30 s, as deployed, for the benches). A
-    # backfill waits for a pass to launch its runs and for another to be marked done: in a test of what the stack
-    # computes, ~1 min of every backfill is that sleep.
-    backfill_pass_seconds: float | None = None
+    # Seconds between the backfill daemon's passes; None = the deployed dagster.yaml's (`backfills:
+    # pass_interval_seconds`, 5 s). A backfill waits for a pass to launch its runs and for another to be marked done.
+    backfill_pass_seconds: int | None = None
 
     def start_workers(self, n: int, concurrency: int = 1) -> list[Child]:
         workers = []
@@ -155,9 +149,13 @@ class Stack:
         raise TimeoutError(f"{n} celery workers did not answer within {timeout:.0f} s")
 
     def start_daemon(self, folder: Path) -> Child:
+        if self.backfill_pass_seconds is not None:  # the instance's setting, as a deployment would change it
+            config = Path(self.env["DAGSTER_HOME"]) / "dagster.yaml"
+            text, n = re.subn(r"(?m)^  pass_interval_seconds: \d+$",
+                              f"  pass_interval_seconds: {self.backfill_pass_seconds}", config.read_text())
+            assert n == 1, f"{config}: no backfills.pass_interval_seconds to set"
+            config.write_text(text)
         argv = [str(BIN / "dagster-daemon"), "run", "-w", "workspace.yaml"]
-        if self.backfill_pass_seconds is not None:  # the real daemon, its backfill loop's 30 s sleep shortened
-            argv = [sys.executable, "-c", _DAEMON_WITH_SHORT_PASSES.format(self.backfill_pass_seconds), *argv[1:]]
         child = spawn("daemon", argv, self.env, folder, self.work)
         self.children.append(child)
         return child

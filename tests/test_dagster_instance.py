@@ -241,3 +241,44 @@ def test_a_batch_write_that_fails_half_way_is_completed_by_dagsters_fallback_wit
     after, _ = _run_and_read(_home(tmp_path, "batched"), monkeypatch, None)
     assert calls["n"] > 1, "the planted failure never ran"
     assert after == reference
+
+
+def _shipped_yaml_with_pass_interval(value: str) -> str:
+    shipped = (REPO / "dagster_home" / "dagster.yaml").read_text()
+    assert "  pass_interval_seconds: 5\n" in shipped  # the shipped setting: a UI backfill's passes 5 s apart
+    return shipped.replace("  pass_interval_seconds: 5\n", f"  pass_interval_seconds: {value}\n")
+
+
+def test_the_backfill_daemon_passes_at_the_interval_dagster_yaml_sets(tmp_path, monkeypatch):
+    """Dagster's backfill loop, run as `dagster-daemon` runs it in a process whose instance is made from the
+    shipped dagster.yaml (pass interval set to 2 s here), passes every 2 s, not every 30 s (Dagster's constant);
+    Dagster's other use of that constant (the asset daemon outside sensors) keeps 30 s."""
+    import logging
+    import threading
+    import time
+
+    import dagster._daemon.controller as controller
+    from dagster._core.workspace.context import WorkspaceProcessContext
+    from dagster._core.workspace.load_target import EmptyWorkspaceTarget
+    from dagster._daemon.backfill import execute_backfill_iteration_loop
+    from dagster._daemon.daemon import SpanMarker
+
+    monkeypatch.setattr(controller, "DEFAULT_DAEMON_INTERVAL_SECONDS", 30)  # as a new process starts
+    home = _home(tmp_path, "home", _shipped_yaml_with_pass_interval("2"))
+    with dg.DagsterInstance.from_config(str(home)) as inst:
+        daemons = {type(d).__name__: d for d in controller.create_daemons_from_instance(inst)}
+        assert daemons["AssetDaemon"]._pre_sensor_interval_seconds == 30  # noqa: SLF001
+        with WorkspaceProcessContext(inst, EmptyWorkspaceTarget()) as context:
+            passes = [time.monotonic() for marker in execute_backfill_iteration_loop(
+                context, logging.getLogger("backfill"), threading.Event(), until=time.time() + 5.5)
+                if marker is SpanMarker.START_SPAN]
+    gaps = [b - a for a, b in zip(passes, passes[1:])]
+    assert len(passes) >= 2 and all(g < 10 for g in gaps), f"passes {gaps} s apart"  # with 30 s: one pass
+
+
+@pytest.mark.parametrize("value, problem", [("0", "backfills.pass_interval_seconds is 0"),
+                                            ("soon", "pass_interval_seconds")])
+def test_a_bad_backfill_pass_interval_is_refused_with_its_setting_named(tmp_path, value, problem):
+    home = _home(tmp_path, "home", _shipped_yaml_with_pass_interval(value))
+    with pytest.raises(Exception, match=problem):
+        dg.DagsterInstance.from_config(str(home))

@@ -205,6 +205,7 @@ def test_postgres_instance_config(pg_server, tmp_path: Path, monkeypatch: pytest
         return None
 
     with dg.DagsterInstance.get() as inst:
+        assert type(inst).__name__ == "KarmaInstance" and inst.get_backfill_settings() == {"pass_interval_seconds": 5}
         assert type(inst.run_storage).__name__ == "PostgresRunStorage"
         assert type(inst.event_log_storage).__name__ == "PostgresEventLogStorage"
         inst.event_log_storage.set_concurrency_slots("kg_writer", 1)

@@ -27,7 +27,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("metrics", "scheduling", "services", "stages", "report", "ledger", "document_states", "removal", "kg_tools",
      "export"),
     ("cogmg", "review", "browse", "mcp_server"),  # CogMG's questions, the review queue and the KG browser build on the stores
-    ("partitioning", "resources", "assets", "sensors", "jobs", "executors", "definitions", "home", "dagster_instance",
+    ("partitioning", "resources", "assets", "sensors", "jobs", "executors", "definitions", "home", "backfill_passes",
+     "dagster_instance",
      "runner", "cli"),
 ]
 SECTION = set(LAYERS[-1])

@@ -20,6 +20,7 @@ from karma_dagster.jobs import DOCUMENT_JOB
 from karma_dagster.partitioning.definitions import documents_partitions
 from karma_dagster.resources.backbones import BackboneConfig
 from karma_dagster.resources.storage import KarmaStorageResource
+from karma_dagster.stages import STAGES
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -57,9 +58,28 @@ def test_each_document_of_a_batch_run_has_its_own_rows_and_preview(tmp_path, sha
                 assert meta["document"].value == doc
                 assert meta["rows"].value == rows[doc], (stage, doc)
                 assert "preview" in meta and "prompt_id" in meta and "per_document" in meta
+                table = stages.read("local", stage, doc)  # the preview shows the paper's own first rows
+                assert (_preview_cells(meta["preview"].value) == _first_rows(table, stage) if len(table)
+                        else meta["preview"].value == "_(no rows)_")
                 assert meta["batch"].value.startswith(f"one of {len(ordered)} documents")
             assert not inst.fetch_observations(key, limit=1).records, "no event beyond the materializations"
         assert max(sizes) > 1, "some stage has documents of different sizes: per-document rows are told apart"
+
+
+def _preview_cells(markdown: str) -> list[list[str]]:
+    """A preview's header and rows, cell by cell (its separator line left out)."""
+    lines = markdown.splitlines()
+    return [[c.strip() for c in line.strip("|").split(" | ")] for line in lines[:1] + lines[2:]]
+
+
+def _first_rows(table, stage: str) -> list[list[str]]:
+    """What a user should see in the stage's preview: its columns and its first ten stored rows, texts cut at 80."""
+    columns = list(next(s for s in STAGES if s.name == stage).preview)
+    def cell(v) -> str:
+        text = "" if v is None or v != v else f"{v:g}" if isinstance(v, float) else str(v)
+        text = text.replace("|", "\\|").replace("\n", " ")
+        return text if len(text) <= 80 else text[:79] + "…"
+    return [columns] + [[cell(v) for v in row] for row in table[columns].head(10).astype(object).itertuples(index=False)]
 
 
 def test_materializing_the_seed_again_does_not_reimport_unless_asked(tmp_path, shared_cache):

@@ -72,22 +72,26 @@ def validate_table(namespace: str, stage: Stage, frame: pd.DataFrame) -> dg.Asse
     return dg.AssetCheckResult(passed=True, asset_key=key, check_name=name, metadata={"rows": len(frame)})
 
 
-def preview(frame: pd.DataFrame, columns: Sequence[str], rows: int = 10, width: int = 80) -> dg.MetadataValue:
-    """The first rows of the stage's table as a markdown table, long texts cut. Written here, not by pandas'
-    to_markdown (tabulate): that infers a type for every cell and cost ~2 ms a table, paid for every paper and
-    stage of a run; this is the same table without the column padding."""
-    shown = frame.loc[:, [c for c in columns if c in frame.columns]].head(rows)
-    if not len(shown):
+def preview(rows: Sequence[BaseModel], columns: Sequence[str], limit: int = 10, width: int = 80) -> dg.MetadataValue:
+    """The first rows of the stage's table as a markdown table, long texts cut. Read from the stage's records (the
+    table's cells, as records_to_frame takes them), not from the frame: pandas' row access (`loc`, `itertuples`)
+    and tabulate's per-cell typing (`to_markdown`) cost 1-2 ms a table, paid for every paper and stage of a run."""
+    if not rows:
         return dg.MetadataValue.md("_(no rows)_")
-    lines = ["| " + " | ".join(_cell(c, width) for c in shown.columns) + " |",
-             "|" + "|".join(":---" for _ in shown.columns) + "|"]
-    lines += ["| " + " | ".join(_cell(v, width) for v in row) + " |" for row in shown.itertuples(index=False)]
+    shown = [c for c in columns if c in type(rows[0]).model_fields]
+    if not shown:
+        return dg.MetadataValue.md(f"_({len(rows)} rows)_")
+    lines = ["| " + " | ".join(_cell(c, width) for c in shown) + " |", "|" + "|".join(":---" for _ in shown) + "|"]
+    lines += ["| " + " | ".join(_cell(getattr(row, c), width) for c in shown) + " |" for row in rows[:limit]]
     return dg.MetadataValue.md("\n".join(lines))
 
 
 def _cell(value: object, width: int) -> str:
-    """One markdown table cell: a pipe escaped, line breaks as spaces, cut to `width` characters; None empty."""
-    text = "" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+    """One markdown table cell: a pipe escaped, line breaks as spaces, cut to `width` characters; None (or a
+    missing float) empty."""
+    if value is None or (isinstance(value, float) and value != value):
+        return ""
+    text = f"{value:g}" if isinstance(value, float) else str(value)
     text = text.replace("|", "\\|").replace("\r", " ").replace("\n", " ")
     return text if len(text) <= width else text[: width - 1] + "…"
 
@@ -179,7 +183,7 @@ def finish_stage(context: dg.AssetExecutionContext, store: StageStore, namespace
         "rows": dg.MetadataValue.int(len(frame)),
         "document": context.partition_key,
         "seconds": round(time.perf_counter() - started, 3),
-        "preview": preview(frame, stage.preview),
+        "preview": preview(rows, stage.preview),
         "variant": stage.variant,  # karma (the agent ran), ablated (a pass-through ran instead), single_agent
         "ablated": stage.variant == ABLATED,
         **usage_metadata(backbone, stage.agent, batch.memo if (batch := _batch(context)) else None),

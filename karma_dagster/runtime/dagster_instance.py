@@ -52,6 +52,8 @@ from sqlalchemy import create_engine
 from sqlalchemy import exc as db_exc
 from sqlalchemy.engine import Connection, Engine
 
+from karma_dagster.runtime.backfill_passes import DAGSTER_PASS_SECONDS, apply_pass_interval, backfills_config_field
+
 # Open database files per storage. The event log has one file per run plus its index; a UI or daemon process
 # that reads many runs keeps the most recent ones open and closes the others (their engines disposed).
 MAX_OPEN_FILES = 16
@@ -258,9 +260,19 @@ class KeptSqliteStorage(DagsterSqliteStorage):
 class KarmaInstance(DagsterInstance):
     """The instance `dagster_home/dagster.yaml` names: Dagster's own, whose default storage keeps its engines."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        apply_pass_interval(self.get_backfill_settings())  # before a daemon process starts its backfill loop
+
     @classmethod
     def config_schema(cls) -> Mapping[str, Any]:
-        return {}
+        return {"backfills": backfills_config_field()}  # Dagster's section and the backfill daemon's pass interval
+
+    @property
+    def auto_materialize_minimum_interval_seconds(self) -> int:
+        """Dagster's, unchanged by the backfill pass interval (its fallback is the same constant)."""
+        seconds = super().auto_materialize_minimum_interval_seconds
+        return DAGSTER_PASS_SECONDS if seconds is None else seconds
 
     @staticmethod
     def config_defaults(base_dir: str) -> Mapping[str, ConfigurableClassData | None]:
