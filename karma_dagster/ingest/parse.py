@@ -18,7 +18,6 @@ from karma_dagster.ingest.dates import apply_dates, dated, find_dates
 from karma_dagster.ingest.errors import IngestError
 from karma_dagster.ingest.files import real_path_in_inbox, relative_name
 from karma_dagster.ingest.jats import parse_jats
-from karma_dagster.ingest.pdf import parse_pdf
 from karma_dagster.ingest.limits import InputLimits, check_file_size, check_text_length
 from karma_dagster.ingest.pubmed import PubMedCitation, PubMedItem, is_pubmed, parse_pubmed
 from karma_dagster.ingest.pubtator import parse_pubtator
@@ -179,6 +178,8 @@ def _as_ingest_error(rel: str) -> Iterator[None]:
 def _parse(path: Path, rel: str, max_pdf_pages: int) -> list[ParsedDocument]:
     fmt = source_format_of(path)
     if fmt == "pdf":
+        from karma_dagster.ingest.pdf import parse_pdf  # pymupdf loads in ~0.4 s: only in a process that reads a PDF
+
         return [parse_pdf(path, rel, max_pages=max_pdf_pages)]
     if fmt == "jats":
         return [parse_jats(path, rel)]
