@@ -20,6 +20,7 @@ from reliability_helpers import SAMPLE_INBOX
 from karma_dagster import runner
 from karma_dagster.definitions import build_definitions
 from karma_dagster.ingest import parse as parse_module
+from karma_dagster.ingest import pdf as pdf_module
 from karma_dagster.ingest import pubtator as pubtator_module
 from karma_dagster.ingest.catalog import Catalog
 from karma_dagster.ingest.errors import IngestError
@@ -35,8 +36,9 @@ def _refuse_parsing(monkeypatch: pytest.MonkeyPatch) -> None:
     def never(*_a: object, **_k: object) -> None:
         raise AssertionError("the file was parsed")
 
-    for name in ("parse_text", "parse_jats", "parse_pdf", "parse_pubtator"):
+    for name in ("parse_text", "parse_jats", "parse_pubtator"):
         monkeypatch.setattr(parse_module, name, never)
+    monkeypatch.setattr(pdf_module, "parse_pdf", never)  # imported by parse.py when a PDF is read
 
 
 def test_a_50_mb_text_file_is_refused_from_its_size_unread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
