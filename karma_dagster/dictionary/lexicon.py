@@ -306,7 +306,6 @@ class Lexicon:
         self._ci: dict[str, int] = {}
         self._cs: dict[str, int] = {}
         self._by_id: dict[str, dict[str, str]] | None = None
-        self._taxa: list[object] | None = None
         self._entries: dict[int, LexiconEntry] = {}
         for i, (key, cs) in enumerate(zip(self.table["key"], self.table["case_sensitive"])):
             (self._cs if cs else self._ci)[key] = i
@@ -339,9 +338,7 @@ class Lexicon:
         i = self._cs.get(t)
         if i is None:
             i = self._ci.get(t.lower())
-        if self._taxa is None:  # the column as a list: a pandas cell access per call cost ~8 us
-            self._taxa = self.table["taxon_ids"].tolist()
-        raw = "" if i is None else self._taxa[i]
+        raw = "" if i is None else self.table.at[i, "taxon_ids"]
         return dict(p.split("=", 1) for p in raw.split(";")) if isinstance(raw, str) and raw else {}
 
     def id_taxon_ids(self, vocab_id: str | None) -> dict[str, str]:
