@@ -34,15 +34,23 @@ def symbol_key(text: str) -> str:
     return _DROP.sub("", _GREEK.sub(lambda m: GREEK_INITIAL[m.group(1).lower()], text)).lower()
 
 
+_SYMBOLS: "weakref.WeakKeyDictionary[Lexicon, list[tuple[int, str, str]]]" = weakref.WeakKeyDictionary()
+
+
 def _gene_symbols(lexicon: Lexicon) -> list[tuple[int, str, str]]:
     """(row, term, symbol key) of each one-word, case-sensitive gene symbol whose key is long enough, in table
-    order. Read as column lists: pandas' per-cell access cost ~5 us a row over ~70,000 rows in every process."""
+    order; once per lexicon (the NER's symbol keys and the per-taxon ids both read it). Read as column lists:
+    pandas' per-cell access cost ~5 us a row over ~70,000 rows in every process."""
+    got = _SYMBOLS.get(lexicon)
+    if got is not None:
+        return got
     t = lexicon.table
     mask = ((t["type"] == "Gene") & t["case_sensitive"].astype(bool) & ~t["term"].str.contains(" ")).tolist()
     out = []
     for i, (term, keep) in enumerate(zip(t["term"].tolist(), mask)):
         if keep and len(key := symbol_key(term)) >= MIN_KEY:
             out.append((i, term, key))
+    _SYMBOLS[lexicon] = out
     return out
 
 

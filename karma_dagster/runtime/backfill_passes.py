@@ -35,13 +35,12 @@ def backfills_config_field() -> Field:
     return Field(fields, is_required=False)
 
 
-def apply_pass_interval(backfill_settings: Mapping[str, Any]) -> int:
-    """Set this process's backfill pass interval from the instance's `backfills:` settings; return it."""
+def apply_pass_interval(backfill_settings: Mapping[str, Any]) -> None:
+    """Set this process's backfill pass interval from the instance's `backfills:` settings (unset: Dagster's)."""
     seconds = backfill_settings.get(SETTING)
     if seconds is None:
-        return int(daemon_controller.DEFAULT_DAEMON_INTERVAL_SECONDS)
+        return
     if isinstance(seconds, bool) or not isinstance(seconds, int) or not 1 <= seconds <= 3600:
         raise ValueError(f"dagster.yaml: backfills.{SETTING} is {seconds!r}; give whole seconds from 1 to 3600 "
                          f"(Dagster's own is {DAGSTER_PASS_SECONDS})")
     daemon_controller.DEFAULT_DAEMON_INTERVAL_SECONDS = seconds
-    return seconds
