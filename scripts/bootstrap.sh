@@ -45,6 +45,25 @@ installed() {
   return 1
 }
 
+# llama.cpp's CMake flags. Its default build is -march=native. Where the CPU reports AMX (Intel Sapphire Rapids and
+# later), native code uses AMX tile instructions, and a virtual machine whose host does not run them for its guests
+# kills the server at the first matrix product (SIGILL, "illegal instruction": seen here on a Xeon guest that reports
+# amx_tile and even grants its state through arch_prctl). There the extensions the CPU reports are named one by one,
+# AMX left out: for a 135M model on one thread AMX buys nothing. CMAKE_ARGS set by the caller wins. $1: the cpuinfo
+# file to read (/proc/cpuinfo).
+llama_cmake_args() {
+  local cpuinfo="${1:-/proc/cpuinfo}" args="-DLLAVA_BUILD=OFF" flags pair
+  if grep -qw amx_tile "$cpuinfo" 2>/dev/null; then
+    flags=" $(grep -m1 '^flags' "$cpuinfo" | cut -d: -f2) "
+    args+=" -DGGML_NATIVE=OFF"
+    for pair in sse4_2:SSE42 avx:AVX avx2:AVX2 fma:FMA f16c:F16C bmi2:BMI2 avx_vnni:AVX_VNNI avx512f:AVX512 \
+                avx512vbmi:AVX512_VBMI avx512_vnni:AVX512_VNNI avx512_bf16:AVX512_BF16; do
+      if [[ "$flags" == *" ${pair%%:*} "* ]]; then args+=" -DGGML_${pair#*:}=ON"; else args+=" -DGGML_${pair#*:}=OFF"; fi
+    done
+  fi
+  echo "$args"
+}
+
 # pip install -e ".[$1]" and stamp it.
 install_extras() {
   local extras="$1" spec="$ROOT" note=""
@@ -57,7 +76,7 @@ install_extras() {
   # 6.5-3.6) and the wheel from 23.9 to 19.8 MB; tests/test_llm_real.py passes on that wheel. CMAKE_ARGS set by
   # the caller wins.
   if ! { "$VENV/bin/python" -m pip install --upgrade pip \
-         && CMAKE_ARGS="${CMAKE_ARGS:--DLLAVA_BUILD=OFF}" "$VENV/bin/python" -m pip install -e "$spec"; } > "$LOG" 2>&1; then
+         && CMAKE_ARGS="${CMAKE_ARGS:-$(llama_cmake_args)}" "$VENV/bin/python" -m pip install -e "$spec"; } > "$LOG" 2>&1; then
     tail -n 40 "$LOG" >&2
     echo "installing karma-dagster failed; the whole pip log is $LOG" >&2
     exit 1

@@ -28,7 +28,8 @@ from karma_dagster.backbones.llm import (
     LLMOutputError,
     PromptStore,
 )
-from karma_dagster.backbones.llm.local_server import LocalLLMServer, ServerSettings, free_port, runtime_missing
+from karma_dagster.backbones.llm.local_server import (LLMServerError, LocalLLMServer, ServerSettings, free_port,
+                                                     runtime_missing)
 from karma_dagster.backbones.llm.outputs import AlignmentOutput, JudgeOutput
 from karma_dagster.backbones.llm.structured import FormMemory
 from karma_dagster.backbones.base import TripleQuery
@@ -382,3 +383,14 @@ def test_sigterm_stops_karma_llm_serve_with_exit_0_even_during_a_generation(llm_
     assert code == 0, said
     assert said.rstrip().endswith("stopped"), said
     assert not handle.answering()  # the llama.cpp server went with it
+
+
+def test_a_server_killed_by_an_illegal_instruction_is_reported_with_how_to_rebuild_it(tmp_path, monkeypatch):
+    """llama.cpp compiled for an instruction the machine does not run (AMX in a virtual machine) dies by SIGILL at
+    its first matrix product: the error names the signal and the rebuild, not a bare "-4"."""
+    server = LocalLLMServer(ServerSettings(port=free_port(), start_timeout=30), log_path=tmp_path / "server.log")
+    monkeypatch.setattr(server, "command",
+                        lambda: [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGILL)"])
+    with pytest.raises(LLMServerError) as refused:
+        server.start()
+    assert "code -4 (SIGILL" in str(refused.value) and "--force-reinstall" in str(refused.value)

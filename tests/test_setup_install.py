@@ -110,3 +110,22 @@ def test_main_installs_the_project_alone_and_llm_only_when_needed_test_installs_
 def test_test_sh_asks_for_every_extra():
     text = (ROOT / "scripts" / "test.sh").read_text()
     assert 'KARMA_EXTRAS="${KARMA_EXTRAS:-dev,llm}" source' in text
+
+
+@pytest.mark.parametrize("cpu", ["amx", "avx2"])
+def test_llama_cpp_is_built_native_except_where_the_cpu_reports_amx(tmp_path, cpu):
+    """A CPU reporting AMX gets its other extensions named and AMX left out (a guest may report AMX and refuse its
+    instructions: SIGILL at the server's first answer); any other CPU gets llama.cpp's own -march=native."""
+    flags = {"amx": "fpu sse4_2 avx avx2 fma f16c bmi2 avx512f avx512_vnni amx_tile amx_int8 amx_bf16",
+             "avx2": "fpu sse4_2 avx avx2 fma f16c bmi2"}[cpu]
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(f"processor\t: 0\nflags\t\t: {flags}\n\nprocessor\t: 1\nflags\t\t: {flags}\n")
+    script = f"source <(sed -n '/^llama_cmake_args()/,/^}}/p' {ROOT / 'scripts' / 'bootstrap.sh'}); " \
+             f"llama_cmake_args {cpuinfo}"
+    args = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True).stdout.split()
+    if cpu == "avx2":
+        assert args == ["-DLLAVA_BUILD=OFF"]
+        return
+    assert "-DGGML_NATIVE=OFF" in args and not any("AMX" in a for a in args)
+    assert {"-DGGML_AVX2=ON", "-DGGML_AVX512=ON", "-DGGML_AVX512_VNNI=ON"} <= set(args)
+    assert {"-DGGML_AVX512_BF16=OFF", "-DGGML_AVX_VNNI=OFF"} <= set(args)  # what the CPU does not report: off

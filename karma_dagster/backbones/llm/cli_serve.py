@@ -9,7 +9,7 @@ from typing import Any
 
 
 def cmd_llm_serve(args: argparse.Namespace) -> int:
-    from karma_dagster.backbones.llm.local_server import LLMServerError, LocalLLMServer, ServerSettings
+    from karma_dagster.backbones.llm.local_server import LLMServerError, LocalLLMServer, ServerSettings, exit_text
 
     try:
         settings = ServerSettings(model=args.model, alias=args.alias or ("smollm2" if args.model == "smollm2" else
@@ -41,7 +41,7 @@ def cmd_llm_serve(args: argparse.Namespace) -> int:
             signal.signal(sig, signal.SIG_IGN)
         server.stop()
     if code:
-        print(f"karma llm-serve: the llama.cpp server exited with code {code} (log: {server.log_path})",
+        print(f"karma llm-serve: the llama.cpp server exited with code {exit_text(code)} (log: {server.log_path})",
               file=sys.stderr)
         return 1
     print("stopped", flush=True)
