@@ -355,6 +355,11 @@ class DictionaryNER:
                 self._memo.move_to_end(text)
             return known
 
+    def forget_texts(self) -> None:
+        """Forget the texts read so far: the pipeline is kept, and the next question is read anew."""
+        with self._memo_lock:
+            self._memo.clear()
+
     def _remember(self, text: str, spans: tuple[MentionSpan, ...]) -> None:
         with self._memo_lock:
             self._memo[text] = spans

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import threading
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -38,14 +38,44 @@ def cached(key: tuple, build: Callable[[], Any]) -> Any:
 
 
 def clear() -> None:
-    """Forget every built object (after a seed import: the lexicon and the index changed)."""
+    """Forget every built object (after a seed import: the lexicon and the index changed). The dictionary NERs
+    whose lexicon content is unchanged stay built (`_ner_for`), with the texts they read forgotten."""
     from karma_dagster.runtime import stage_store
 
     with _LOCK:
         _CACHE.clear()
         _FINGERPRINTS.clear()
         _BY_KG_STATE.clear()
+        for ner in _NERS.values():
+            ner.forget_texts()
     stage_store.forget_reads()
+
+
+# Dictionary NERs by the content they were built from, kept across clear(): one is a pure function of its lexicon
+# (whose fingerprint hashes every input and the lexicon's code) and of the learned NER's files, and building one
+# costs ~2.5 s (the ruler's ~200,000 phrases, spaCy's tokenizer) where reading the lexicon costs ~0.3 s. A seed
+# import changes the fingerprint, so a new KG gets a new NER; the last two are kept (a test suite's, a process that
+# re-imported its seed once).
+_NERS: OrderedDict[tuple, Any] = OrderedDict()
+_NERS_KEPT = 2
+
+
+def _ner_for(lexicon: Any) -> Any:  # noqa: ANN401 - a DictionaryNER (imported lazily: spaCy)
+    from karma_dagster.dictionary.ner import DictionaryNER
+    from karma_dagster.dictionary.ner_training import MODEL_DIR
+
+    folder = Path(MODEL_DIR)
+    learned = sorted((str(f.relative_to(folder)), f.stat().st_size, f.stat().st_mtime_ns)
+                     for f in folder.rglob("*") if f.is_file())
+    key = (lexicon.fingerprint, str(folder), tuple(learned))
+    with _LOCK:
+        if key in _NERS:
+            _NERS.move_to_end(key)
+            return _NERS[key]
+        ner = _NERS[key] = DictionaryNER(lexicon, learned=MODEL_DIR)
+        while len(_NERS) > _NERS_KEPT:
+            _NERS.popitem(last=False)
+        return ner
 
 
 def seed_fingerprint(data: DataPaths) -> str:
@@ -180,11 +210,9 @@ def seed_lexicon_rows(data: DataPaths) -> list[dict]:
 def dictionary(data: DataPaths):
     """The dictionary NER over the KG's names + MeSH + Hetionet vocabularies + training-corpus terms."""
     from karma_dagster.dictionary.lexicon import Lexicon
-    from karma_dagster.dictionary.ner import DictionaryNER
 
     def build():
-        lexicon = Lexicon.build(seed_lexicon_rows(data), cache_dir=data.cache() / "lexicon")
-        return DictionaryNER(lexicon)
+        return _ner_for(Lexicon.build(seed_lexicon_rows(data), cache_dir=data.cache() / "lexicon"))
 
     return cached(("dictionary", str(data.cache()), kg_display(data), seed_fingerprint(data)), build)
 
