@@ -41,7 +41,6 @@ def test_a_cleared_process_keeps_the_ner_of_an_unchanged_lexicon_and_reads_texts
 
     other = services._ner_for(Lexicon(first.lexicon.table, fingerprint="another-seed"))
     assert other is not first and other.lexicon.fingerprint == "another-seed"  # other content: its own NER
-    services.clear()
 
 
 def test_a_model_file_is_unpickled_once_per_content_and_again_when_rewritten(tmp_path):

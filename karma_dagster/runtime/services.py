@@ -65,8 +65,8 @@ def _ner_for(lexicon: Any) -> Any:  # noqa: ANN401 - a DictionaryNER (imported l
     from karma_dagster.dictionary.ner_training import MODEL_DIR
 
     folder = Path(MODEL_DIR)
-    learned = sorted((str(f.relative_to(folder)), f.stat().st_size, f.stat().st_mtime_ns)
-                     for f in folder.rglob("*") if f.is_file())
+    learned = sorted((str(f.relative_to(folder)), st.st_size, st.st_mtime_ns)
+                     for f in folder.rglob("*") if f.is_file() for st in (f.stat(),))
     key = (lexicon.fingerprint, str(folder), tuple(learned))
     with _LOCK:
         if key in _NERS:

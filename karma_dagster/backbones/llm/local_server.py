@@ -38,19 +38,19 @@ TOOLS_CHAT_FORMAT = "chatml-function-calling"
 STOP_GRACE_S = 1.5  # SIGTERM, then SIGKILL after this long: the server keeps no state that a kill would lose
 
 
-
 def exit_text(code: int) -> str:
     """A server's exit code as a user reads it: the signal that ended it named, and what to do about SIGILL."""
     if code == -signal.SIGILL:
         return (f"{code} (SIGILL: llama.cpp was compiled for an instruction this machine does not run, e.g. AMX in a "
-                f"virtual machine; rebuild it without: `pip install --force-reinstall --no-cache-dir "
-                f"llama-cpp-python` with CMAKE_ARGS naming the CPU's features, as scripts/bootstrap.sh does)")
+                "virtual machine; rebuild it without: `pip install --force-reinstall --no-cache-dir "
+                "llama-cpp-python` with CMAKE_ARGS naming the CPU's features, as scripts/bootstrap.sh does)")
     if code < 0:
         try:
             return f"{code} ({signal.Signals(-code).name})"
         except ValueError:
             return str(code)
     return str(code)
+
 
 class LLMServerError(RuntimeError):
     """The model or the runtime is missing, or the server did not come up: says which and what to do."""

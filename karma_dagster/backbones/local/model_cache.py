@@ -29,11 +29,15 @@ _READ_KEPT = 8
 _READ_LOCK = threading.Lock()
 
 
+def _digest(raw: bytes) -> bytes:
+    return hashlib.blake2b(raw, digest_size=16).digest()
+
+
 def _read(path: Path) -> tuple[object, bytes]:
     """(the model in `path`, the digest of the bytes it came from): the object this process already made of the
     same bytes, else the bytes unpickled. Bytes, not the file's times: a rewrite within one clock tick keeps them."""
     raw = path.read_bytes()
-    digest = hashlib.blake2b(raw, digest_size=16).digest()
+    digest = _digest(raw)
     with _READ_LOCK:
         known = _READ.get(str(path))
         if known is not None and known[0] == digest:
@@ -73,5 +77,5 @@ def load_or_train(path: Path, kind: type[T], what: str, train: Callable[[], T], 
         tmp = path.with_suffix(".tmp")
         joblib.dump(fitted, tmp, compress=3)
         tmp.replace(path)
-        _remember(path, hashlib.blake2b(path.read_bytes(), digest_size=16).digest(), fitted)
+        _remember(path, _digest(path.read_bytes()), fitted)
         return fitted, False
